@@ -1,0 +1,63 @@
+package login
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Attempt calls h once under s: its context ends after s.Timeout, a panic
+// becomes a *PanicError, and a credential that fails Validate becomes an
+// error. The call runs in a goroutine of its own so that a handler that
+// ignores its context cannot hold the caller: once ctx ends, Attempt returns
+// and the handler's late result, whenever it comes, is dropped.
+func (s Settings) Attempt(ctx context.Context, h Handler) (*ConnectionInfo, error) {
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
+	type result struct {
+		info *ConnectionInfo
+		err  error
+	}
+	done := make(chan result, 1) // buffered: an abandoned call must not block
+	go func() {
+		var r result
+		defer func() {
+			if v := recover(); v != nil {
+				r = result{err: &PanicError{Handler: s.ID, Value: v}}
+			}
+			done <- r
+		}()
+		r.info, r.err = h(ctx)
+	}()
+	select {
+	case r := <-done:
+		return checkResult(r.info, r.err)
+	case <-ctx.Done():
+		// The result may have arrived at the same moment: prefer it.
+		select {
+		case r := <-done:
+			return checkResult(r.info, r.err)
+		default:
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: %w", ErrAbandoned, context.Cause(ctx))
+		}
+		return nil, context.Cause(ctx)
+	}
+}
+
+func checkResult(info *ConnectionInfo, err error) (*ConnectionInfo, error) {
+	if err != nil {
+		return nil, err
+	}
+	if info == nil {
+		return nil, nil
+	}
+	if err := info.Validate(); err != nil {
+		return nil, fmt.Errorf("returned an invalid ConnectionInfo: %w", err)
+	}
+	return info, nil
+}

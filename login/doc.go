@@ -1,0 +1,36 @@
+// Package login describes credentials and the handlers that fetch them.
+//
+// A [Handler] is a function that logs in somewhere and returns a
+// [ConnectionInfo]: the API server, how to trust it, and how to authenticate
+// (a token, basic auth, a client certificate, or a round tripper that does it
+// by itself). The vault package runs handlers, keeps what they return, and
+// reruns them when their credentials expire or are rejected.
+//
+// # Handlers and their options
+//
+// Options given when a handler is registered ([ID], [Retries], [Backoff],
+// [Timeout]) say how it is retried. A handler signals how a failure should be
+// treated by the error it returns:
+//
+//   - (nil, nil): nothing to offer; not retried until the next login.
+//   - [Permanent](err): retrying will not help; not retried this round.
+//   - [Temporary](err, delay): retry after delay.
+//   - any other error: retry after the handler's backoff.
+//
+// A handler that panics fails its attempt with a [*PanicError]; the process
+// goes on.
+//
+// # Secrets
+//
+// Every way of printing a ConnectionInfo (fmt's verbs, String, GoString,
+// encoding/json, logr) redacts Token, Password and PrivateKeyData and shows a
+// [ConnectionInfo.Fingerprint] in their place, so a credential can be followed
+// through logs without being revealed.
+//
+// # Data fields
+//
+// CAData, CertificateData and PrivateKeyData take PEM, or base64 of PEM as
+// kubeconfig files carry it; [DecodePEM] turns either into PEM.
+// [ConnectionInfo.Validate] reports what is missing or inconsistent, naming
+// the field.
+package login

@@ -1,0 +1,61 @@
+package login_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/authvault/authvault/login"
+)
+
+// Printing a credential never shows its secrets.
+func ExampleConnectionInfo_String() {
+	info := login.ConnectionInfo{
+		Server:           "https://api.example:6443",
+		Token:            "do-not-print-me",
+		DefaultNamespace: "team-a",
+	}
+	out := fmt.Sprintf("%+v", info)
+	fmt.Println(out == info.String())
+	fmt.Println(len(info.Fingerprint()))
+	fmt.Println(out[:len(out)-len(info.Fingerprint())-2])
+	// Output:
+	// true
+	// 8
+	// login.ConnectionInfo{Server: "https://api.example:6443", Token: [redacted], DefaultNamespace: "team-a", Fingerprint:
+}
+
+// Validate names the field that is wrong.
+func ExampleConnectionInfo_Validate() {
+	info := login.ConnectionInfo{Server: "api.example:6443", Username: "bob", Token: "t"}
+	fmt.Println(info.Validate())
+	// Output:
+	// login: Server "api.example:6443" is not an absolute https or http URL
+	// login: basic auth (Username) and Token are both set; use one
+}
+
+// A handler tells the vault how to treat its failures through the error
+// it returns.
+func ExampleHandler() {
+	var fromSecretStore login.Handler = func(ctx context.Context) (*login.ConnectionInfo, error) {
+		token, err := os.ReadFile("/etc/operator/token")
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, nil // nothing from me: another handler may have something
+		case errors.Is(err, os.ErrPermission):
+			return nil, login.Permanent(err) // retrying will not help
+		case err != nil:
+			return nil, login.Temporary(err, 5*time.Second)
+		}
+		return &login.ConnectionInfo{
+			Server:     "https://api.example:6443",
+			Token:      string(token),
+			Expiration: time.Now().Add(15 * time.Minute),
+		}, nil
+	}
+	s := login.Configure(fromSecretStore, login.ID("secret-store"), login.Retries(3), login.Timeout(10*time.Second))
+	fmt.Println(s.ID, s.Retries, s.Timeout)
+	// Output: secret-store 3 10s
+}

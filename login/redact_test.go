@@ -1,0 +1,143 @@
+package login
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+)
+
+// secretInfo holds a distinct secret in every secret field.
+func secretInfo(t *testing.T) (ConnectionInfo, []string) {
+	cert, key := keyPair(t)
+	info := ConnectionInfo{
+		Server:           "https://api.example:6443",
+		CAData:           cert,
+		Username:         "alice",
+		Password:         "pw-0123456789",
+		Scheme:           "Bearer",
+		Token:            "tok-abcdefghij",
+		CertificateData:  cert,
+		PrivateKeyData:   key,
+		ProxyURL:         "http://proxyuser:proxypw-xyz@proxy.example:3128",
+		DefaultNamespace: "team-a",
+		Priority:         7,
+		Expiration:       time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+	// A slice of the key's base64 body: present in the key, nowhere else.
+	keyBody := string(key[40:80])
+	return info, []string{"pw-0123456789", "tok-abcdefghij", "proxypw-xyz", keyBody}
+}
+
+func TestPrintingRedactsSecrets(t *testing.T) {
+	info, secrets := secretInfo(t)
+	var logged bytes.Buffer
+	log := funcr.New(func(prefix, args string) { logged.WriteString(prefix + args + "\n") }, funcr.Options{})
+	log.Info("credential", "info", info, "ptr", &info)
+	asJSON, err := json.Marshal(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptrJSON, err := json.Marshal(struct{ I *ConnectionInfo }{&info})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs := map[string]string{
+		"String":   info.String(),
+		"GoString": info.GoString(),
+		"%v":       fmt.Sprintf("%v", info),
+		"%+v":      fmt.Sprintf("%+v", info),
+		"%#v":      fmt.Sprintf("%#v", info),
+		"%s":       fmt.Sprintf("%s", info),
+		"%q":       fmt.Sprintf("%q", info),
+		"%x":       fmt.Sprintf("%x", info),
+		"%d":       fmt.Sprintf("%d", info),
+		"&%v":      fmt.Sprintf("%v", &info),
+		"&%+v":     fmt.Sprintf("%+v", &info),
+		"&%#v":     fmt.Sprintf("%#v", &info),
+		"slice":    fmt.Sprintf("%+v", []ConnectionInfo{info}),
+		"map":      fmt.Sprintf("%#v", map[string]*ConnectionInfo{"a": &info}),
+		"nested":   fmt.Sprintf("%+v", struct{ Info ConnectionInfo }{info}),
+		"json":     string(asJSON),
+		"json ptr": string(ptrJSON),
+		"logr":     logged.String(),
+	}
+	for name, out := range outputs {
+		for _, s := range secrets {
+			if strings.Contains(out, s) {
+				t.Errorf("%s output reveals secret %q: %s", name, s, out)
+			}
+		}
+		for _, want := range []string{"api.example:6443", info.Fingerprint()} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s output = %s, want it to contain %q", name, out, want)
+			}
+		}
+	}
+	for _, want := range []string{"Token: " + Redacted, "Password: " + Redacted, "PrivateKeyData: " + Redacted, "proxyuser:" + Redacted} {
+		if !strings.Contains(info.String(), want) {
+			t.Errorf("String() = %s, want it to contain %q", info.String(), want)
+		}
+	}
+}
+
+func TestStringOmitsEmptyFields(t *testing.T) {
+	info := ConnectionInfo{Server: "https://a"}
+	got := info.String()
+	want := `login.ConnectionInfo{Server: "https://a", Fingerprint: ` + info.Fingerprint() + `}`
+	if got != want {
+		t.Errorf("String() = %s, want %s", got, want)
+	}
+}
+
+func TestStringShowsTransportType(t *testing.T) {
+	info := ConnectionInfo{Server: "https://a", Transport: http.DefaultTransport}
+	if got := info.String(); !strings.Contains(got, "Transport: *http.Transport") {
+		t.Errorf("String() = %s, want the transport's type", got)
+	}
+}
+
+func TestFingerprintFollowsAuthenticationMaterial(t *testing.T) {
+	base := ConnectionInfo{Server: "https://a", Token: "t1"}
+	same := base
+	same.Expiration = time.Now().Add(time.Hour)
+	same.DefaultNamespace = "ns"
+	if base.Fingerprint() != same.Fingerprint() || base.Digest() != same.Digest() {
+		t.Error("fingerprint changed with expiration or namespace; want it to follow authentication only")
+	}
+	if len(base.Fingerprint()) != 8 {
+		t.Errorf("Fingerprint() = %q, want 8 hex digits", base.Fingerprint())
+	}
+	for name, other := range map[string]ConnectionInfo{
+		"token":  {Server: "https://a", Token: "t2"},
+		"server": {Server: "https://b", Token: "t1"},
+		"shift":  {Server: "https://at", Token: "1"},
+		"basic":  {Server: "https://a", Username: "t1"},
+	} {
+		if other.Digest() == base.Digest() {
+			t.Errorf("%s: Digest() equal to a different credential's", name)
+		}
+	}
+}
+
+func TestAuthorizationHeader(t *testing.T) {
+	tests := []struct {
+		scheme, token, want string
+	}{
+		{"", "", ""},
+		{"", "t", "Bearer t"},
+		{"Basic", "dXNlcg==", "Basic dXNlcg=="},
+		{"Negotiate", "", "Negotiate"},
+	}
+	for _, tt := range tests {
+		info := ConnectionInfo{Scheme: tt.scheme, Token: tt.token}
+		if got := info.AuthorizationHeader(); got != tt.want {
+			t.Errorf("AuthorizationHeader(%q, %q) = %q, want %q", tt.scheme, tt.token, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package login
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/url"
+)
+
+// Validate checks that the credential is complete and consistent, and returns
+// an error that names the offending field when it is not. It reads no files:
+// the Path fields are checked by whoever opens them.
+func (ci *ConnectionInfo) Validate() error {
+	if ci == nil {
+		return errors.New("login: ConnectionInfo is nil")
+	}
+	var errs []error
+	if err := validateServer(ci.Server); err != nil {
+		errs = append(errs, err)
+	}
+	pairs := []struct {
+		path, data string
+		hasPath    bool
+		hasData    bool
+	}{
+		{"CAPath", "CAData", ci.CAPath != "", len(ci.CAData) > 0},
+		{"CertificatePath", "CertificateData", ci.CertificatePath != "", len(ci.CertificateData) > 0},
+		{"PrivateKeyPath", "PrivateKeyData", ci.PrivateKeyPath != "", len(ci.PrivateKeyData) > 0},
+	}
+	for _, p := range pairs {
+		if p.hasPath && p.hasData {
+			errs = append(errs, fmt.Errorf("login: %s and %s are both set; use one", p.path, p.data))
+		}
+	}
+	hasCert := ci.CertificatePath != "" || len(ci.CertificateData) > 0
+	hasKey := ci.PrivateKeyPath != "" || len(ci.PrivateKeyData) > 0
+	switch {
+	case hasCert && !hasKey:
+		errs = append(errs, errors.New("login: a client certificate is set without its private key (PrivateKeyPath or PrivateKeyData)"))
+	case hasKey && !hasCert:
+		errs = append(errs, errors.New("login: a private key is set without its client certificate (CertificatePath or CertificateData)"))
+	}
+	if ci.Password != "" && ci.Username == "" {
+		errs = append(errs, errors.New("login: Password is set without Username"))
+	}
+	if ci.Username != "" && ci.Token != "" {
+		errs = append(errs, errors.New("login: basic auth (Username) and Token are both set; use one"))
+	}
+	if ci.Transport != nil && (ci.Token != "" || ci.Scheme != "" || ci.Username != "" || hasCert) {
+		errs = append(errs, errors.New("login: Transport is set together with a token, basic auth or client certificate; a credential with its own Transport authenticates by itself"))
+	}
+	if ci.ProxyURL != "" {
+		if err := validateProxy(ci.ProxyURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	_, caErr := decodeField("CAData", ci.CAData, "CERTIFICATE")
+	cert, certErr := decodeField("CertificateData", ci.CertificateData, "CERTIFICATE")
+	key, keyErr := decodeField("PrivateKeyData", ci.PrivateKeyData, "")
+	errs = append(errs, caErr, certErr, keyErr)
+	if certErr == nil && keyErr == nil && len(cert) > 0 && len(key) > 0 {
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			errs = append(errs, fmt.Errorf("login: CertificateData and PrivateKeyData do not form a key pair: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateServer(server string) error {
+	if server == "" {
+		return errors.New("login: Server is empty")
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return fmt.Errorf("login: Server is not a URL: %w", unwrapURLError(err))
+	}
+	// Redacted hides a password in the URL's user info from the messages.
+	if u.User != nil {
+		return fmt.Errorf("login: Server %q carries user info; use Username and Password", u.Redacted())
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return fmt.Errorf("login: Server %q is not an absolute https or http URL", u.Redacted())
+	}
+	if u.Host == "" {
+		return fmt.Errorf("login: Server %q has no host", u.Redacted())
+	}
+	return nil
+}
+
+func validateProxy(proxy string) error {
+	u, err := url.Parse(proxy)
+	if err != nil {
+		return fmt.Errorf("login: ProxyURL is not a URL: %w", unwrapURLError(err))
+	}
+	switch u.Scheme {
+	case "http", "https", "socks5":
+	default:
+		return fmt.Errorf("login: ProxyURL scheme %q is not http, https or socks5", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("login: ProxyURL has no host")
+	}
+	return nil
+}
+
+// unwrapURLError drops the *url.Error wrapper, whose message repeats the
+// whole URL: a proxy URL may carry a password.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// DecodePEM returns data as PEM: data that already is PEM is returned as it
+// is, data that is base64 of PEM (as kubeconfig files hold it) is decoded.
+// Anything else is an error. Empty data is returned as it is.
+func DecodePEM(data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return data, nil
+	}
+	if isPEM(data) {
+		return data, nil
+	}
+	// The decoder skips line breaks, so wrapped base64 decodes too.
+	trimmed := bytes.TrimSpace(data)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+		decoded := make([]byte, enc.DecodedLen(len(trimmed)))
+		n, err := enc.Decode(decoded, trimmed)
+		if err == nil && isPEM(decoded[:n]) {
+			return decoded[:n], nil
+		}
+	}
+	return nil, errNotPEM
+}
+
+var errNotPEM = errors.New("neither PEM nor base64 of PEM")
+
+// isPEM tells whether data holds at least one PEM block.
+func isPEM(data []byte) bool {
+	block, _ := pem.Decode(data)
+	return block != nil
+}
+
+// decodeField decodes one data field and, when blockType is set, checks
+// that every PEM block in it has that type. Errors name the field only:
+// the data may be a private key.
+func decodeField(field string, data []byte, blockType string) ([]byte, error) {
+	decoded, err := DecodePEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("login: %s is %w", field, err)
+	}
+	if blockType == "" {
+		return decoded, nil
+	}
+	rest := decoded
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return decoded, nil
+		}
+		if block.Type != blockType {
+			return nil, fmt.Errorf("login: %s holds a PEM block of type %q, want %q", field, block.Type, blockType)
+		}
+	}
+}

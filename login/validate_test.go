@@ -1,0 +1,150 @@
+package login
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestValidateAccepts(t *testing.T) {
+	cert, key := keyPair(t)
+	b64 := func(b []byte) []byte { return []byte(base64.StdEncoding.EncodeToString(b)) }
+	tests := []struct {
+		name string
+		info ConnectionInfo
+	}{
+		{"token", ConnectionInfo{Server: "https://api.example:6443", Token: "t"}},
+		{"scheme alone", ConnectionInfo{Server: "https://api.example", Scheme: "Negotiate"}},
+		{"path prefix", ConnectionInfo{Server: "https://rancher.example/k8s/clusters/c-1", Token: "t"}},
+		{"http", ConnectionInfo{Server: "http://127.0.0.1:8080"}},
+		{"ipv6", ConnectionInfo{Server: "https://[::1]:6443", Token: "t"}},
+		{"basic", ConnectionInfo{Server: "https://a", Username: "u", Password: "p"}},
+		{"pem cert and key", ConnectionInfo{Server: "https://a", CertificateData: cert, PrivateKeyData: key, CAData: cert}},
+		{"base64 cert and key", ConnectionInfo{Server: "https://a", CertificateData: b64(cert), PrivateKeyData: b64(key), CAData: b64(cert)}},
+		{"cert with token", ConnectionInfo{Server: "https://a", CertificateData: cert, PrivateKeyData: key, Token: "t"}},
+		{"paths", ConnectionInfo{Server: "https://a", CAPath: "/ca", CertificatePath: "/c", PrivateKeyPath: "/k"}},
+		{"own transport", ConnectionInfo{Server: "https://a", Transport: http.DefaultTransport}},
+		{"proxy", ConnectionInfo{Server: "https://a", ProxyURL: "socks5://proxy:1080"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.info.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	cert, key := keyPair(t)
+	otherCert, _ := keyPair(t)
+	tests := []struct {
+		name string
+		info ConnectionInfo
+		want string // the error must contain this
+	}{
+		{"no server", ConnectionInfo{Token: "t"}, "Server is empty"},
+		{"relative server", ConnectionInfo{Server: "api.example:6443"}, "Server"},
+		{"ftp server", ConnectionInfo{Server: "ftp://api.example"}, "not an absolute https or http URL"},
+		{"no host", ConnectionInfo{Server: "https:///path"}, "has no host"},
+		{"unparsable server", ConnectionInfo{Server: "https://a b:%zz"}, "Server"},
+		{"user info in server", ConnectionInfo{Server: "https://u:pw@a"}, "user info"},
+		{"ca path and data", ConnectionInfo{Server: "https://a", CAPath: "/ca", CAData: cert}, "CAPath and CAData are both set"},
+		{"cert path and data", ConnectionInfo{Server: "https://a", CertificatePath: "/c", CertificateData: cert, PrivateKeyData: key}, "CertificatePath and CertificateData"},
+		{"key path and data", ConnectionInfo{Server: "https://a", CertificateData: cert, PrivateKeyPath: "/k", PrivateKeyData: key}, "PrivateKeyPath and PrivateKeyData"},
+		{"cert without key", ConnectionInfo{Server: "https://a", CertificateData: cert}, "without its private key"},
+		{"key without cert", ConnectionInfo{Server: "https://a", PrivateKeyPath: "/k"}, "without its client certificate"},
+		{"basic and token", ConnectionInfo{Server: "https://a", Username: "u", Password: "p", Token: "t"}, "Username) and Token"},
+		{"password alone", ConnectionInfo{Server: "https://a", Password: "p"}, "Password is set without Username"},
+		{"transport and token", ConnectionInfo{Server: "https://a", Token: "t", Transport: http.DefaultTransport}, "Transport is set together"},
+		{"garbage ca", ConnectionInfo{Server: "https://a", CAData: []byte("not a cert")}, "CAData is neither PEM nor base64 of PEM"},
+		{"base64 of garbage", ConnectionInfo{Server: "https://a", CAData: []byte(base64.StdEncoding.EncodeToString([]byte("nope")))}, "CAData is neither"},
+		{"key in ca", ConnectionInfo{Server: "https://a", CAData: key}, `CAData holds a PEM block of type "PRIVATE KEY"`},
+		{"garbage key", ConnectionInfo{Server: "https://a", CertificateData: cert, PrivateKeyData: []byte("xx")}, "PrivateKeyData is neither"},
+		{"mismatched pair", ConnectionInfo{Server: "https://a", CertificateData: otherCert, PrivateKeyData: key}, "do not form a key pair"},
+		{"bad proxy scheme", ConnectionInfo{Server: "https://a", ProxyURL: "ftp://p"}, "ProxyURL scheme"},
+		{"proxy without host", ConnectionInfo{Server: "https://a", ProxyURL: "http://"}, "ProxyURL has no host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.info.Validate()
+			if err == nil {
+				t.Fatalf("Validate() = nil, want an error containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate() = %q, want it to contain %q", err, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), "login: ") {
+				t.Errorf("Validate() = %q, want the package prefix", err)
+			}
+		})
+	}
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	err := (&ConnectionInfo{CAPath: "/ca", CAData: []byte("x")}).Validate()
+	for _, want := range []string{"Server is empty", "CAPath and CAData", "CAData is neither"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to contain %q", err, want)
+		}
+	}
+}
+
+func TestValidateNil(t *testing.T) {
+	var ci *ConnectionInfo
+	if err := ci.Validate(); err == nil {
+		t.Error("Validate() of nil = nil, want an error")
+	}
+}
+
+func TestValidateKeepsSecretsOutOfErrors(t *testing.T) {
+	_, key := keyPair(t)
+	const secret = "s3cr3t-pw"
+	infos := []ConnectionInfo{
+		{Server: "https://a", Username: "u", Password: secret, Token: secret},
+		{Server: "https://a", PrivateKeyData: key},
+		{Server: "https://a", CertificateData: []byte(secret), PrivateKeyData: []byte(secret)},
+		{Server: "https://a", ProxyURL: "ftp://user:" + secret + "@proxy"},
+		{Server: "ftp://user:" + secret + "@a"},
+		{Server: "https://user:" + secret + "@a b"},
+		{Server: "https://a", ProxyURL: "http://user:" + secret + "@pro xy:%zz"},
+	}
+	for i, info := range infos {
+		err := info.Validate()
+		if err == nil {
+			t.Fatalf("case %d: Validate() = nil, want an error", i)
+		}
+		for _, s := range []string{secret, string(key[30:60])} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("case %d: error %q reveals a secret", i, err)
+			}
+		}
+	}
+}
+
+func TestDecodePEM(t *testing.T) {
+	cert, _ := keyPair(t)
+	std := base64.StdEncoding.EncodeToString(cert)
+	raw := base64.RawStdEncoding.EncodeToString(cert)
+	wrapped := ""
+	for i := 0; i < len(std); i += 64 {
+		wrapped += std[i:min(i+64, len(std))] + "\n"
+	}
+	for name, in := range map[string]string{"pem": string(cert), "std": std, "raw": raw, "wrapped": wrapped, "padded": "  " + std + "\n"} {
+		got, err := DecodePEM([]byte(in))
+		if err != nil {
+			t.Errorf("%s: DecodePEM() error %v", name, err)
+			continue
+		}
+		if string(got) != string(cert) {
+			t.Errorf("%s: DecodePEM() = %q, want the certificate", name, got)
+		}
+	}
+	if got, err := DecodePEM(nil); err != nil || len(got) != 0 {
+		t.Errorf("DecodePEM(nil) = %q, %v; want empty, nil", got, err)
+	}
+	if _, err := DecodePEM([]byte("%%%")); err == nil {
+		t.Error("DecodePEM(garbage) = nil error, want one")
+	}
+}

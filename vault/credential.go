@@ -1,0 +1,128 @@
+package vault
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/authvault/authvault/login"
+)
+
+// Credential is one credential held by the vault. The vault hands out the
+// same *Credential to every caller that selects it, and identifies it by
+// pointer: Invalidate removes exactly the object it is given.
+//
+// Its fields are read-only.
+type Credential struct {
+	// Key is the ID of the handler that returned the credential.
+	Key string
+	// Info is what the handler returned.
+	Info *login.ConnectionInfo
+
+	digest      [sha256.Size]byte
+	fingerprint string
+	// usableUntil is when the vault stops handing the credential out: its
+	// expiration less the leeway. Zero: never.
+	usableUntil time.Time
+	// refresh is the timer of its proactive refresh, guarded by Vault.mu.
+	refresh clock.Timer
+}
+
+// Fingerprint names the credential in logs without revealing it.
+func (c *Credential) Fingerprint() string { return c.fingerprint }
+
+// String shows the key, the fingerprint and the redacted ConnectionInfo.
+func (c *Credential) String() string {
+	if c == nil {
+		return "<nil>"
+	}
+	return "vault.Credential{Key: " + strconv.Quote(c.Key) + ", Info: " + c.Info.String() + "}"
+}
+
+// GoString makes %#v show the redacted form.
+func (c *Credential) GoString() string { return c.String() }
+
+// Format makes every fmt verb print the redacted form.
+func (c *Credential) Format(f fmt.State, verb rune) {
+	s := c.String()
+	if verb == 'q' {
+		s = strconv.Quote(s)
+	}
+	_, _ = f.Write([]byte(s))
+}
+
+// MarshalLog implements logr.Marshaler with the redacted form.
+func (c *Credential) MarshalLog() any {
+	if c == nil {
+		return nil
+	}
+	return map[string]any{"key": c.Key, "info": c.Info.MarshalLog()}
+}
+
+// usable tells whether the vault may still hand the credential out at now.
+func (c *Credential) usable(now time.Time) bool {
+	return c.usableUntil.IsZero() || now.Before(c.usableUntil)
+}
+
+// snapshot is the immutable set of usable credentials that Select reads
+// without a lock. A change to the vault publishes a new one.
+type snapshot struct {
+	// groups holds the credentials by priority, the highest first.
+	groups [][]*Credential
+	// soonest is the earliest usableUntil of all of them; zero if none
+	// expires. Past it, the snapshot is stale and Select takes the slow path.
+	soonest time.Time
+}
+
+var emptySnapshot = &snapshot{}
+
+// pick returns a random credential of the highest priority, or nil when the
+// snapshot is empty or may hold an expired credential.
+func (s *snapshot) pick(clk clock.PassiveClock) *Credential {
+	if len(s.groups) == 0 {
+		return nil
+	}
+	if !s.soonest.IsZero() && !clk.Now().Before(s.soonest) {
+		return nil
+	}
+	top := s.groups[0]
+	if len(top) == 1 {
+		return top[0]
+	}
+	return top[rand.IntN(len(top))]
+}
+
+func (s *snapshot) size() int {
+	n := 0
+	for _, g := range s.groups {
+		n += len(g)
+	}
+	return n
+}
+
+// newSnapshot groups creds by descending priority.
+func newSnapshot(creds []*Credential) *snapshot {
+	if len(creds) == 0 {
+		return emptySnapshot
+	}
+	creds = slices.Clone(creds)
+	slices.SortStableFunc(creds, func(a, b *Credential) int { return cmp.Compare(b.Info.Priority, a.Info.Priority) })
+	s := &snapshot{}
+	for i, c := range creds {
+		if i == 0 || c.Info.Priority != creds[i-1].Info.Priority {
+			s.groups = append(s.groups, nil)
+		}
+		last := len(s.groups) - 1
+		s.groups[last] = append(s.groups[last], c)
+		if !c.usableUntil.IsZero() && (s.soonest.IsZero() || c.usableUntil.Before(s.soonest)) {
+			s.soonest = c.usableUntil
+		}
+	}
+	return s
+}

@@ -1,0 +1,113 @@
+package vault
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. They are matched with errors.Is, also through a LoginError.
+var (
+	// ErrClosed is returned by a closed vault.
+	ErrClosed = errors.New("vault: closed")
+	// ErrNoHandlers means no login handler is registered and no fallback is set.
+	ErrNoHandlers = errors.New("vault: no login handler is registered")
+	// ErrNoCredential is the outcome of a handler that returned (nil, nil).
+	ErrNoCredential = errors.New("returned no credential")
+	// ErrRejected is the outcome of a handler that returned a credential the
+	// server recently rejected (same authentication material).
+	ErrRejected = errors.New("returned a credential that was recently invalidated")
+	// ErrExpired is the outcome of a handler that returned a credential that
+	// has expired, or expires within the vault's leeway.
+	ErrExpired = errors.New("returned an expired credential")
+	// ErrUnchanged is the outcome of a refresh that returned the credential
+	// the vault already has, with no later expiration.
+	ErrUnchanged = errors.New("returned the credential it already had")
+)
+
+// LoginError is what callers get when the vault has no usable credential and
+// logging in did not give one. It names every handler and its outcome, the
+// server that last rejected a credential and why, and, when the caller gave
+// up, the caller's context error. errors.Is and errors.As see through it to
+// every one of those errors.
+type LoginError struct {
+	// Handlers are the outcomes of the handlers the vault ran, in the
+	// order they were registered.
+	Handlers []Outcome
+	// Server is the server of the last credential invalidated, if any.
+	Server string
+	// Cause is why the last credential was invalidated (the 401), if any.
+	Cause error
+	// Err is why the caller stopped waiting (its context's error), or
+	// ErrNoHandlers; nil when every handler has finished.
+	Err error
+}
+
+// Outcome is how a handler's latest login went.
+type Outcome struct {
+	Handler string
+	// Err is the last error: a handler's own, or ErrNoCredential,
+	// ErrRejected, ErrExpired, ErrUnchanged. Nil while a first attempt runs.
+	Err error
+	// Running tells that the handler is still logging in.
+	Running bool
+	// RetryAt is when the handler is run again, if it failed.
+	RetryAt time.Time
+}
+
+func (o Outcome) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "handler %q ", o.Handler)
+	switch {
+	case o.Running && o.Err == nil:
+		b.WriteString("is still logging in")
+	case o.Running:
+		fmt.Fprintf(&b, "is still retrying after: %v", o.Err)
+	case o.Err == nil:
+		b.WriteString("has not run")
+	default:
+		fmt.Fprintf(&b, "%v", o.Err)
+	}
+	if !o.RetryAt.IsZero() {
+		fmt.Fprintf(&b, " (next login at %s)", o.RetryAt.UTC().Format(time.RFC3339))
+	}
+	return b.String()
+}
+
+func (e *LoginError) Error() string {
+	var b strings.Builder
+	b.WriteString("vault: no usable credential")
+	if e.Server != "" {
+		fmt.Fprintf(&b, " for %s", e.Server)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	for _, o := range e.Handlers {
+		b.WriteString("; ")
+		b.WriteString(o.String())
+	}
+	if e.Cause != nil {
+		fmt.Fprintf(&b, "; last credential rejected: %v", e.Cause)
+	}
+	return b.String()
+}
+
+// Unwrap returns the caller's context error, the last rejection's cause
+// and every handler's error.
+func (e *LoginError) Unwrap() []error {
+	errs := make([]error, 0, len(e.Handlers)+2)
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	for _, o := range e.Handlers {
+		if o.Err != nil {
+			errs = append(errs, o.Err)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,159 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/go-logr/logr"
+)
+
+// Select returns a random usable credential of the highest priority present.
+//
+// When the vault holds none, Select starts a login (one per handler, however
+// many callers wait) and waits for its first credential. It returns a
+// *LoginError when the login ends without one, when every handler is backing
+// off after a failed login, or when ctx ends first; ErrClosed once the vault
+// is closed. It never waits past ctx, and never for a backoff to pass.
+func (v *Vault) Select(ctx context.Context) (*Credential, error) {
+	if c := v.snap.Load().pick(v.clock); c != nil {
+		return c, nil
+	}
+	return v.wait(ctx)
+}
+
+// wait is Select's slow path.
+func (v *Vault) wait(ctx context.Context) (*Credential, error) {
+	for {
+		v.mu.Lock()
+		if v.closed {
+			v.mu.Unlock()
+			return nil, ErrClosed
+		}
+		v.dropExpired()
+		if c := v.snap.Load().pick(v.clock); c != nil {
+			v.mu.Unlock()
+			return c, nil
+		}
+		v.startDue()
+		if !v.loggingIn() {
+			err := v.loginError(nil)
+			v.mu.Unlock()
+			return nil, err
+		}
+		changed := v.changed
+		v.mu.Unlock()
+
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			v.mu.Lock()
+			err := v.loginError(context.Cause(ctx))
+			v.mu.Unlock()
+			return nil, err
+		}
+		if c := v.snap.Load().pick(v.clock); c != nil {
+			return c, nil
+		}
+	}
+}
+
+// dropExpired removes credentials that are no longer usable; v.mu is held.
+func (v *Vault) dropExpired() {
+	now := v.clock.Now()
+	dropped := false
+	for _, h := range v.all() {
+		if h.cred != nil && !h.cred.usable(now) {
+			v.log.V(1).Info("credential expired", "handler", h.settings.ID, "fingerprint", h.cred.fingerprint,
+				"expiration", h.cred.Info.Expiration)
+			v.drop(h)
+			dropped = true
+		}
+	}
+	if dropped {
+		v.publish()
+	}
+}
+
+// startDue starts a login for each active handler that is neither logging
+// in nor backing off; v.mu is held.
+func (v *Vault) startDue() {
+	now := v.clock.Now()
+	for _, h := range v.active() {
+		if !h.running && !h.retryAt.After(now) {
+			v.start(h, "no usable credential")
+		}
+	}
+}
+
+// loggingIn tells whether any handler is logging in; v.mu is held.
+func (v *Vault) loggingIn() bool {
+	return slices.ContainsFunc(v.all(), func(h *handler) bool { return h.running })
+}
+
+// loginError describes why there is no credential; v.mu is held.
+func (v *Vault) loginError(callerErr error) *LoginError {
+	e := &LoginError{Server: v.lastServer, Cause: v.lastCause, Err: callerErr}
+	active := v.active()
+	if len(active) == 0 && callerErr == nil {
+		e.Err = ErrNoHandlers
+	}
+	for _, h := range active {
+		e.Handlers = append(e.Handlers, Outcome{
+			Handler: h.settings.ID,
+			Err:     h.outcome,
+			Running: h.running,
+			RetryAt: h.retryAt,
+		})
+	}
+	return e
+}
+
+// Invalidate removes cred from the vault because the server rejected it;
+// cause says why (the 401). It removes exactly that object: a credential
+// that its handler has replaced since, or one already invalidated, is left
+// alone, so a late 401 cannot remove a fresh credential. The handler's later
+// logins may not return the same authentication material again.
+//
+// Invalidate never blocks. It logs through ctx's logger when ctx has one,
+// so the line carries the caller's context. It returns ErrClosed once the
+// vault is closed.
+func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) error {
+	if cred == nil {
+		return errors.New("vault: Invalidate of a nil credential")
+	}
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return ErrClosed
+	}
+	h := v.lookup(cred.Key)
+	if h == nil || h.cred != cred {
+		v.mu.Unlock()
+		return nil
+	}
+	v.drop(h)
+	h.forgotten = append(h.forgotten, cred.digest)
+	if extra := len(h.forgotten) - v.opts.Remembered; extra > 0 {
+		h.forgotten = slices.Delete(h.forgotten, 0, extra)
+	}
+	v.lastServer, v.lastCause = cred.Info.Server, cause
+	v.publish()
+	left := v.snap.Load().size()
+	v.mu.Unlock()
+
+	log := v.log
+	if l, err := logr.FromContext(ctx); err == nil {
+		log = l.WithName("authvault")
+	}
+	log.V(1).Info("credential invalidated", "handler", cred.Key, "fingerprint", cred.fingerprint,
+		"server", cred.Info.Server, "cause", causeText(cause), "left", left)
+	return nil
+}
+
+func causeText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

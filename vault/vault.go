@@ -1,0 +1,257 @@
+package vault
+
+import (
+	"context"
+	"crypto/sha256"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+
+	"github.com/authvault/authvault/login"
+)
+
+// Options configure a Vault. The zero value is valid: every field has a
+// default, given in its comment.
+type Options struct {
+	// Logger receives the vault's events (logins, new credentials,
+	// invalidations) at V(1) and failures at error level, never a secret.
+	// Default: the zero logr.Logger, which discards.
+	Logger logr.Logger
+
+	// Leeway is how long before its expiration a credential stops being
+	// handed out, for clock skew with the server. For a credential that
+	// lives less than four times the leeway, a quarter of its lifetime is
+	// used instead, so short-lived tokens stay usable. Default: 10 s.
+	Leeway time.Duration
+
+	// Fallback handlers log in when no handler is registered with OnLogin.
+	// Default: none, and a vault without handlers returns a LoginError
+	// wrapping ErrNoHandlers.
+	Fallback []login.Handler
+
+	// Remembered is how many invalidated credentials of each handler the
+	// vault remembers, to refuse a handler that returns one of them again.
+	// Default: 5.
+	Remembered int
+}
+
+const (
+	defaultLeeway     = 10 * time.Second
+	defaultRemembered = 5
+)
+
+func (o Options) withDefaults() Options {
+	if o.Leeway == 0 {
+		o.Leeway = defaultLeeway
+	}
+	if o.Leeway < 0 {
+		o.Leeway = 0
+	}
+	if o.Remembered <= 0 {
+		o.Remembered = defaultRemembered
+	}
+	return o
+}
+
+// Vault holds the credentials that login handlers return and hands them out.
+// All its methods are safe for concurrent use. A Vault starts no goroutine
+// until it is first used; Close stops all of them.
+type Vault struct {
+	opts  Options
+	log   logr.Logger
+	clock clock.WithDelayedExecution
+
+	// snap is what Select reads without a lock.
+	snap atomic.Pointer[snapshot]
+
+	mu         sync.Mutex    // guards the fields below and every handler's state
+	handlers   []*handler    // registered with OnLogin, in order
+	fallback   []*handler    // from Options.Fallback
+	changed    chan struct{} // closed and replaced when a waiter should look again
+	closed     bool
+	lastServer string // server of the last invalidated credential
+	lastCause  error  // why it was invalidated
+
+	// ctx ends every login when the vault closes.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	spawnMu  sync.Mutex // guards stopping and wg.Add against Close
+	stopping bool
+	wg       sync.WaitGroup // every goroutine the vault started
+
+	closeOnce sync.Once
+}
+
+// handler is a registered login handler and its login state.
+type handler struct {
+	fn       login.Handler
+	settings login.Settings
+
+	cred      *Credential         // its current credential, or nil
+	running   bool                // a login is under way
+	outcome   error               // the last login's error; nil after success
+	backoff   wait.Backoff        // delays between failed logins
+	retryAt   time.Time           // no new login before this
+	forgotten [][sha256.Size]byte // digests of its recently invalidated credentials
+}
+
+// New returns a vault. It logs in only when a credential is first needed.
+func New(opts Options) *Vault {
+	return newVault(opts, clock.RealClock{})
+}
+
+func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	v := &Vault{
+		opts:    opts,
+		log:     opts.Logger.WithName("authvault"),
+		clock:   clk,
+		changed: make(chan struct{}),
+		ctx:     ctx,
+		cancel:  cancel,
+	}
+	v.snap.Store(emptySnapshot)
+	for _, fn := range opts.Fallback {
+		v.fallback = append(v.fallback, v.newHandler(fn, nil))
+	}
+	return v
+}
+
+// Default is the vault that the package-level OnLogin registers with.
+var Default = New(Options{})
+
+// OnLogin registers h with the Default vault.
+func OnLogin(h login.Handler, opts ...login.Option) { Default.OnLogin(h, opts...) }
+
+// OnLogin registers a login handler. Handlers take part in the next login;
+// once one is registered, the fallback handlers are no longer run. A handler
+// whose ID is taken gets a numbered one ("id#2").
+func (v *Vault) OnLogin(h login.Handler, opts ...login.Option) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return
+	}
+	v.handlers = append(v.handlers, v.newHandler(h, opts))
+}
+
+// newHandler configures h with a unique ID; v.mu is held or v is new.
+func (v *Vault) newHandler(h login.Handler, opts []login.Option) *handler {
+	s := login.Configure(h, opts...)
+	id := s.ID
+	for n := 2; v.lookup(id) != nil; n++ {
+		id = s.ID + "#" + strconv.Itoa(n)
+	}
+	s.ID = id
+	return &handler{fn: h, settings: s, backoff: newBackoff(s)}
+}
+
+func newBackoff(s login.Settings) wait.Backoff {
+	return wait.Backoff{
+		Duration: s.BackoffInitial,
+		Factor:   2,
+		Jitter:   0.2,
+		Steps:    64, // bounded by Cap long before these run out
+		Cap:      s.BackoffMax,
+	}
+}
+
+// lookup finds a handler by ID; v.mu is held.
+func (v *Vault) lookup(id string) *handler {
+	for _, list := range [][]*handler{v.handlers, v.fallback} {
+		for _, h := range list {
+			if h.settings.ID == id {
+				return h
+			}
+		}
+	}
+	return nil
+}
+
+// active are the handlers a login runs; v.mu is held.
+func (v *Vault) active() []*handler {
+	if len(v.handlers) > 0 {
+		return v.handlers
+	}
+	return v.fallback
+}
+
+// all are the handlers that may hold credentials; v.mu is held.
+func (v *Vault) all() []*handler {
+	return append(v.handlers[:len(v.handlers):len(v.handlers)], v.fallback...)
+}
+
+// publish rebuilds the snapshot from the handlers' credentials and wakes
+// the waiters; v.mu is held.
+func (v *Vault) publish() {
+	var creds []*Credential
+	for _, h := range v.all() {
+		if h.cred != nil {
+			creds = append(creds, h.cred)
+		}
+	}
+	v.snap.Store(newSnapshot(creds))
+	v.broadcast()
+}
+
+// broadcast wakes every waiter; v.mu is held.
+func (v *Vault) broadcast() {
+	close(v.changed)
+	v.changed = make(chan struct{})
+}
+
+// spawn runs f in a goroutine that Close waits for, unless the vault is
+// closing. It takes no lock but spawnMu, so that timer callbacks can call it.
+func (v *Vault) spawn(f func()) bool {
+	v.spawnMu.Lock()
+	defer v.spawnMu.Unlock()
+	if v.stopping {
+		return false
+	}
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Close stops every login and refresh, wakes waiting callers with ErrClosed,
+// and waits for the vault's goroutines to end. A handler that ignores its
+// context is abandoned, not waited for. Close is safe to call more than once.
+func (v *Vault) Close() {
+	v.closeOnce.Do(func() {
+		v.mu.Lock()
+		v.closed = true
+		for _, h := range v.all() {
+			v.drop(h)
+		}
+		v.publish()
+		v.mu.Unlock()
+
+		v.spawnMu.Lock()
+		v.stopping = true
+		v.spawnMu.Unlock()
+		v.cancel()
+		v.wg.Wait()
+		v.log.V(1).Info("vault closed")
+	})
+}
+
+// drop removes h's credential and stops its refresh; v.mu is held.
+func (v *Vault) drop(h *handler) {
+	if h.cred == nil {
+		return
+	}
+	if h.cred.refresh != nil {
+		h.cred.refresh.Stop()
+	}
+	h.cred = nil
+}

@@ -101,5 +101,6 @@ func FuncName(h Handler) string {
 	if slash := strings.LastIndexByte(name, '/'); slash >= 0 {
 		name = name[slash+1:]
 	}
-	return name
+	// A method value's function is named "pkg.(*T).M-fm".
+	return strings.TrimSuffix(name, "-fm")
 }

@@ -38,6 +38,10 @@ func TestFuncNameOfClosures(t *testing.T) {
 	if !strings.HasPrefix(got, "login.TestFuncNameOfClosures.func") {
 		t.Errorf("FuncName() = %q, want the enclosing function's name", got)
 	}
+	var s source
+	if got := FuncName(s.login); got != "login.source.login" {
+		t.Errorf("FuncName(method value) = %q, want login.source.login", got)
+	}
 	if got := FuncName(nil); got != "handler" {
 		t.Errorf("FuncName(nil) = %q, want handler", got)
 	}
@@ -59,3 +63,7 @@ func TestPermanentAndTemporary(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
+
+type source struct{}
+
+func (source) login(context.Context) (*ConnectionInfo, error) { return nil, nil }

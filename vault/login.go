@@ -2,7 +2,6 @@ package vault
 
 import (
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -139,7 +138,11 @@ func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 		v.armRefresh(h, c, delay)
 	}
 	v.broadcast()
-	if !v.closed {
+	switch {
+	case v.closed:
+	case errors.Is(err, ErrNoCredential):
+		v.log.V(1).Info("login gave no credential", "handler", h.settings.ID, "retryAt", h.retryAt)
+	default:
 		v.log.Error(err, "login failed", "handler", h.settings.ID, "retryAt", h.retryAt)
 	}
 }
@@ -151,7 +154,7 @@ func (v *Vault) scheduleRefresh(h *handler, c *Credential, now time.Time) time.T
 	}
 	life := c.usableUntil.Sub(now)
 	window := min(max(life/refreshWindowPart, refreshWindowMin), life/2)
-	lead := window + time.Duration(rand.Int64N(int64(window/2)+1))
+	lead := window + time.Duration(v.jitter(int64(window/2)+1))
 	v.armRefresh(h, c, life-lead)
 	return now.Add(life - lead)
 }

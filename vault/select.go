@@ -44,9 +44,13 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 		changed := v.changed
 		v.mu.Unlock()
 
+		v.waiting.Add(1)
+		v.waited.Add(1)
 		select {
 		case <-changed:
+			v.waiting.Add(-1)
 		case <-ctx.Done():
+			v.waiting.Add(-1)
 			v.mu.Lock()
 			err := v.loginError(context.Cause(ctx))
 			v.mu.Unlock()

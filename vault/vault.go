@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"crypto/sha256"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -65,9 +66,15 @@ type Vault struct {
 	opts  Options
 	log   logr.Logger
 	clock clock.WithDelayedExecution
+	// jitter returns a random duration in [0, n); tests make it fixed.
+	jitter func(n int64) int64
 
 	// snap is what Select reads without a lock.
 	snap atomic.Pointer[snapshot]
+
+	// waiting counts the callers blocked on a login now; waited, all that
+	// ever were. Only the slow path touches them.
+	waiting, waited atomic.Int64
 
 	mu         sync.Mutex    // guards the fields below and every handler's state
 	handlers   []*handler    // registered with OnLogin, in order
@@ -113,6 +120,7 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 		opts:    opts,
 		log:     opts.Logger.WithName("authvault"),
 		clock:   clk,
+		jitter:  rand.Int64N,
 		changed: make(chan struct{}),
 		ctx:     ctx,
 		cancel:  cancel,

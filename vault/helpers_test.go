@@ -1,0 +1,122 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/authvault/authvault/login"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// epoch is where fake clocks start.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// testVault is a vault on a fake clock, closed when the test ends.
+func testVault(t *testing.T, opts Options) (*Vault, *testingclock.FakeClock) {
+	t.Helper()
+	clk := testingclock.NewFakeClock(epoch)
+	v := newVault(opts, clk)
+	t.Cleanup(v.Close)
+	return v, clk
+}
+
+// counter is a login handler that counts its calls and returns a new token
+// each time, unless fail or block say otherwise.
+type counter struct {
+	server   string
+	priority int
+	lifetime time.Duration         // > 0: credentials expire this long after now()
+	now      func() time.Time      // the clock for lifetime; default time.Now
+	calls    atomic.Int64          // every call
+	fail     atomic.Pointer[error] // when set, calls fail with it
+	block    chan struct{}         // when set, calls wait for it to close
+	same     atomic.Bool           // when set, every call returns token "same"
+}
+
+func (c *counter) login(ctx context.Context) (*login.ConnectionInfo, error) {
+	n := c.calls.Add(1)
+	if c.block != nil {
+		select {
+		case <-c.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err := c.fail.Load(); err != nil {
+		return nil, *err
+	}
+	server := c.server
+	if server == "" {
+		server = "https://api.example:6443"
+	}
+	info := &login.ConnectionInfo{Server: server, Token: fmt.Sprintf("token-%d", n), Priority: c.priority}
+	if c.same.Load() {
+		info.Token = "same"
+	}
+	if c.lifetime != 0 {
+		now := time.Now
+		if c.now != nil {
+			now = c.now
+		}
+		info.Expiration = now().Add(c.lifetime)
+	}
+	return info, nil
+}
+
+func (c *counter) failWith(err error) { c.fail.Store(&err) }
+func (c *counter) heal()              { c.fail.Store(nil) }
+
+// eventually polls cond until it holds or five seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// mustSelect selects with a bounded wait and fails the test on error.
+func mustSelect(t *testing.T, v *Vault) *Credential {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := v.Select(ctx)
+	if err != nil {
+		t.Fatalf("Select() error: %v", err)
+	}
+	return c
+}
+
+// selectErr selects and returns the error, failing the test on success.
+func selectErr(t *testing.T, v *Vault) *LoginError {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := v.Select(ctx)
+	if err == nil {
+		t.Fatalf("Select() = %v, want an error", c)
+	}
+	var le *LoginError
+	if !errors.As(err, &le) {
+		t.Fatalf("Select() error = %v (%T), want a *LoginError", err, err)
+	}
+	return le
+}
+
+// idle tells whether no login is under way.
+func idle(v *Vault) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return !v.loggingIn()
+}

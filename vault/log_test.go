@@ -1,0 +1,126 @@
+package vault
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/authvault/authvault/login"
+)
+
+// syncBuffer is a log sink safe for the vault's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) add(prefix, args string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(prefix + " " + args + "\n")
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+const (
+	secretToken    = "tok-DO-NOT-LOG-1234567890"
+	secretPassword = "pw-DO-NOT-LOG-0987654321"
+)
+
+// The vault's log lines, errors and printed credentials name handlers and
+// fingerprints, never a secret.
+func TestNothingRevealsSecrets(t *testing.T) {
+	var logs syncBuffer
+	log := funcr.New(logs.add, funcr.Options{Verbosity: 1})
+	v, _ := testVault(t, Options{Logger: log})
+	calls := 0
+	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+		calls++
+		if calls > 1 {
+			return nil, errors.New("store down")
+		}
+		return &login.ConnectionInfo{Server: "https://a", Token: secretToken}, nil
+	}, login.ID("tok"), login.Retries(0))
+	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+		return &login.ConnectionInfo{Server: "https://b", Username: "u", Password: secretPassword, Priority: -1}, nil
+	}, login.ID("basic"), login.Retries(0))
+
+	mustSelect(t, v)
+	eventually(t, "both credentials", func() bool { return v.snap.Load().size() == 2 })
+	c := mustSelect(t, v)
+	// Invalidate through a context logger: the line goes there.
+	var ctxLogs syncBuffer
+	ctx := logr.NewContext(context.Background(), funcr.New(ctxLogs.add, funcr.Options{Verbosity: 1}))
+	if err := v.Invalidate(ctx, c, errors.New("401 Unauthorized")); err != nil {
+		t.Fatal(err)
+	}
+	other := mustSelect(t, v)
+	_ = v.Invalidate(context.Background(), other, errors.New("401 Unauthorized"))
+	le := selectErr(t, v)
+	asJSON, _ := json.Marshal(c.MarshalLog())
+
+	outputs := map[string]string{
+		"logs":         logs.String(),
+		"context logs": ctxLogs.String(),
+		"LoginError":   le.Error(),
+		"%v":           fmt.Sprintf("%v", c),
+		"%+v":          fmt.Sprintf("%+v", c),
+		"%#v":          fmt.Sprintf("%#v", c),
+		"%+v of other": fmt.Sprintf("%+v", other),
+		"%q":           fmt.Sprintf("%q", c),
+		"%+v slice":    fmt.Sprintf("%+v", []*Credential{c, other}),
+		"MarshalLog":   string(asJSON),
+	}
+	for name, out := range outputs {
+		for _, secret := range []string{secretToken, secretPassword} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s reveals a secret: %s", name, out)
+			}
+		}
+	}
+	for _, want := range []string{`"credential added"`, `"handler"="tok"`, c.Fingerprint(), `"login failed"`, "store down"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %q:\n%s", want, logs.String())
+		}
+	}
+	if !strings.Contains(ctxLogs.String(), `"credential invalidated"`) || !strings.Contains(ctxLogs.String(), c.Fingerprint()) {
+		t.Errorf("context logger lacks the invalidation:\n%s", ctxLogs.String())
+	}
+	if !strings.Contains(fmt.Sprintf("%v", c), `Key: "tok"`) {
+		t.Errorf("%%v of a credential = %v, want its key", c)
+	}
+}
+
+func TestLoginErrorText(t *testing.T) {
+	boom := errors.New("boom")
+	e := &LoginError{
+		Handlers: []Outcome{
+			{Handler: "a", Err: boom},
+			{Handler: "b", Running: true},
+			{Handler: "c"},
+		},
+		Server: "https://api",
+		Cause:  errors.New("401"),
+		Err:    context.Canceled,
+	}
+	want := `vault: no usable credential for https://api: context canceled; handler "a" boom; ` +
+		`handler "b" is still logging in; handler "c" has not run; last credential rejected: 401`
+	if e.Error() != want {
+		t.Errorf("Error() = %q\nwant      %q", e.Error(), want)
+	}
+	if !errors.Is(e, boom) || !errors.Is(e, context.Canceled) {
+		t.Error("errors.Is does not see through LoginError")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -76,19 +77,19 @@ type snapshot struct {
 	// groups holds the credentials by priority, the highest first.
 	groups [][]*Credential
 	// soonest is the earliest usableUntil of all of them; zero if none
-	// expires. Past it, the snapshot is stale and Select takes the slow path.
+	// expires.
 	soonest time.Time
+	// stale is set by a timer when soonest passes. Select then takes the
+	// slow path, which drops what expired: the hot path reads no clock.
+	stale atomic.Bool
 }
 
 var emptySnapshot = &snapshot{}
 
 // pick returns a random credential of the highest priority, or nil when the
 // snapshot is empty or may hold an expired credential.
-func (s *snapshot) pick(clk clock.PassiveClock) *Credential {
-	if len(s.groups) == 0 {
-		return nil
-	}
-	if !s.soonest.IsZero() && !clk.Now().Before(s.soonest) {
+func (s *snapshot) pick() *Credential {
+	if len(s.groups) == 0 || s.stale.Load() {
 		return nil
 	}
 	top := s.groups[0]

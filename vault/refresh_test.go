@@ -9,6 +9,9 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
+// In steady state the fake clock has two timers: the credential's refresh
+// and the snapshot's expiry.
+
 // current is the credential the vault holds for the handler key, or nil.
 func current(v *Vault, key string) *Credential {
 	v.mu.Lock()
@@ -34,8 +37,8 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 	// Usable for 590 s (10 s leeway); the window is a tenth of that, 59 s.
 	refreshAt := epoch.Add(590*time.Second - 59*time.Second)
 	clk.SetTime(refreshAt.Add(-time.Millisecond))
-	if clk.Waiters() != 1 {
-		t.Fatalf("fake clock waiters = %d before the refresh time, want the refresh timer", clk.Waiters())
+	if clk.Waiters() != 2 {
+		t.Fatalf("fake clock waiters = %d before the refresh time, want the refresh and expiry timers", clk.Waiters())
 	}
 	clk.SetTime(refreshAt)
 	eventually(t, "the refresh to start", func() bool { return h.calls.Load() == 2 })
@@ -62,7 +65,7 @@ func TestRefreshWindowFitsShortLifetimes(t *testing.T) {
 	// 30 s does not fit a 20 s life: the window is half of it, 10 s, plus
 	// up to half the window of jitter: the refresh comes at 5 s.
 	clk.SetTime(epoch.Add(5*time.Second - time.Millisecond))
-	if clk.Waiters() != 1 {
+	if clk.Waiters() != 2 { // the refresh and expiry timers
 		t.Fatal("refresh fired too early")
 	}
 	clk.SetTime(epoch.Add(5 * time.Second))
@@ -81,7 +84,7 @@ func TestSteadyStateNeverWaits(t *testing.T) {
 		// each step's refresh finish as real time would, selecting at each.
 		for range 14 {
 			clk.Step(time.Minute)
-			eventually(t, "a settled vault", func() bool { return clk.Waiters() == 1 && idle(v) })
+			eventually(t, "a settled vault", func() bool { return clk.Waiters() == 2 && idle(v) })
 			mustSelect(t, v)
 			if next := current(v, "steady"); next != c {
 				c = next

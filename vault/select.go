@@ -16,7 +16,7 @@ import (
 // off after a failed login, or when ctx ends first; ErrClosed once the vault
 // is closed. It never waits past ctx, and never for a backoff to pass.
 func (v *Vault) Select(ctx context.Context) (*Credential, error) {
-	if c := v.snap.Load().pick(v.clock); c != nil {
+	if c := v.snap.Load().pick(); c != nil {
 		return c, nil
 	}
 	return v.wait(ctx)
@@ -31,7 +31,7 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 			return nil, ErrClosed
 		}
 		v.dropExpired()
-		if c := v.snap.Load().pick(v.clock); c != nil {
+		if c := v.snap.Load().pick(); c != nil {
 			v.mu.Unlock()
 			return c, nil
 		}
@@ -56,7 +56,7 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 			v.mu.Unlock()
 			return nil, err
 		}
-		if c := v.snap.Load().pick(v.clock); c != nil {
+		if c := v.snap.Load().pick(); c != nil {
 			return c, nil
 		}
 	}
@@ -74,7 +74,9 @@ func (v *Vault) dropExpired() {
 			dropped = true
 		}
 	}
-	if dropped {
+	// A stale snapshot with nothing expired (the wall clock went back)
+	// is published anew, with a new timer.
+	if dropped || v.snap.Load().stale.Load() {
 		v.publish()
 	}
 }

@@ -81,8 +81,9 @@ type Vault struct {
 	fallback   []*handler    // from Options.Fallback
 	changed    chan struct{} // closed and replaced when a waiter should look again
 	closed     bool
-	lastServer string // server of the last invalidated credential
-	lastCause  error  // why it was invalidated
+	expiry     clock.Timer // marks the current snapshot stale at its soonest
+	lastServer string      // server of the last invalidated credential
+	lastCause  error       // why it was invalidated
 
 	// ctx ends every login when the vault closes.
 	ctx    context.Context
@@ -205,7 +206,20 @@ func (v *Vault) publish() {
 			creds = append(creds, h.cred)
 		}
 	}
-	v.snap.Store(newSnapshot(creds))
+	s := newSnapshot(creds)
+	if v.expiry != nil {
+		v.expiry.Stop()
+		v.expiry = nil
+	}
+	if !s.soonest.IsZero() {
+		// The callback takes no lock: a fake clock calls it under its own.
+		if d := s.soonest.Sub(v.clock.Now()); d > 0 {
+			v.expiry = v.clock.AfterFunc(d, func() { s.stale.Store(true) })
+		} else {
+			s.stale.Store(true)
+		}
+	}
+	v.snap.Store(s)
 	v.broadcast()
 }
 

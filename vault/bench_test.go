@@ -74,6 +74,9 @@ func BenchmarkReloginHerd(b *testing.B) {
 	h := &counter{}
 	v.OnLogin(h.login, login.ID("herd"))
 	ctx := context.Background()
+	if _, err := v.Select(ctx); err != nil { // the first login is not the herd's
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
@@ -101,5 +104,5 @@ func BenchmarkReloginHerd(b *testing.B) {
 		close(gate)
 		done.Wait()
 	}
-	b.ReportMetric(float64(h.calls.Load())/float64(b.N), "logins/op")
+	b.ReportMetric(float64(h.calls.Load()-1)/float64(b.N), "logins/op")
 }

@@ -33,6 +33,8 @@ type Credential struct {
 	usableUntil time.Time
 	// refresh is the timer of its proactive refresh, guarded by Vault.mu.
 	refresh clock.Timer
+	// route is how the transport sends requests with it.
+	route *route
 }
 
 // Fingerprint names the credential in logs without revealing it.

@@ -31,14 +31,11 @@ func (v *Vault) login(h *handler, reason string) {
 	log := v.log.WithValues("handler", h.settings.ID)
 	log.V(1).Info("logging in", "reason", reason)
 	for attempt := 1; ; attempt++ {
-		info, err := h.settings.Attempt(v.ctx, h.fn)
-		if err == nil && info == nil {
-			err = ErrNoCredential
-		}
+		start := time.Now()
+		err := v.attempt(h)
+		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
 		if err == nil {
-			if err = v.accept(h, info); err == nil {
-				return
-			}
+			return
 		}
 		if v.ctx.Err() != nil {
 			v.finish(h, err, 0)
@@ -58,6 +55,26 @@ func (v *Vault) login(h *handler, reason string) {
 			return
 		}
 	}
+}
+
+// attempt runs h once and offers its credential to the vault.
+func (v *Vault) attempt(h *handler) error {
+	info, err := h.settings.Attempt(v.ctx, h.fn)
+	if err != nil {
+		return err
+	}
+	if info == nil {
+		return ErrNoCredential
+	}
+	r, err := newRoute(info, v.pool)
+	if err != nil {
+		return err
+	}
+	if err := v.accept(h, info, r); err != nil {
+		r.release(v.pool)
+		return err
+	}
+	return nil
 }
 
 // retryable tells whether another attempt could give a different result.
@@ -92,14 +109,14 @@ func (v *Vault) sleep(d time.Duration) bool {
 
 // accept takes info from h as its new credential, unless the vault must
 // refuse it; the refusal is the error.
-func (v *Vault) accept(h *handler, info *login.ConnectionInfo) error {
+func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
 		return ErrClosed
 	}
 	now := v.clock.Now()
-	c := &Credential{Key: h.settings.ID, Info: info, digest: info.Digest(), fingerprint: info.Fingerprint()}
+	c := &Credential{Key: h.settings.ID, Info: info, digest: info.Digest(), fingerprint: info.Fingerprint(), route: r}
 	if slices.Contains(h.forgotten, c.digest) {
 		return ErrRejected
 	}
@@ -118,6 +135,7 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo) error {
 	h.running, h.outcome, h.retryAt = false, nil, time.Time{}
 	h.backoff = newBackoff(h.settings)
 	refreshAt := v.scheduleRefresh(h, c, now)
+	v.addBase(r.base())
 	v.publish()
 	v.log.V(1).Info("credential added", "handler", h.settings.ID, "fingerprint", c.fingerprint,
 		"server", info.Server, "priority", info.Priority, "expiration", info.Expiration, "refreshAt", refreshAt)

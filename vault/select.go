@@ -144,6 +144,7 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 		h.forgotten = slices.Delete(h.forgotten, 0, extra)
 	}
 	v.lastServer, v.lastCause = cred.Info.Server, cause
+	v.metrics.invalidations.WithLabelValues(cred.Key).Inc()
 	v.publish()
 	left := v.snap.Load().size()
 	v.mu.Unlock()

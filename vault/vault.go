@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
@@ -39,6 +41,11 @@ type Options struct {
 	// vault remembers, to refuse a handler that returns one of them again.
 	// Default: 5.
 	Remembered int
+
+	// Registerer receives the vault's Prometheus metrics (authvault_*).
+	// Default: nil, which registers nothing. Two vaults on one registerer
+	// need prometheus.WrapRegistererWith to tell them apart.
+	Registerer prometheus.Registerer
 }
 
 const (
@@ -75,6 +82,13 @@ type Vault struct {
 	// waiting counts the callers blocked on a login now; waited, all that
 	// ever were. Only the slow path touches them.
 	waiting, waited atomic.Int64
+
+	// bases are the servers the transport routes requests under, longest
+	// path prefix first; copied on write under mu.
+	bases atomic.Pointer[[]base]
+
+	pool    *pool // the transports of the credentials' TLS identities
+	metrics *metrics
 
 	mu         sync.Mutex    // guards the fields below and every handler's state
 	handlers   []*handler    // registered with OnLogin, in order
@@ -127,6 +141,12 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 		cancel:  cancel,
 	}
 	v.snap.Store(emptySnapshot)
+	v.bases.Store(&[]base{})
+	v.pool = newPool(v.spawn)
+	v.metrics = newMetrics(v)
+	if err := v.metrics.register(opts.Registerer); err != nil {
+		v.log.Error(err, "registering metrics")
+	}
 	for _, fn := range opts.Fallback {
 		v.fallback = append(v.fallback, v.newHandler(fn, nil))
 	}
@@ -263,6 +283,7 @@ func (v *Vault) Close() {
 		v.spawnMu.Unlock()
 		v.cancel()
 		v.wg.Wait()
+		v.pool.close()
 		v.log.V(1).Info("vault closed")
 	})
 }
@@ -275,5 +296,17 @@ func (v *Vault) drop(h *handler) {
 	if h.cred.refresh != nil {
 		h.cred.refresh.Stop()
 	}
+	h.cred.route.release(v.pool)
 	h.cred = nil
+}
+
+// addBase makes the transport route requests under r's server; v.mu is held.
+func (v *Vault) addBase(b base) {
+	old := *v.bases.Load()
+	if slices.Contains(old, b) {
+		return
+	}
+	bases := append(slices.Clone(old), b)
+	slices.SortStableFunc(bases, func(x, y base) int { return len(y.prefix) - len(x.prefix) })
+	v.bases.Store(&bases)
 }

@@ -1,0 +1,129 @@
+package vault
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Login results, the values of the result label.
+const (
+	resultSuccess = "success" // the vault took a credential
+	resultError   = "error"   // the handler failed
+	resultNone    = "none"    // the handler returned no credential
+	resultRefused = "refused" // the vault refused it: rejected before, expired or unchanged
+)
+
+// metrics are the vault's Prometheus metrics. Labels carry handler IDs and
+// fixed words, never credential data.
+type metrics struct {
+	logins        *prometheus.CounterVec
+	loginDuration *prometheus.HistogramVec
+	invalidations *prometheus.CounterVec
+	retries       prometheus.Counter
+	gauges        *gaugeCollector
+}
+
+func newMetrics(v *Vault) *metrics {
+	return &metrics{
+		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authvault_logins_total",
+			Help: "Login attempts by handler and result (success, error, none, refused).",
+		}, []string{"handler", "result"}),
+		loginDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "authvault_login_duration_seconds",
+			Help:    "How long one login attempt of a handler took.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"handler"}),
+		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authvault_invalidations_total",
+			Help: "Credentials invalidated because the server rejected them, by handler.",
+		}, []string{"handler"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "authvault_request_retries_total",
+			Help: "Requests sent again with another credential after a 401.",
+		}),
+		gauges: &gaugeCollector{v: v},
+	}
+}
+
+// register adds the metrics to r; a nil r registers nothing.
+func (m *metrics) register(r prometheus.Registerer) error {
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.logins, m.loginDuration, m.invalidations, m.retries, m.gauges} {
+		errs = append(errs, r.Register(c))
+	}
+	return errors.Join(errs...)
+}
+
+func (m *metrics) attempt(handler, result string, took time.Duration) {
+	m.logins.WithLabelValues(handler, result).Inc()
+	m.loginDuration.WithLabelValues(handler).Observe(took.Seconds())
+}
+
+// result is the label value for an attempt's error.
+func result(err error) string {
+	switch {
+	case err == nil:
+		return resultSuccess
+	case errors.Is(err, ErrNoCredential):
+		return resultNone
+	case errors.Is(err, ErrRejected), errors.Is(err, ErrExpired), errors.Is(err, ErrUnchanged):
+		return resultRefused
+	default:
+		return resultError
+	}
+}
+
+// gaugeCollector reads the vault's state when scraped, so the gauges need no
+// bookkeeping on the paths that change it.
+type gaugeCollector struct{ v *Vault }
+
+var (
+	credentialsDesc = prometheus.NewDesc("authvault_credentials",
+		"Credentials by state: valid ones held, invalid ones remembered to be refused.", []string{"state"}, nil)
+	waitingDesc = prometheus.NewDesc("authvault_waiting_callers",
+		"Callers waiting for a login now.", nil, nil)
+	expiryDesc = prometheus.NewDesc("authvault_credential_expiry_seconds",
+		"Seconds until the handler's credential stops being handed out; absent when it does not expire.",
+		[]string{"handler"}, nil)
+)
+
+func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- credentialsDesc
+	ch <- waitingDesc
+	ch <- expiryDesc
+}
+
+func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
+	v := g.v
+	v.mu.Lock()
+	now := v.clock.Now()
+	valid, invalid := 0, 0
+	type expiry struct {
+		handler string
+		left    float64
+	}
+	var expiries []expiry
+	for _, h := range v.all() {
+		invalid += len(h.forgotten)
+		if h.cred == nil || !h.cred.usable(now) {
+			continue
+		}
+		valid++
+		if !h.cred.usableUntil.IsZero() {
+			expiries = append(expiries, expiry{h.settings.ID, h.cred.usableUntil.Sub(now).Seconds()})
+		}
+	}
+	v.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(valid), "valid")
+	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(invalid), "invalid")
+	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(v.waiting.Load()))
+	for _, e := range expiries {
+		ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, e.left, e.handler)
+	}
+}

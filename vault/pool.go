@@ -1,0 +1,269 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/transport"
+	"k8s.io/utils/clock"
+)
+
+// Connection settings, as client-go sets them for its own transports.
+const (
+	dialTimeout         = 30 * time.Second
+	dialKeepAlive       = 30 * time.Second
+	tlsHandshakeTimeout = 10 * time.Second
+	idleConnsPerHost    = 25
+	// sweepInterval is how often the pool looks for transports to retire
+	// and closes the idle connections of retired ones.
+	sweepInterval = 2 * time.Second
+	// defaultGrace is how long a transport no credential uses is kept for
+	// the next credential of its identity: a re-login after a 401 finds
+	// the connection still open.
+	defaultGrace = time.Minute
+)
+
+// pooled is the transport of one TLS identity, shared by every credential
+// with that identity.
+type pooled struct {
+	key identityKey
+	rt  http.RoundTripper
+	// closeIdle closes the connections no request uses; nil for a
+	// round tripper without connections of its own.
+	closeIdle func()
+	refs      int          // credentials using it; guarded by pool.mu
+	unused    time.Time    // when refs last fell to 0; guarded by pool.mu
+	conns     atomic.Int64 // connections open now
+}
+
+// pool keeps one transport per TLS identity. A transport whose credentials
+// are all gone is kept for a grace period, for the next credential of the
+// same identity; then it is retired: its idle connections are closed at once
+// and then every sweepInterval, so a connection still serving a request or a
+// watch is closed only once that is done.
+//
+// The pool runs on the real clock even when the vault's is fake: it only
+// closes connections.
+type pool struct {
+	clock clock.WithDelayedExecution
+	spawn func(func()) bool
+	// build makes the transport of an identity; tests replace it.
+	build func(identity) (*pooled, error)
+	grace time.Duration
+
+	mu      sync.Mutex // guards the fields below and every pooled.refs
+	live    map[identityKey]*pooled
+	retired []*pooled
+	sweep   clock.Timer // armed while retired is not empty
+	closed  bool
+
+	plainOnce  sync.Once // builds plainRT for requests the vault does not route
+	plainRT    http.RoundTripper
+	plainClose func()
+}
+
+func newPool(spawn func(func()) bool) *pool {
+	return &pool{
+		clock: clock.RealClock{}, spawn: spawn, build: buildTransport, grace: defaultGrace,
+		live: map[identityKey]*pooled{},
+	}
+}
+
+// acquire returns the transport of id, building it on first use.
+func (p *pool) acquire(id identity) (*pooled, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.live[id.key]; ok {
+		t.refs++
+		return t, nil
+	}
+	t, err := p.build(id)
+	if err != nil {
+		return nil, err
+	}
+	t.key, t.refs = id.key, 1
+	p.live[id.key] = t
+	return t, nil
+}
+
+// release drops one credential's use of t.
+func (p *pool) release(t *pooled) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t.refs--
+	if t.refs > 0 {
+		return
+	}
+	t.unused = p.clock.Now()
+	if !p.closed {
+		p.armSweep()
+	}
+}
+
+// armSweep schedules a sweep if none is; p.mu is held.
+func (p *pool) armSweep() {
+	if p.sweep == nil {
+		p.sweep = p.clock.AfterFunc(sweepInterval, func() { p.spawn(p.sweepRetired) })
+	}
+}
+
+// sweepRetired retires transports unused for the grace period, closes what
+// became idle in retired transports, and forgets those with no connection
+// left.
+func (p *pool) sweepRetired() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sweep = nil
+	now := p.clock.Now()
+	waiting := false // a transport still in its grace period
+	for key, t := range p.live {
+		switch {
+		case t.refs > 0:
+		case now.Sub(t.unused) < p.grace:
+			waiting = true
+		default:
+			delete(p.live, key)
+			if t.closeIdle != nil {
+				p.retired = append(p.retired, t)
+			}
+		}
+	}
+	kept := p.retired[:0]
+	for _, t := range p.retired {
+		t.closeIdle()
+		if t.conns.Load() > 0 {
+			kept = append(kept, t)
+		}
+	}
+	clear(p.retired[len(kept):])
+	p.retired = kept
+	if (waiting || len(p.retired) > 0) && !p.closed {
+		p.armSweep()
+	}
+}
+
+// openConns counts the connections of live transports (in use or in their
+// grace period) and of retired ones.
+func (p *pool) openConns() (live, retired int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.live {
+		live += t.conns.Load()
+	}
+	for _, t := range p.retired {
+		retired += t.conns.Load()
+	}
+	return live, retired
+}
+
+// close closes the idle connections of every transport and stops sweeping.
+func (p *pool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweep = nil
+	}
+	for _, t := range p.live {
+		if t.closeIdle != nil {
+			t.closeIdle()
+		}
+	}
+	for _, t := range p.retired {
+		t.closeIdle()
+	}
+	p.retired = nil
+	p.plainOnce.Do(func() { p.plainRT = closedTransport{} })
+	if p.plainClose != nil {
+		p.plainClose()
+	}
+}
+
+// buildTransport makes an http.Transport for id with client-go's TLS setup
+// and its connection defaults: HTTP/2, keep-alives, timeouts, and the proxy
+// from the environment (NO_PROXY with CIDRs) unless the identity names one.
+func buildTransport(id identity) (*pooled, error) {
+	tlsConfig, err := transport.TLSConfigFor(&transport.Config{TLS: transport.TLSConfig{
+		Insecure:   id.key.insecure,
+		ServerName: id.key.serverName,
+		CAData:     id.material.ca,
+		CertData:   id.material.cert,
+		KeyData:    id.material.key,
+	}})
+	if err != nil {
+		// client-go's errors name what was wrong, not the key material.
+		return nil, fmt.Errorf("vault: TLS configuration for %s: %w", id.key.host, err)
+	}
+	t := &pooled{}
+	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: dialKeepAlive}
+	httpTransport := &http.Transport{
+		TLSHandshakeTimeout: tlsHandshakeTimeout,
+		TLSClientConfig:     tlsConfig,
+		MaxIdleConnsPerHost: idleConnsPerHost,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			t.conns.Add(1)
+			return &countedConn{Conn: c, open: &t.conns}, nil
+		},
+	}
+	if id.key.proxy != "" {
+		proxy, err := url.Parse(id.key.proxy)
+		if err != nil {
+			// Not err itself: it repeats the URL, which may hold a password.
+			return nil, errors.New("vault: ProxyURL is not a URL")
+		}
+		httpTransport.Proxy = http.ProxyURL(proxy)
+	}
+	t.rt = utilnet.SetTransportDefaults(httpTransport)
+	t.closeIdle = httpTransport.CloseIdleConnections
+	return t, nil
+}
+
+// countedConn keeps its transport's count of open connections.
+type countedConn struct {
+	net.Conn
+	open   *atomic.Int64
+	closed atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.open.Add(-1)
+	}
+	return c.Conn.Close()
+}
+
+// plain returns the transport for requests the vault does not route: no
+// CA, no client certificate, the proxy from the environment.
+func (p *pool) plain() http.RoundTripper {
+	p.plainOnce.Do(func() {
+		t, err := p.build(identity{material: &tlsMaterial{}})
+		if err != nil { // cannot happen without TLS material; be safe
+			p.plainRT = http.DefaultTransport
+			return
+		}
+		p.plainRT = t.rt
+		p.plainClose = t.closeIdle
+	})
+	return p.plainRT
+}
+
+// closedTransport answers every request with ErrClosed.
+type closedTransport struct{}
+
+func (closedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	closeBody(req)
+	return nil, ErrClosed
+}

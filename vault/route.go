@@ -1,0 +1,205 @@
+package vault
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/authvault/authvault/login"
+)
+
+// route is what the transport needs to send a request with a credential,
+// prepared once when the credential arrives so that a request does no
+// parsing, encoding or map lookup.
+type route struct {
+	// scheme, host and prefix split the credential's server URL; prefix
+	// has no trailing slash ("" or "/k8s/clusters/c-1").
+	scheme, host, prefix string
+	// auth is the Authorization header value, nil when the credential
+	// authenticates by TLS or its own transport. Shared by every request:
+	// read-only, and with cap == len so that an append copies.
+	auth []string
+	// rt sends the request: the TLS identity's transport, or the
+	// credential's own Transport.
+	rt http.RoundTripper
+	// pool is the pooled transport behind rt; nil for an own Transport.
+	pool *pooled
+	// bare sends requests that bring their own Authorization header: rt
+	// without the client certificate. bare is pool when rt has none.
+	bare *pooled
+}
+
+// identity is what makes two credentials need different connections: the
+// server's origin and everything about TLS and the proxy. Tokens and basic
+// auth are not part of it: credentials that differ only in those share
+// connections.
+type identity struct {
+	key identityKey
+	// material is the PEM the digests in key stand for, to build the
+	// transport from.
+	material *tlsMaterial
+}
+
+type identityKey struct {
+	scheme, host          string
+	caDigest              [sha256.Size]byte // zero when absent
+	certDigest, keyDigest [sha256.Size]byte
+	insecure              bool
+	serverName            string
+	proxy                 string
+}
+
+type tlsMaterial struct{ ca, cert, key []byte }
+
+// hasClientCert tells whether the identity presents a client certificate.
+func (id identity) hasClientCert() bool { return len(id.material.cert) > 0 }
+
+// withoutClientCert is the identity for requests that authenticate by
+// themselves.
+func (id identity) withoutClientCert() identity {
+	id.key.certDigest, id.key.keyDigest = [sha256.Size]byte{}, [sha256.Size]byte{}
+	m := *id.material
+	m.cert, m.key = nil, nil
+	id.material = &m
+	return id
+}
+
+// newIdentity reads what info says about TLS. It reads the CA, certificate
+// and key files now, so that a rotated file makes a new identity and an
+// unreadable one fails the login with an error that names it.
+func newIdentity(info *login.ConnectionInfo) (identity, error) {
+	u, err := url.Parse(info.Server)
+	if err != nil {
+		return identity{}, fmt.Errorf("vault: Server is not a URL: %w", err)
+	}
+	m := &tlsMaterial{}
+	for _, f := range []struct {
+		name, path string
+		data       []byte
+		dst        *[]byte
+	}{
+		{"CAPath", info.CAPath, info.CAData, &m.ca},
+		{"CertificatePath", info.CertificatePath, info.CertificateData, &m.cert},
+		{"PrivateKeyPath", info.PrivateKeyPath, info.PrivateKeyData, &m.key},
+	} {
+		data := f.data
+		if f.path != "" {
+			if data, err = os.ReadFile(f.path); err != nil {
+				// The path is not a secret; the error from os names it.
+				return identity{}, fmt.Errorf("vault: reading %s: %w", f.name, err)
+			}
+		}
+		if *f.dst, err = login.DecodePEM(data); err != nil {
+			return identity{}, fmt.Errorf("vault: %s %q is %w", f.name, f.path, err)
+		}
+	}
+	id := identity{
+		key: identityKey{
+			scheme: u.Scheme, host: u.Host,
+			insecure: info.Insecure, serverName: info.TLSServerName, proxy: info.ProxyURL,
+		},
+		material: m,
+	}
+	if len(m.ca) > 0 {
+		id.key.caDigest = sha256.Sum256(m.ca)
+	}
+	if len(m.cert) > 0 {
+		id.key.certDigest, id.key.keyDigest = sha256.Sum256(m.cert), sha256.Sum256(m.key)
+	}
+	return id, nil
+}
+
+// newRoute prepares info for requests, taking its transports from p.
+func newRoute(info *login.ConnectionInfo, p *pool) (*route, error) {
+	u, err := url.Parse(info.Server)
+	if err != nil {
+		return nil, fmt.Errorf("vault: Server is not a URL: %w", err)
+	}
+	r := &route{scheme: u.Scheme, host: u.Host, prefix: strings.TrimSuffix(u.EscapedPath(), "/")}
+	if h := authorization(info); h != "" {
+		r.auth = []string{h}
+	}
+	if info.Transport != nil {
+		r.rt = info.Transport
+		return r, nil
+	}
+	id, err := newIdentity(info)
+	if err != nil {
+		return nil, err
+	}
+	if r.pool, err = p.acquire(id); err != nil {
+		return nil, err
+	}
+	r.rt, r.bare = r.pool.rt, r.pool
+	if id.hasClientCert() {
+		if r.bare, err = p.acquire(id.withoutClientCert()); err != nil {
+			p.release(r.pool)
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// release gives the route's transports back to p.
+func (r *route) release(p *pool) {
+	if r.pool == nil {
+		return
+	}
+	p.release(r.pool)
+	if r.bare != r.pool {
+		p.release(r.bare)
+	}
+}
+
+// authorization is the Authorization header value of info: its token with
+// its scheme, or basic auth.
+func authorization(info *login.ConnectionInfo) string {
+	if info.Username != "" {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(info.Username+":"+info.Password))
+	}
+	return info.AuthorizationHeader()
+}
+
+// base is a URL prefix under which the transport routes requests: the server
+// of RESTConfig, and of every credential the vault has held.
+type base struct{ scheme, host, prefix string }
+
+// relative returns the part of u below b, and whether u is below b at all.
+func (b base) relative(u *url.URL) (string, bool) {
+	if u.Scheme != b.scheme || u.Host != b.host {
+		return "", false
+	}
+	path := u.EscapedPath()
+	if b.prefix == "" {
+		return path, true
+	}
+	rest, ok := strings.CutPrefix(path, b.prefix)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return "", false
+	}
+	return rest, true
+}
+
+func (r *route) base() base { return base{r.scheme, r.host, r.prefix} }
+
+// target is the URL of a request for u, relative path rel, sent with r.
+func (r *route) target(u *url.URL, rel string) *url.URL {
+	t := *u
+	t.Scheme, t.Host = r.scheme, r.host
+	if r.prefix == "" && rel == u.EscapedPath() {
+		return &t
+	}
+	escaped := r.prefix + rel
+	if p, err := url.PathUnescape(escaped); err == nil {
+		t.Path = p
+		t.RawPath = ""
+		if t.EscapedPath() != escaped {
+			t.RawPath = escaped
+		}
+	}
+	return &t
+}

@@ -1,0 +1,428 @@
+package vault
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/authvault/authvault/login"
+)
+
+// get sends a request through v and returns its status and body.
+func send(t *testing.T, v *Vault, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := (&http.Client{Transport: v.Transport(), Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func get(t *testing.T, v *Vault, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return send(t, v, req)
+}
+
+func TestTransportAuthenticatesWithTheToken(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	iss := &issuer{srv: srv, caPEM: ca.pem}
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(iss.login)
+	if status, body := get(t, v, srv.URL()+"/api/v1/pods"); status != 200 || !strings.Contains(body, "token:tok-1") {
+		t.Fatalf("GET = %d %s, want 200 as tok-1", status, body)
+	}
+	if got := srv.seen()[0].Auth; got != "Bearer "+iss.latest() {
+		t.Errorf("Authorization = %q, want the bearer token", got)
+	}
+}
+
+// Rotation and revocation mid-stream: no caller ever sees a 401.
+func TestRevocationIsInvisibleToCallers(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	iss := &issuer{srv: srv, caPEM: ca.pem}
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(iss.login)
+
+	const workers, perWorker = 4, 150
+	var wg sync.WaitGroup
+	failures := make(chan string, workers*perWorker)
+	stop := make(chan struct{})
+	revoked := 0
+	go func() { // revoke each token 30 ms after it was issued
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(30 * time.Millisecond):
+				if iss.count() > 0 {
+					srv.revoke(iss.latest())
+				}
+			}
+		}
+	}()
+	for range workers {
+		wg.Go(func() {
+			for range perWorker {
+				req, _ := http.NewRequest(http.MethodGet, srv.URL()+"/api/v1/configmaps", nil)
+				resp, err := (&http.Client{Transport: v.Transport()}).Do(req)
+				if err != nil {
+					failures <- err.Error()
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					failures <- resp.Status
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	close(failures)
+	for f := range failures {
+		t.Errorf("a caller saw: %s", f)
+	}
+	for _, r := range srv.seen() {
+		if r.Status == http.StatusUnauthorized {
+			revoked++
+		}
+	}
+	if revoked == 0 || iss.count() < 2 {
+		t.Errorf("the server answered %d 401s and %d tokens were issued: the test did not rotate", revoked, iss.count())
+	}
+	t.Logf("%d requests, %d answered 401 and retried, %d tokens", len(srv.seen()), revoked, iss.count())
+}
+
+func TestPostBodyIsReplayedAfter401(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	iss := &issuer{srv: srv, caPEM: ca.pem}
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(iss.login)
+	mustSelect(t, v)
+	srv.revoke(iss.latest())
+
+	req, _ := http.NewRequest(http.MethodPost, srv.URL()+"/api/v1/namespaces/default/secrets", strings.NewReader(`{"data":"x"}`))
+	status, body := send(t, v, req)
+	if status != 200 || !strings.Contains(body, `"body":"{\"data\":\"x\"}"`) {
+		t.Fatalf("POST = %d %s, want 200 with the body", status, body)
+	}
+	s := srv.seen()
+	if len(s) != 2 || s[0].Status != 401 || s[1].Body != `{"data":"x"}` || s[0].Auth == s[1].Auth {
+		t.Errorf("server saw %+v, want a 401 then the same body with a new token", s)
+	}
+}
+
+func TestStreamedBodyIsNotReplayed(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	iss := &issuer{srv: srv, caPEM: ca.pem}
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(iss.login)
+	first := mustSelect(t, v)
+	srv.revoke(iss.latest())
+
+	req, _ := http.NewRequest(http.MethodPost, srv.URL()+"/upload", io.NopCloser(strings.NewReader("stream")))
+	req.GetBody = nil // a stream: cannot be sent twice
+	if status, _ := send(t, v, req); status != http.StatusUnauthorized {
+		t.Fatalf("POST of a stream = %d, want its 401", status)
+	}
+	if len(srv.seen()) != 1 {
+		t.Errorf("server saw %d requests, want 1: a stream is not replayed", len(srv.seen()))
+	}
+	if c := mustSelect(t, v); c == first {
+		t.Error("the rejected credential was not invalidated")
+	}
+}
+
+func TestClientCertificateAndMixedKinds(t *testing.T) {
+	serverCA, clientCA := newCA(t), newCA(t)
+	srv := newAPIServer(t, serverCA, clientCA, "")
+	certPEM, keyPEM := clientCA.issue(t, "operator", false)
+	srv.allowCert("operator")
+	srv.allowBasic("admin", "hunter2-long-password")
+	srv.allow("static-token")
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.pem, CertificateData: certPEM, PrivateKeyData: keyPEM}), login.ID("cert"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.pem, Username: "admin", Password: "hunter2-long-password"}), login.ID("basic"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.pem, Token: "static-token"}), login.ID("token"))
+	mustSelect(t, v)
+	eventually(t, "three credentials", func() bool { return v.snap.Load().size() == 3 })
+
+	users := map[string]int{}
+	for range 60 {
+		status, body := get(t, v, srv.URL()+"/whoami")
+		if status != 200 {
+			t.Fatalf("GET = %d %s", status, body)
+		}
+		for _, u := range []string{"cert:operator", "basic:admin", "token:static-token"} {
+			if strings.Contains(body, u) {
+				users[u]++
+			}
+		}
+	}
+	if len(users) != 3 {
+		t.Errorf("users seen = %v, want all three kinds", users)
+	}
+	for _, r := range srv.seen() {
+		if r.CertCN == "operator" && r.Auth != "" {
+			t.Errorf("a certificate request also carried %q", r.Auth)
+		}
+	}
+}
+
+// handlerOf returns a copy of info on every login.
+func handlerOf(info login.ConnectionInfo) login.Handler {
+	return func(context.Context) (*login.ConnectionInfo, error) {
+		c := info
+		return &c, nil
+	}
+}
+
+func TestSeveralServersEachGetTheirOwnCredentials(t *testing.T) {
+	ca := newCA(t)
+	a := newAPIServer(t, ca, nil, "")
+	b := newAPIServer(t, ca, nil, "/k8s/clusters/c-1")
+	a.allow("token-a")
+	b.allow("token-b")
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: a.URL(), CAData: ca.pem, Token: "token-a"}), login.ID("a"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: b.URL(), CAData: ca.pem, Token: "token-b"}), login.ID("b"))
+	cfg, err := v.RESTConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both credentials", func() bool { return v.snap.Load().size() == 2 })
+	for range 40 {
+		if status, body := get(t, v, cfg.Host+"/api/v1/namespaces"); status != 200 {
+			t.Fatalf("GET = %d %s", status, body)
+		}
+	}
+	for name, s := range map[string]*apiServer{"a": a, "b": b} {
+		reqs := s.seen()
+		if len(reqs) == 0 {
+			t.Errorf("server %s got no request", name)
+		}
+		for _, r := range reqs {
+			if r.Auth != "Bearer token-"+name || r.Path != "/api/v1/namespaces" {
+				t.Errorf("server %s saw %s with %q, want its own token and the path below its prefix", name, r.Path, r.Auth)
+			}
+		}
+	}
+}
+
+func TestRedirectToAnotherHostCarriesNoCredential(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	srv.allow("secret-token")
+	var elsewhere []string
+	var mu sync.Mutex
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		elsewhere = append(elsewhere, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}))
+	defer other.Close()
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.pem, Token: "secret-token"}))
+
+	if status, _ := get(t, v, srv.URL()+"/redirect?to="+other.URL+"/landing"); status != 200 {
+		t.Fatalf("GET through the redirect = %d, want 200", status)
+	}
+	if len(elsewhere) != 1 || elsewhere[0] != "" {
+		t.Errorf("the other host saw Authorization %q, want one request with none", elsewhere)
+	}
+	if srv.seen()[0].Auth != "Bearer secret-token" {
+		t.Error("the vault's own server did not get the credential")
+	}
+	// Structurally: a foreign URL goes through the plain transport.
+	req, _ := http.NewRequest(http.MethodGet, other.URL, nil)
+	out, rt, routed := v.prepare(req, mustSelect(t, v), false)
+	if routed || rt != v.pool.plain() || out.Header.Get("Authorization") != "" {
+		t.Error("a foreign URL was routed with the credential")
+	}
+}
+
+func TestOwnAuthorizationIsSentUntouched(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	srv.allow("vault-token")
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.pem, Token: "vault-token"}))
+	cred := mustSelect(t, v)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL()+"/x", nil)
+	req.Header.Set("Authorization", "Bearer callers-own")
+	if status, _ := send(t, v, req); status != http.StatusUnauthorized {
+		t.Errorf("GET with a bad own token = %d, want its 401", status)
+	}
+	if got := srv.seen()[0].Auth; got != "Bearer callers-own" {
+		t.Errorf("server saw %q, want the caller's own header", got)
+	}
+	if c := mustSelect(t, v); c != cred {
+		t.Error("a 401 on the caller's own header invalidated the vault's credential")
+	}
+}
+
+func TestOnly401Invalidates(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	srv.allow("t")
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.pem, Token: "t"}))
+	cred := mustSelect(t, v)
+	if status, _ := get(t, v, srv.URL()+"/forbidden"); status != http.StatusForbidden {
+		t.Errorf("GET = %d, want 403", status)
+	}
+	srv.srv.CloseClientConnections()
+	if c := mustSelect(t, v); c != cred {
+		t.Error("a 403 invalidated the credential")
+	}
+	// A network error does not invalidate either.
+	dead := login.ConnectionInfo{Server: "https://127.0.0.1:1", Token: "t"}
+	v2 := New(Options{})
+	defer v2.Close()
+	v2.OnLogin(handlerOf(dead))
+	c2 := mustSelect(t, v2)
+	if _, err := (&http.Client{Transport: v2.Transport()}).Get(dead.Server + "/x"); err == nil {
+		t.Fatal("GET of a closed port succeeded")
+	}
+	if c := mustSelect(t, v2); c != c2 {
+		t.Error("a network error invalidated the credential")
+	}
+}
+
+func TestTLSVerificationIsOnUnlessInsecure(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	srv.allow("t")
+	strict := New(Options{})
+	defer strict.Close()
+	strict.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), Token: "t"})) // no CA
+	_, err := (&http.Client{Transport: strict.Transport()}).Get(srv.URL() + "/x")
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("GET without the CA = %v, want a certificate error", err)
+	}
+	insecure := New(Options{})
+	defer insecure.Close()
+	insecure.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), Token: "t", Insecure: true}))
+	if status, _ := get(t, insecure, srv.URL()+"/x"); status != 200 {
+		t.Errorf("GET with Insecure = %d, want 200", status)
+	}
+}
+
+// Tokens of one TLS identity share its transport: rotation opens no new
+// connection.
+func TestRotationReusesConnections(t *testing.T) {
+	ca := newCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	iss := &issuer{srv: srv, caPEM: ca.pem}
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(iss.login)
+	for range 10 {
+		if status, _ := get(t, v, srv.URL()+"/x"); status != 200 {
+			t.Fatal("GET failed")
+		}
+		_ = v.Invalidate(context.Background(), mustSelect(t, v), errors.New("rotate"))
+	}
+	live, retired := v.pool.openConns()
+	if live != 1 || retired != 0 || iss.count() != 10 {
+		t.Errorf("%d live and %d retired connections after %d tokens, want 1 and 0", live, retired, iss.count())
+	}
+}
+
+// A watch keeps streaming while its credential is invalidated; once it ends,
+// the connection of the retired identity is closed.
+func TestWatchOutlivesItsCredential(t *testing.T) {
+	serverCA, clientCA := newCA(t), newCA(t)
+	srv := newAPIServer(t, serverCA, clientCA, "")
+	srv.allowCert("operator")
+	var mu sync.Mutex
+	n := 0
+	v := New(Options{})
+	defer v.Close()
+	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		cert, key := clientCA.issue(t, "operator", false) // a new identity on each login
+		return &login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.pem, CertificateData: cert, PrivateKeyData: key}, nil
+	})
+	v.pool.grace = 0 // retire the old identity at the next sweep
+	cred := mustSelect(t, v)
+	resp, err := (&http.Client{Transport: v.Transport()}).Get(srv.URL() + "/api/v1/watch")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch = %v %v", resp, err)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	readLines := func(k int) {
+		for range k {
+			if !lines.Scan() {
+				t.Fatalf("watch ended: %v", lines.Err())
+			}
+		}
+	}
+	readLines(3)
+	_ = v.Invalidate(context.Background(), cred, errors.New("rotated"))
+	if status, _ := get(t, v, srv.URL()+"/x"); status != 200 { // with the new identity
+		t.Fatal("GET with the new identity failed")
+	}
+	eventually(t, "the old identity to retire", func() bool {
+		_, retired := v.pool.openConns()
+		return retired == 1
+	})
+	readLines(10) // the old connection still streams
+	resp.Body.Close()
+	eventually(t, "the retired connection to close", func() bool {
+		_, retired := v.pool.openConns()
+		return retired == 0
+	})
+}
+
+func TestRequestWaitsWithinItsContext(t *testing.T) {
+	v := New(Options{})
+	defer v.Close()
+	block := make(chan struct{})
+	defer close(block)
+	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+		return nil, errors.New("never")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.example/x", bytes.NewReader([]byte("b")))
+	_, err := v.Transport().RoundTrip(req)
+	var le *LoginError
+	if !errors.As(err, &le) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("RoundTrip() error = %v, want a LoginError by the deadline", err)
+	}
+}

@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -102,6 +103,7 @@ func BenchmarkTransport(b *testing.B) {
 	}))
 	ca := newCA(b)
 	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // concurrent first dials race; one loses
 	srv.TLS = ca.serverTLS(b, "api", nil)
 	srv.StartTLS()
 	b.Cleanup(srv.Close)

@@ -4,12 +4,14 @@ import (
 	"encoding/pem"
 	"strings"
 	"testing"
+
+	"github.com/authvault/authvault/internal/testpki"
 )
 
 // FuzzValidate feeds arbitrary fields to Validate: it must not panic, and its
 // error must not repeat the password, token or key it was given.
 func FuzzValidate(f *testing.F) {
-	cert, key := keyPair(f)
+	cert, key := testpki.KeyPair(f)
 	f.Add("https://api.example:6443", "user", "password-123", "token-123", cert, key, cert, "http://proxy:3128")
 	f.Add("api.example", "", "", "", []byte("garbage"), []byte("garbage"), []byte("LS0tLS1CRUdJTg=="), "ftp://x")
 	f.Add("https://[::1]:6443/prefix", "", "p", "", []byte(nil), key, []byte(nil), "")
@@ -35,7 +37,7 @@ func FuzzValidate(f *testing.F) {
 // FuzzDecodePEM: DecodePEM must not panic; what it accepts is PEM, and PEM
 // comes back as it is.
 func FuzzDecodePEM(f *testing.F) {
-	cert, _ := keyPair(f)
+	cert, _ := testpki.KeyPair(f)
 	f.Add(cert)
 	f.Add([]byte("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="))
 	f.Add([]byte("not pem"))

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/authvault/authvault/internal/testpki"
 )
 
 // secretInfo holds a distinct secret in every secret field.
 func secretInfo(t *testing.T) (ConnectionInfo, []string) {
-	cert, key := keyPair(t)
+	cert, key := testpki.KeyPair(t)
 	info := ConnectionInfo{
 		Server:           "https://api.example:6443",
 		CAData:           cert,

@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/authvault/authvault/internal/testpki"
 )
 
 func TestValidateAccepts(t *testing.T) {
-	cert, key := keyPair(t)
+	cert, key := testpki.KeyPair(t)
 	b64 := func(b []byte) []byte { return []byte(base64.StdEncoding.EncodeToString(b)) }
 	tests := []struct {
 		name string
@@ -37,8 +39,8 @@ func TestValidateAccepts(t *testing.T) {
 }
 
 func TestValidateRejects(t *testing.T) {
-	cert, key := keyPair(t)
-	otherCert, _ := keyPair(t)
+	cert, key := testpki.KeyPair(t)
+	otherCert, _ := testpki.KeyPair(t)
 	tests := []struct {
 		name string
 		info ConnectionInfo
@@ -99,7 +101,7 @@ func TestValidateNil(t *testing.T) {
 }
 
 func TestValidateKeepsSecretsOutOfErrors(t *testing.T) {
-	_, key := keyPair(t)
+	_, key := testpki.KeyPair(t)
 	const secret = "s3cr3t-pw"
 	infos := []ConnectionInfo{
 		{Server: "https://a", Username: "u", Password: secret, Token: secret},
@@ -124,7 +126,7 @@ func TestValidateKeepsSecretsOutOfErrors(t *testing.T) {
 }
 
 func TestDecodePEM(t *testing.T) {
-	cert, _ := keyPair(t)
+	cert, _ := testpki.KeyPair(t)
 	std := base64.StdEncoding.EncodeToString(cert)
 	raw := base64.RawStdEncoding.EncodeToString(cert)
 	wrapped := ""

@@ -14,15 +14,10 @@ import (
 )
 
 func TestMetrics(t *testing.T) {
-	ca := newCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	iss := &issuer{srv: srv, caPEM: ca.pem}
 	reg := prometheus.NewRegistry()
-	v := New(Options{Registerer: reg})
-	defer v.Close()
-	v.OnLogin(iss.login, login.ID("issuer"))
+	v, srv, iss := issuingVault(t, Options{Registerer: reg}, "", login.ID("issuer"))
 	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
-		return &login.ConnectionInfo{Server: srv.URL(), CAData: ca.pem, Token: "expiring-secret-token",
+		return &login.ConnectionInfo{Server: srv.URL(), CAData: iss.caPEM, Token: "expiring-secret-token",
 			Expiration: time.Now().Add(time.Hour), Priority: -1}, nil
 	}, login.ID("expiring"))
 	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) { return nil, errors.New("down") },

@@ -19,12 +19,7 @@ import (
 // A clientset and a controller-runtime client built from RESTConfig send
 // every request through the vault, and keep the user's own settings.
 func TestRESTConfigServesClientGoAndControllerRuntime(t *testing.T) {
-	ca := newCA(t)
-	srv := newAPIServer(t, ca, nil, "/k8s/clusters/c-1")
-	iss := &issuer{srv: srv, caPEM: ca.pem}
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(iss.login)
+	v, srv, iss := issuingVault(t, Options{}, "/k8s/clusters/c-1")
 	cfg, err := v.RESTConfig(context.Background())
 	if err != nil {
 		t.Fatal(err)

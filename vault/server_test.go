@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/authvault/authvault/internal/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -38,7 +39,7 @@ type seen struct {
 }
 
 // newAPIServer starts a server with a certificate from ca, under prefix.
-func newAPIServer(t *testing.T, ca, clientCA *testCA, prefix string) *apiServer {
+func newAPIServer(t *testing.T, ca, clientCA *testpki.CA, prefix string) *apiServer {
 	t.Helper()
 	s := &apiServer{prefix: prefix, tokens: map[string]bool{}, basic: map[string]string{}, certCNs: map[string]bool{}}
 	var h http.Handler = http.HandlerFunc(s.serve)
@@ -50,7 +51,7 @@ func newAPIServer(t *testing.T, ca, clientCA *testCA, prefix string) *apiServer 
 	s.srv = httptest.NewUnstartedServer(h)
 	s.srv.EnableHTTP2 = true
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshakes that tests make fail
-	s.srv.TLS = ca.serverTLS(t, "api", clientCA)
+	s.srv.TLS = ca.ServerTLS(t, "api", clientCA)
 	s.srv.StartTLS()
 	t.Cleanup(s.srv.Close)
 	return s
@@ -201,4 +202,17 @@ func (i *issuer) count() int {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return len(i.issued)
+}
+
+// issuingVault is a vault whose one handler mints tokens that a new server
+// under prefix accepts.
+func issuingVault(t *testing.T, opts Options, prefix string, loginOpts ...login.Option) (*Vault, *apiServer, *issuer) {
+	t.Helper()
+	ca := testpki.NewCA(t)
+	srv := newAPIServer(t, ca, nil, prefix)
+	iss := &issuer{srv: srv, caPEM: ca.PEM}
+	v := New(opts)
+	t.Cleanup(v.Close)
+	v.OnLogin(iss.login, loginOpts...)
+	return v, srv, iss
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
+	"github.com/authvault/authvault/internal/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -101,10 +102,10 @@ func BenchmarkTransport(b *testing.B) {
 		}
 		_, _ = io.WriteString(w, `{"kind":"PodList","apiVersion":"v1","items":[]}`)
 	}))
-	ca := newCA(b)
+	ca := testpki.NewCA(b)
 	srv.EnableHTTP2 = true
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // concurrent first dials race; one loses
-	srv.TLS = ca.serverTLS(b, "api", nil)
+	srv.TLS = ca.ServerTLS(b, "api", nil)
 	srv.StartTLS()
 	b.Cleanup(srv.Close)
 	for _, mode := range []struct {
@@ -112,14 +113,14 @@ func BenchmarkTransport(b *testing.B) {
 		parallel bool
 	}{{"serial", false}, {"parallel", true}} {
 		b.Run("tls/client-go/"+mode.name, func(b *testing.B) {
-			rt, err := rest.TransportFor(&rest.Config{Host: srv.URL, BearerToken: "token", TLSClientConfig: rest.TLSClientConfig{CAData: ca.pem}})
+			rt, err := rest.TransportFor(&rest.Config{Host: srv.URL, BearerToken: "token", TLSClientConfig: rest.TLSClientConfig{CAData: ca.PEM}})
 			if err != nil {
 				b.Fatal(err)
 			}
 			runRoundTrips(b, rt, benchRequest(b, srv.URL), mode.parallel)
 		})
 		b.Run("tls/vault/"+mode.name, func(b *testing.B) {
-			v := vaultOver(b, nil, login.ConnectionInfo{Server: srv.URL, CAData: ca.pem, Token: "token"})
+			v := vaultOver(b, nil, login.ConnectionInfo{Server: srv.URL, CAData: ca.PEM, Token: "token"})
 			runRoundTrips(b, v.Transport(), benchRequest(b, srv.URL), mode.parallel)
 		})
 	}

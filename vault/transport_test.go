@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/authvault/authvault/internal/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -38,12 +39,7 @@ func get(t *testing.T, v *Vault, url string) (int, string) {
 }
 
 func TestTransportAuthenticatesWithTheToken(t *testing.T) {
-	ca := newCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	iss := &issuer{srv: srv, caPEM: ca.pem}
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(iss.login)
+	v, srv, iss := issuingVault(t, Options{}, "")
 	if status, body := get(t, v, srv.URL()+"/api/v1/pods"); status != 200 || !strings.Contains(body, "token:tok-1") {
 		t.Fatalf("GET = %d %s, want 200 as tok-1", status, body)
 	}
@@ -54,12 +50,7 @@ func TestTransportAuthenticatesWithTheToken(t *testing.T) {
 
 // Rotation and revocation mid-stream: no caller ever sees a 401.
 func TestRevocationIsInvisibleToCallers(t *testing.T) {
-	ca := newCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	iss := &issuer{srv: srv, caPEM: ca.pem}
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(iss.login)
+	v, srv, iss := issuingVault(t, Options{}, "")
 
 	const workers, perWorker = 4, 150
 	var wg sync.WaitGroup
@@ -113,12 +104,7 @@ func TestRevocationIsInvisibleToCallers(t *testing.T) {
 }
 
 func TestPostBodyIsReplayedAfter401(t *testing.T) {
-	ca := newCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	iss := &issuer{srv: srv, caPEM: ca.pem}
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(iss.login)
+	v, srv, iss := issuingVault(t, Options{}, "")
 	mustSelect(t, v)
 	srv.revoke(iss.latest())
 
@@ -134,12 +120,7 @@ func TestPostBodyIsReplayedAfter401(t *testing.T) {
 }
 
 func TestStreamedBodyIsNotReplayed(t *testing.T) {
-	ca := newCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	iss := &issuer{srv: srv, caPEM: ca.pem}
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(iss.login)
+	v, srv, iss := issuingVault(t, Options{}, "")
 	first := mustSelect(t, v)
 	srv.revoke(iss.latest())
 
@@ -157,17 +138,17 @@ func TestStreamedBodyIsNotReplayed(t *testing.T) {
 }
 
 func TestClientCertificateAndMixedKinds(t *testing.T) {
-	serverCA, clientCA := newCA(t), newCA(t)
+	serverCA, clientCA := testpki.NewCA(t), testpki.NewCA(t)
 	srv := newAPIServer(t, serverCA, clientCA, "")
-	certPEM, keyPEM := clientCA.issue(t, "operator", false)
+	certPEM, keyPEM := clientCA.Issue(t, "operator", false)
 	srv.allowCert("operator")
 	srv.allowBasic("admin", "hunter2-long-password")
 	srv.allow("static-token")
 	v := New(Options{})
 	defer v.Close()
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.pem, CertificateData: certPEM, PrivateKeyData: keyPEM}), login.ID("cert"))
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.pem, Username: "admin", Password: "hunter2-long-password"}), login.ID("basic"))
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.pem, Token: "static-token"}), login.ID("token"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.PEM, CertificateData: certPEM, PrivateKeyData: keyPEM}), login.ID("cert"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.PEM, Username: "admin", Password: "hunter2-long-password"}), login.ID("basic"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.PEM, Token: "static-token"}), login.ID("token"))
 	mustSelect(t, v)
 	eventually(t, "three credentials", func() bool { return v.snap.Load().size() == 3 })
 
@@ -202,15 +183,15 @@ func handlerOf(info login.ConnectionInfo) login.Handler {
 }
 
 func TestSeveralServersEachGetTheirOwnCredentials(t *testing.T) {
-	ca := newCA(t)
+	ca := testpki.NewCA(t)
 	a := newAPIServer(t, ca, nil, "")
 	b := newAPIServer(t, ca, nil, "/k8s/clusters/c-1")
 	a.allow("token-a")
 	b.allow("token-b")
 	v := New(Options{})
 	defer v.Close()
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: a.URL(), CAData: ca.pem, Token: "token-a"}), login.ID("a"))
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: b.URL(), CAData: ca.pem, Token: "token-b"}), login.ID("b"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: a.URL(), CAData: ca.PEM, Token: "token-a"}), login.ID("a"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: b.URL(), CAData: ca.PEM, Token: "token-b"}), login.ID("b"))
 	cfg, err := v.RESTConfig(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +216,7 @@ func TestSeveralServersEachGetTheirOwnCredentials(t *testing.T) {
 }
 
 func TestRedirectToAnotherHostCarriesNoCredential(t *testing.T) {
-	ca := newCA(t)
+	ca := testpki.NewCA(t)
 	srv := newAPIServer(t, ca, nil, "")
 	srv.allow("secret-token")
 	var elsewhere []string
@@ -248,7 +229,7 @@ func TestRedirectToAnotherHostCarriesNoCredential(t *testing.T) {
 	defer other.Close()
 	v := New(Options{})
 	defer v.Close()
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.pem, Token: "secret-token"}))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "secret-token"}))
 
 	if status, _ := get(t, v, srv.URL()+"/redirect?to="+other.URL+"/landing"); status != 200 {
 		t.Fatalf("GET through the redirect = %d, want 200", status)
@@ -268,12 +249,12 @@ func TestRedirectToAnotherHostCarriesNoCredential(t *testing.T) {
 }
 
 func TestOwnAuthorizationIsSentUntouched(t *testing.T) {
-	ca := newCA(t)
+	ca := testpki.NewCA(t)
 	srv := newAPIServer(t, ca, nil, "")
 	srv.allow("vault-token")
 	v := New(Options{})
 	defer v.Close()
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.pem, Token: "vault-token"}))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "vault-token"}))
 	cred := mustSelect(t, v)
 	req, _ := http.NewRequest(http.MethodGet, srv.URL()+"/x", nil)
 	req.Header.Set("Authorization", "Bearer callers-own")
@@ -289,12 +270,12 @@ func TestOwnAuthorizationIsSentUntouched(t *testing.T) {
 }
 
 func TestOnly401Invalidates(t *testing.T) {
-	ca := newCA(t)
+	ca := testpki.NewCA(t)
 	srv := newAPIServer(t, ca, nil, "")
 	srv.allow("t")
 	v := New(Options{})
 	defer v.Close()
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.pem, Token: "t"}))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "t"}))
 	cred := mustSelect(t, v)
 	if status, _ := get(t, v, srv.URL()+"/forbidden"); status != http.StatusForbidden {
 		t.Errorf("GET = %d, want 403", status)
@@ -318,7 +299,7 @@ func TestOnly401Invalidates(t *testing.T) {
 }
 
 func TestTLSVerificationIsOnUnlessInsecure(t *testing.T) {
-	ca := newCA(t)
+	ca := testpki.NewCA(t)
 	srv := newAPIServer(t, ca, nil, "")
 	srv.allow("t")
 	strict := New(Options{})
@@ -339,12 +320,7 @@ func TestTLSVerificationIsOnUnlessInsecure(t *testing.T) {
 // Tokens of one TLS identity share its transport: rotation opens no new
 // connection.
 func TestRotationReusesConnections(t *testing.T) {
-	ca := newCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	iss := &issuer{srv: srv, caPEM: ca.pem}
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(iss.login)
+	v, srv, iss := issuingVault(t, Options{}, "")
 	for range 10 {
 		if status, _ := get(t, v, srv.URL()+"/x"); status != 200 {
 			t.Fatal("GET failed")
@@ -360,7 +336,7 @@ func TestRotationReusesConnections(t *testing.T) {
 // A watch keeps streaming while its credential is invalidated; once it ends,
 // the connection of the retired identity is closed.
 func TestWatchOutlivesItsCredential(t *testing.T) {
-	serverCA, clientCA := newCA(t), newCA(t)
+	serverCA, clientCA := testpki.NewCA(t), testpki.NewCA(t)
 	srv := newAPIServer(t, serverCA, clientCA, "")
 	srv.allowCert("operator")
 	var mu sync.Mutex
@@ -371,8 +347,8 @@ func TestWatchOutlivesItsCredential(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		n++
-		cert, key := clientCA.issue(t, "operator", false) // a new identity on each login
-		return &login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.pem, CertificateData: cert, PrivateKeyData: key}, nil
+		cert, key := clientCA.Issue(t, "operator", false) // a new identity on each login
+		return &login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.PEM, CertificateData: cert, PrivateKeyData: key}, nil
 	})
 	v.pool.grace = 0 // retire the old identity at the next sweep
 	cred := mustSelect(t, v)

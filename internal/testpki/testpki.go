@@ -1,4 +1,6 @@
-package vault
+// Package testpki makes certificate authorities and certificates for tests:
+// servers on loopback and clients, signed by a CA of the test's own.
+package testpki
 
 import (
 	"crypto/ecdsa"
@@ -15,17 +17,20 @@ import (
 	"time"
 )
 
-// testCA is a certificate authority of a test's own, for servers and clients.
-type testCA struct {
+// CA is a certificate authority of a test's own, for servers and clients.
+type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
-	pem  []byte
-	pool *x509.CertPool
+	// PEM is the CA certificate, for CAData fields.
+	PEM []byte
+	// Pool holds the CA certificate, for a server that verifies clients.
+	Pool *x509.CertPool
 }
 
 var serial atomic.Int64
 
-func newCA(t testing.TB) *testCA {
+// NewCA makes a CA valid for a day.
+func NewCA(t testing.TB) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -47,11 +52,12 @@ func newCA(t testing.TB) *testCA {
 	cert, _ := x509.ParseCertificate(der)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pool: pool}
+	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), Pool: pool}
 }
 
-// issue signs a certificate for cn; server certificates are for loopback.
-func (ca *testCA) issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byte) {
+// Issue signs a certificate for cn: a client certificate, or a server
+// certificate for loopback and the name cn.
+func (ca *CA) Issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -82,19 +88,24 @@ func (ca *testCA) issue(t testing.TB, cn string, server bool) (certPEM, keyPEM [
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
-// serverTLS is a server configuration with a certificate from ca; clients
-// with certificates from clientCA are verified when it is set.
-func (ca *testCA) serverTLS(t testing.TB, name string, clientCA *testCA) *tls.Config {
+// ServerTLS is a server configuration with a certificate from ca; client
+// certificates from clientCA are verified when it is set.
+func (ca *CA) ServerTLS(t testing.TB, name string, clientCA *CA) *tls.Config {
 	t.Helper()
-	certPEM, keyPEM := ca.issue(t, name, true)
+	certPEM, keyPEM := ca.Issue(t, name, true)
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{"h2", "http/1.1"}}
 	if clientCA != nil {
-		cfg.ClientCAs = clientCA.pool
+		cfg.ClientCAs = clientCA.Pool
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg
+}
+
+// KeyPair is a self-signed client certificate and its key, as PEM.
+func KeyPair(t testing.TB) (certPEM, keyPEM []byte) {
+	return NewCA(t).Issue(t, "test-user", false)
 }

@@ -7,25 +7,24 @@ import (
 )
 
 // PermanentError is a failure that retrying cannot fix; the vault stops
-// retrying the handler for this round at once.
+// retrying the handler for this round at once. Its message is Err's: the
+// mark is in the type.
 type PermanentError struct{ Err error }
 
-func (e *PermanentError) Error() string { return "permanent: " + errorText(e.Err) }
+func (e *PermanentError) Error() string { return errorText(e.Err) }
 func (e *PermanentError) Unwrap() error { return e.Err }
 
 // Permanent marks err as not worth retrying.
 func Permanent(err error) error { return &PermanentError{Err: err} }
 
 // TemporaryError is a failure worth retrying after Delay, whatever the
-// handler's backoff says.
+// handler's backoff says. Its message is Err's.
 type TemporaryError struct {
 	Err   error
 	Delay time.Duration
 }
 
-func (e *TemporaryError) Error() string {
-	return fmt.Sprintf("temporary (retry in %s): %s", e.Delay, errorText(e.Err))
-}
+func (e *TemporaryError) Error() string { return errorText(e.Err) }
 func (e *TemporaryError) Unwrap() error { return e.Err }
 
 // Temporary asks for a retry after delay.

@@ -51,7 +51,7 @@ func TestPermanentAndTemporary(t *testing.T) {
 	base := errors.New("base")
 	p := Permanent(base)
 	var pe *PermanentError
-	if !errors.As(p, &pe) || !errors.Is(p, base) || p.Error() != "permanent: base" {
+	if !errors.As(p, &pe) || !errors.Is(p, base) || p.Error() != "base" {
 		t.Errorf("Permanent() = %v, want a *PermanentError wrapping base", p)
 	}
 	tmp := Temporary(base, 3*time.Second)
@@ -59,7 +59,7 @@ func TestPermanentAndTemporary(t *testing.T) {
 	if !errors.As(tmp, &te) || te.Delay != 3*time.Second || !errors.Is(tmp, base) {
 		t.Errorf("Temporary() = %v, want a *TemporaryError of 3s wrapping base", tmp)
 	}
-	if got, want := tmp.Error(), "temporary (retry in 3s): base"; got != want {
+	if got, want := tmp.Error(), "base"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }

@@ -72,5 +72,5 @@ func ExampleLoginError() {
 	fmt.Println(le.Handlers[0].Err)
 	// Output:
 	// true secret-store
-	// permanent: no such secret
+	// no such secret
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/authvault/authvault/internal/clockctx"
 	"github.com/authvault/authvault/login"
 )
 
@@ -130,7 +131,8 @@ func New(opts Options) *Vault {
 
 func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 	opts = opts.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
+	// Logins run under ctx, which carries the clock to the handlers.
+	ctx, cancel := context.WithCancel(clockctx.With(context.Background(), clk))
 	v := &Vault{
 		opts:    opts,
 		log:     opts.Logger.WithName("authvault"),

@@ -1,0 +1,32 @@
+// Package handlers holds login handlers that fetch credentials.
+//
+// Each function returns a [login.Handler] to register with a vault:
+//
+//	v.OnLogin(handlers.Exec(handlers.ExecConfig{...}), login.Timeout(time.Minute))
+//	v.OnLogin(handlers.TokenFile("/var/run/secrets/tokens/api", base))
+//
+// # Credential plugins
+//
+// [Exec] runs a client-go credential plugin (client.authentication.k8s.io v1
+// or v1beta1), the programs kubeconfig users name in their exec section. The
+// plugin's expirationTimestamp lets the vault rerun it in the background
+// before its token expires: once per expiry, never once per request, and no
+// caller waits for it.
+//
+// # Files and fixed credentials
+//
+// [TokenFile] reads a bearer token from a file on every login and makes sure
+// the file is read again at least every [RereadAfter], so tokens that the
+// kubelet rotates under a running pod are picked up. [Static] gives a fixed
+// credential.
+//
+// # ServiceAccount tokens
+//
+// [TokenRequest] mints tokens for a ServiceAccount through the TokenRequest
+// API, for an operator that acts as its tenants' ServiceAccounts.
+//
+// # Errors
+//
+// Every error names its source (the plugin, the file, the ServiceAccount)
+// and what was wrong; none quotes a token or a plugin's stdout.
+package handlers

@@ -1,0 +1,290 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"time"
+
+	"golang.org/x/term"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
+	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/login"
+)
+
+// Limits on a plugin's output.
+const (
+	maxExecOutput = 1 << 20 // stdout beyond this is an error
+	stderrTail    = 2 << 10 // how much of stderr an error quotes
+	// execWaitDelay bounds the wait for the plugin's output pipes once it
+	// has exited or been killed, should a stray child hold them.
+	execWaitDelay = 2 * time.Second
+)
+
+// ExecConfig is a client-go credential plugin: the exec section of a
+// kubeconfig user, and the cluster it authenticates to.
+type ExecConfig struct {
+	// ExecConfig is the exec section: command, args, env (added to the
+	// process environment), apiVersion (client.authentication.k8s.io/v1
+	// or v1beta1), installHint, provideClusterInfo, config (the cluster's
+	// client.authentication.k8s.io/exec extension) and interactiveMode.
+	clientcmdapi.ExecConfig
+
+	// Cluster gives every credential its server and TLS settings (Server,
+	// CAPath or CAData, Insecure, TLSServerName, ProxyURL), and the plugin
+	// its cluster information when ProvideClusterInfo is set.
+	// DefaultNamespace and Priority are copied too.
+	Cluster login.ConnectionInfo
+
+	// Stdin is handed to the plugin in interactive mode, and only when it
+	// is a terminal. Default: os.Stdin.
+	Stdin *os.File
+	// Stderr receives the plugin's stderr. Default: os.Stderr.
+	Stderr io.Writer
+}
+
+// Exec returns a handler that runs a client-go credential plugin
+// (client.authentication.k8s.io), as kubectl does: aws eks get-token,
+// gke-gcloud-auth-plugin, kubelogin and the like. The plugin runs without a
+// shell, under the login's context: a timeout or cancellation kills it and
+// its children. Its token or client certificate becomes the credential, and
+// its expirationTimestamp the credential's Expiration, so that the vault
+// reruns it in the background before it expires (no timestamp: the
+// credential lives until the server rejects it).
+//
+// Errors name the plugin and what went wrong; they quote the tail of its
+// stderr, never its stdout.
+func Exec(cfg ExecConfig) login.Handler {
+	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+		out, err := cfg.run(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r, err := parseExecCredential(cfg.APIVersion, out)
+		if err != nil {
+			return nil, fmt.Errorf("handlers: exec plugin %q: %w", cfg.Command, err)
+		}
+		info := clusterPart(cfg.Cluster)
+		info.Token, info.CertificateData, info.PrivateKeyData, info.Expiration = r.token, r.cert, r.key, r.expiration
+		return &info, nil
+	}
+}
+
+// clusterPart keeps what a ConnectionInfo says about the cluster, none of
+// its authentication.
+func clusterPart(c login.ConnectionInfo) login.ConnectionInfo {
+	return login.ConnectionInfo{
+		Server: c.Server, CAPath: c.CAPath, CAData: c.CAData, Insecure: c.Insecure,
+		TLSServerName: c.TLSServerName, ProxyURL: c.ProxyURL,
+		DefaultNamespace: c.DefaultNamespace, Priority: c.Priority,
+	}
+}
+
+// run runs the plugin and returns its stdout.
+func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
+	name := cfg.Command
+	if name == "" {
+		return nil, login.Permanent(errors.New("handlers: exec plugin has no command"))
+	}
+	interactive, err := cfg.interactive()
+	if err != nil {
+		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", name, err))
+	}
+	info, err := cfg.execInfo(interactive)
+	if err != nil {
+		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", name, err))
+	}
+
+	cmd := exec.CommandContext(ctx, name, cfg.Args...)
+	cmd.Env = os.Environ()
+	for _, e := range cfg.Env {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	cmd.Env = append(cmd.Env, "KUBERNETES_EXEC_INFO="+string(info))
+	if interactive {
+		cmd.Stdin = cfg.stdin()
+	}
+	stdout := &limitedBuffer{max: maxExecOutput}
+	tail := &tailBuffer{max: stderrTail}
+	cmd.Stdout = stdout
+	cmd.Stderr = io.MultiWriter(cfg.stderr(), tail)
+	killGroupOnCancel(cmd)
+	cmd.WaitDelay = execWaitDelay
+
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		msg := fmt.Sprintf("handlers: exec plugin %q not found", name)
+		if cfg.InstallHint != "" {
+			msg += ": " + cfg.InstallHint
+		}
+		return nil, login.Permanent(errors.New(msg))
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("handlers: exec plugin %q stopped: %w", name, context.Cause(ctx))
+	case errors.As(err, &exitErr):
+		return nil, fmt.Errorf("handlers: exec plugin %q exited with code %d%s", name, exitErr.ExitCode(), tail.quote())
+	default:
+		return nil, fmt.Errorf("handlers: exec plugin %q: %w", name, err)
+	}
+	if stdout.overflow {
+		return nil, fmt.Errorf("handlers: exec plugin %q wrote more than %d bytes", name, maxExecOutput)
+	}
+	return stdout.buf.Bytes(), nil
+}
+
+// interactive decides whether the plugin may talk to the user.
+func (cfg *ExecConfig) interactive() (bool, error) {
+	mode := cfg.InteractiveMode
+	if mode == "" {
+		if cfg.APIVersion == execV1 {
+			return false, errors.New("interactiveMode must be set for client.authentication.k8s.io/v1")
+		}
+		mode = clientcmdapi.IfAvailableExecInteractiveMode
+	}
+	stdin := cfg.stdin()
+	terminal := !cfg.StdinUnavailable && stdin != nil && term.IsTerminal(int(stdin.Fd()))
+	switch mode {
+	case clientcmdapi.NeverExecInteractiveMode:
+		return false, nil
+	case clientcmdapi.IfAvailableExecInteractiveMode:
+		return terminal, nil
+	case clientcmdapi.AlwaysExecInteractiveMode:
+		if !terminal {
+			return false, errors.New("interactiveMode is Always, but stdin is not a terminal")
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("interactiveMode %q is not Never, IfAvailable or Always", mode)
+	}
+}
+
+func (cfg *ExecConfig) stdin() *os.File {
+	if cfg.Stdin != nil {
+		return cfg.Stdin
+	}
+	return os.Stdin
+}
+
+func (cfg *ExecConfig) stderr() io.Writer {
+	if cfg.Stderr != nil {
+		return cfg.Stderr
+	}
+	return os.Stderr
+}
+
+// execInfo is KUBERNETES_EXEC_INFO: an ExecCredential with the spec only.
+func (cfg *ExecConfig) execInfo(interactive bool) ([]byte, error) {
+	var cluster *clientauthv1.Cluster
+	if cfg.ProvideClusterInfo {
+		c, err := cfg.cluster()
+		if err != nil {
+			return nil, err
+		}
+		cluster = c
+	}
+	switch cfg.APIVersion {
+	case execV1:
+		return json.Marshal(&clientauthv1.ExecCredential{
+			TypeMeta: typeMeta(execV1),
+			Spec:     clientauthv1.ExecCredentialSpec{Interactive: interactive, Cluster: cluster},
+		})
+	case execV1beta1:
+		spec := clientauthv1beta1.ExecCredentialSpec{Interactive: interactive}
+		if cluster != nil {
+			spec.Cluster = &clientauthv1beta1.Cluster{
+				Server: cluster.Server, TLSServerName: cluster.TLSServerName,
+				InsecureSkipTLSVerify: cluster.InsecureSkipTLSVerify, CertificateAuthorityData: cluster.CertificateAuthorityData,
+				ProxyURL: cluster.ProxyURL, Config: cluster.Config,
+			}
+		}
+		return json.Marshal(&clientauthv1beta1.ExecCredential{TypeMeta: typeMeta(execV1beta1), Spec: spec})
+	default:
+		return nil, fmt.Errorf("apiVersion %q is not supported (want %s or %s)", cfg.APIVersion, execV1, execV1beta1)
+	}
+}
+
+// cluster is the cluster information handed to the plugin.
+func (cfg *ExecConfig) cluster() (*clientauthv1.Cluster, error) {
+	ca := cfg.Cluster.CAData
+	if cfg.Cluster.CAPath != "" {
+		var err error
+		if ca, err = os.ReadFile(cfg.Cluster.CAPath); err != nil {
+			return nil, fmt.Errorf("reading the cluster's CA: %w", err)
+		}
+	}
+	ca, err := login.DecodePEM(ca)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's CA is %w", err)
+	}
+	c := &clientauthv1.Cluster{
+		Server:                   cfg.Cluster.Server,
+		TLSServerName:            cfg.Cluster.TLSServerName,
+		InsecureSkipTLSVerify:    cfg.Cluster.Insecure,
+		CertificateAuthorityData: ca,
+		ProxyURL:                 cfg.Cluster.ProxyURL,
+	}
+	if cfg.Config != nil {
+		c.Config = runtime.RawExtension{Object: cfg.Config}
+	}
+	return c, nil
+}
+
+func typeMeta(apiVersion string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: execCredentialKind}
+}
+
+// limitedBuffer keeps up to max bytes and notes that more came. It holds
+// its buffer in a field: an embedded bytes.Buffer would lend it ReadFrom,
+// and io.Copy would fill that without a limit.
+type limitedBuffer struct {
+	buf      bytes.Buffer
+	max      int
+	overflow bool
+}
+
+// Write takes all of p, so the plugin is not stopped by a short write, and
+// keeps what fits.
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := b.max - b.buf.Len(); n > room {
+		b.overflow = true
+		p = p[:max(room, 0)]
+	}
+	b.buf.Write(p)
+	return n, nil
+}
+
+// tailBuffer keeps the last max bytes written.
+type tailBuffer struct {
+	buf []byte
+	max int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if extra := len(b.buf) - b.max; extra > 0 {
+		b.buf = b.buf[extra:]
+	}
+	return len(p), nil
+}
+
+// quote is the tail for an error message, or "" when stderr was empty.
+func (b *tailBuffer) quote() string {
+	s := string(bytes.TrimSpace(b.buf))
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}

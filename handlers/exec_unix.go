@@ -1,0 +1,18 @@
+//go:build unix
+
+package handlers
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// killGroupOnCancel starts the plugin in a process group of its own and
+// makes a cancellation kill the whole group: a plugin's children (a shell
+// script's commands, a helper it started) die with it.
+func killGroupOnCancel(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,92 @@
+// Command plugin is a client-go credential plugin for the handlers tests.
+// PLUGIN_MODE says how it behaves; see the cases below.
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	var info struct {
+		APIVersion string `json:"apiVersion"`
+	}
+	_ = json.Unmarshal([]byte(os.Getenv("KUBERNETES_EXEC_INFO")), &info)
+	version := info.APIVersion
+	if version == "" {
+		version = "client.authentication.k8s.io/v1"
+	}
+	status := map[string]any{"token": "plugin-token-" + strconv.Itoa(count())}
+	if ttl := os.Getenv("PLUGIN_TTL"); ttl != "" {
+		d, _ := time.ParseDuration(ttl)
+		status["expirationTimestamp"] = time.Now().Add(d).UTC().Format(time.RFC3339)
+	}
+	cred := map[string]any{"apiVersion": version, "kind": "ExecCredential", "status": status}
+
+	switch os.Getenv("PLUGIN_MODE") {
+	case "", "token":
+	case "cert":
+		cert, _ := os.ReadFile(os.Getenv("PLUGIN_CERT"))
+		key, _ := os.ReadFile(os.Getenv("PLUGIN_KEY"))
+		cred["status"] = map[string]any{"clientCertificateData": string(cert), "clientKeyData": string(key)}
+	case "echo-info": // the token carries KUBERNETES_EXEC_INFO back
+		status["token"] = base64.StdEncoding.EncodeToString([]byte(os.Getenv("KUBERNETES_EXEC_INFO")))
+	case "env": // the token is the value of the variable PLUGIN_ENV_NAME names
+		status["token"] = os.Getenv(os.Getenv("PLUGIN_ENV_NAME"))
+	case "stdin": // the token says what stdin held
+		data, _ := io.ReadAll(os.Stdin)
+		status["token"] = "stdin:" + strings.TrimSpace(string(data))
+	case "not-json":
+		fmt.Print("plugin-token-secret but not json")
+		return
+	case "wrong-version":
+		cred["apiVersion"] = "client.authentication.k8s.io/v1alpha1"
+	case "wrong-kind":
+		cred["kind"] = "Secret"
+	case "no-status":
+		delete(cred, "status")
+	case "cert-without-key":
+		cred["status"] = map[string]any{"clientCertificateData": "-----BEGIN CERTIFICATE-----"}
+	case "empty-status":
+		cred["status"] = map[string]any{}
+	case "fail":
+		fmt.Print(`{"status":{"token":"stdout-secret-token"}}`)
+		fmt.Fprintln(os.Stderr, "plugin: the identity provider said no")
+		os.Exit(3)
+	case "huge":
+		fmt.Print(strings.Repeat("x", 2<<20))
+		return
+	case "sleep":
+		time.Sleep(time.Minute)
+	case "child": // starts a child, writes its pid, and waits
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), "PLUGIN_MODE=sleep")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = os.WriteFile(os.Getenv("PLUGIN_PIDFILE"), []byte(strconv.Itoa(child.Process.Pid)), 0o600)
+		time.Sleep(time.Minute)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(cred)
+}
+
+// count increments the number in PLUGIN_COUNTER's file, if set.
+func count() int {
+	path := os.Getenv("PLUGIN_COUNTER")
+	if path == "" {
+		return 1
+	}
+	data, _ := os.ReadFile(path)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	n++
+	_ = os.WriteFile(path, []byte(strconv.Itoa(n)), 0o600)
+	return n
+}

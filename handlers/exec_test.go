@@ -175,7 +175,10 @@ func TestExecErrors(t *testing.T) {
 		want      string
 		permanent bool
 	}{
-		{"not found", "", func(c *ExecConfig) { c.Command = "no-such-plugin-xyz"; c.InstallHint = "install it with: brew install xyz" },
+		{"not found", "", func(c *ExecConfig) {
+			c.Command = "no-such-plugin-xyz"
+			c.InstallHint = "install it with: brew install xyz"
+		},
 			`exec plugin "no-such-plugin-xyz" not found: install it with: brew install xyz`, true},
 		{"no command", "", func(c *ExecConfig) { c.Command = "" }, "exec plugin has no command", true},
 		{"bad version", "", func(c *ExecConfig) { c.APIVersion = "client.authentication.k8s.io/v1alpha1" }, `apiVersion "client.authentication.k8s.io/v1alpha1" is not supported`, true},

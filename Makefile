@@ -29,6 +29,8 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./login
 	$(GO) test -run '^$$' -fuzz FuzzDecodePEM -fuzztime $(FUZZTIME) ./login
+	$(GO) test -run '^$$' -fuzz FuzzParseExecCredential -fuzztime $(FUZZTIME) ./handlers
+	$(GO) test -run '^$$' -fuzz FuzzJWTExpiry -fuzztime $(FUZZTIME) ./handlers
 
 # The rotation demo on an embedded kube-apiserver arrives with the integration
 # issue; until then this target says so and runs the package examples.

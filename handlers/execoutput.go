@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,10 +38,10 @@ func parseExecCredential(apiVersion string, out []byte) (*execResult, error) {
 		return nil, fmt.Errorf("output is not a JSON object%s", jsonErrorPlace(err))
 	}
 	if meta.APIVersion != apiVersion {
-		return nil, fmt.Errorf("output has apiVersion %q, want %q", clip(meta.APIVersion), apiVersion)
+		return nil, fmt.Errorf("output has apiVersion %s, want %q", quoteIf(meta.APIVersion, apiVersionShape), apiVersion)
 	}
 	if meta.Kind != execCredentialKind {
-		return nil, fmt.Errorf("output has kind %q, want %q", clip(meta.Kind), execCredentialKind)
+		return nil, fmt.Errorf("output has kind %s, want %q", quoteIf(meta.Kind, kindShape), execCredentialKind)
 	}
 	var status *clientauthv1.ExecCredentialStatus
 	switch apiVersion {
@@ -97,10 +99,22 @@ func jsonErrorPlace(err error) string {
 	}
 }
 
-// clip shortens a value from the output for an error message.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
+// The shapes of the values an error may quote from a plugin's output.
+var (
+	apiVersionShape = regexp.MustCompile(`^[a-z0-9.-]{1,63}(/[a-z0-9]{1,20})?$`)
+	kindShape       = regexp.MustCompile(`^[A-Z][A-Za-z]{0,62}$`)
+)
+
+// quoteIf quotes a value from the output when it has the shape it should
+// have, and only describes it otherwise: a broken plugin might put anything
+// there, even its token.
+func quoteIf(s string, shape *regexp.Regexp) string {
+	switch {
+	case s == "":
+		return "none"
+	case shape.MatchString(s):
+		return strconv.Quote(s)
+	default:
+		return "of an unexpected form"
 	}
-	return s
 }

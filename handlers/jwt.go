@@ -20,14 +20,13 @@ func jwtExpiry(token string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	var claims struct {
-		Exp *json.Number `json:"exp"`
+		Exp *float64 `json:"exp"` // a NumericDate: seconds since the epoch
 	}
 	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp == nil {
 		return time.Time{}, false
 	}
-	exp, err := claims.Exp.Float64()
-	if err != nil || exp <= 0 || exp > 1<<40 {
-		return time.Time{}, false
+	if exp := *claims.Exp; exp > 0 && exp < 1<<40 {
+		return time.Unix(int64(exp), 0), true
 	}
-	return time.Unix(int64(exp), 0), true
+	return time.Time{}, false
 }

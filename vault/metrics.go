@@ -88,6 +88,8 @@ var (
 		"Credentials by state: valid ones held, invalid ones remembered to be refused.", []string{"state"}, nil)
 	waitingDesc = prometheus.NewDesc("authvault_waiting_callers",
 		"Callers waiting for a login now.", nil, nil)
+	waitsDesc = prometheus.NewDesc("authvault_caller_waits_total",
+		"Times a caller had to wait for a login: in steady state, only the first login.", nil, nil)
 	expiryDesc = prometheus.NewDesc("authvault_credential_expiry_seconds",
 		"Seconds until the handler's credential stops being handed out; absent when it does not expire.",
 		[]string{"handler"}, nil)
@@ -96,6 +98,7 @@ var (
 func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- credentialsDesc
 	ch <- waitingDesc
+	ch <- waitsDesc
 	ch <- expiryDesc
 }
 
@@ -123,6 +126,7 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(valid), "valid")
 	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(invalid), "invalid")
 	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(v.waiting.Load()))
+	ch <- prometheus.MustNewConstMetric(waitsDesc, prometheus.CounterValue, float64(v.waited.Load()))
 	for _, e := range expiries {
 		ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, e.left, e.handler)
 	}

@@ -1,0 +1,117 @@
+package handlers
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/authvault/authvault/internal/clockctx"
+	"github.com/authvault/authvault/login"
+)
+
+// jwt makes an unsigned token whose payload is claims.
+func jwt(claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(claims)) + ".c2lnbmF0dXJl"
+}
+
+func writeToken(t *testing.T, path, token string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTokenFile(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	ctx := clockctx.With(context.Background(), testingclock.NewFakePassiveClock(now))
+	path := filepath.Join(t.TempDir(), "token")
+	base := login.ConnectionInfo{Server: "https://kubernetes.default.svc", CAPath: "/ca.crt", DefaultNamespace: "ops"}
+	h := TokenFile(path, base)
+
+	tests := []struct {
+		name, content, wantToken string
+		wantExpiration           time.Time
+	}{
+		{"opaque token, whitespace trimmed", "  opaque-token \n", "opaque-token", now.Add(RereadAfter)},
+		{"JWT expiring before a minute", jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(30*time.Second).Unix())), "", now.Add(30 * time.Second)},
+		{"JWT expiring later", jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(time.Hour).Unix())), "", now.Add(RereadAfter)},
+		{"JWT without exp", jwt(`{"sub":"system:serviceaccount:ops:op"}`), "", now.Add(RereadAfter)},
+		{"JWT with a bad payload", "a.%%%.c", "a.%%%.c", now.Add(RereadAfter)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			writeToken(t, path, tt.content)
+			info, err := h(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.wantToken
+			if want == "" {
+				want = tt.content
+			}
+			if info.Token != want || !info.Expiration.Equal(tt.wantExpiration) {
+				t.Errorf("credential token %q expiring %v, want %q expiring %v", info.Token, info.Expiration, want, tt.wantExpiration)
+			}
+			if info.Server != base.Server || info.CAPath != base.CAPath || info.DefaultNamespace != "ops" {
+				t.Errorf("credential = %v, want the base's server, CA and namespace", info)
+			}
+		})
+	}
+}
+
+func TestTokenFileErrorsNameThePath(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	writeToken(t, empty, " \n")
+	missing := filepath.Join(dir, "missing")
+	for _, path := range []string{empty, missing} {
+		_, err := TokenFile(path, login.ConnectionInfo{Server: "https://a"})(context.Background())
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.HasPrefix(err.Error(), "handlers: token file") {
+			t.Errorf("TokenFile(%s) error = %v, want one naming the path", path, err)
+		}
+	}
+	_, err := TokenFile(missing, login.ConnectionInfo{})(context.Background())
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("error = %v, want it to wrap os.ErrNotExist", err)
+	}
+}
+
+func TestStatic(t *testing.T) {
+	info := login.ConnectionInfo{Server: "https://a", Token: "t"}
+	h := Static(info)
+	a, _ := h(context.Background())
+	b, _ := h(context.Background())
+	if a == b || a.Server != info.Server || a.Token != info.Token || b.Token != info.Token {
+		t.Errorf("Static() gave %p and %p, want equal copies", a, b)
+	}
+	a.Token = "changed"
+	if c, _ := h(context.Background()); c.Token != "t" {
+		t.Error("changing one result changed the next")
+	}
+}
+
+func TestJWTExpiry(t *testing.T) {
+	tests := map[string]bool{
+		jwt(`{"exp":1893456000}`):   true,
+		jwt(`{"exp":1.8934560e9}`):  true,
+		jwt(`{"exp":"1893456000"}`): false,
+		jwt(`{"exp":-5}`):           false,
+		jwt(`not json`):             false,
+		"two.parts":                 false,
+		"":                          false,
+	}
+	for token, want := range tests {
+		if _, ok := jwtExpiry(token); ok != want {
+			t.Errorf("jwtExpiry(%q) ok = %v, want %v", token, ok, want)
+		}
+	}
+}

@@ -104,3 +104,10 @@ func FuncName(h Handler) string {
 	// A method value's function is named "pkg.(*T).M-fm".
 	return strings.TrimSuffix(name, "-fm")
 }
+
+// Registration is a handler with the options to register it with, for
+// lists of handlers such as a vault's fallback.
+type Registration struct {
+	Handler Handler
+	Options []Option
+}

@@ -22,6 +22,9 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // testVault is a vault on a fake clock, closed when the test ends.
 func testVault(t *testing.T, opts Options) (*Vault, *testingclock.FakeClock) {
 	t.Helper()
+	if opts.Fallback == nil {
+		opts.NoFallback = true // the machine's kubeconfig is none of a test's business
+	}
 	clk := testingclock.NewFakeClock(epoch)
 	v := newVault(opts, clk)
 	t.Cleanup(v.Close)

@@ -281,7 +281,7 @@ func TestNoHandler(t *testing.T) {
 
 func TestFallbackRunsOnlyWithoutHandlers(t *testing.T) {
 	fb := &counter{server: "https://fallback"}
-	v, _ := testVault(t, Options{Fallback: []login.Handler{fb.login}})
+	v, _ := testVault(t, Options{Fallback: []login.Registration{{Handler: fb.login, Options: []login.Option{login.ID("fb")}}}})
 	c := mustSelect(t, v)
 	if c.Info.Server != "https://fallback" {
 		t.Fatalf("Select() = %v, want the fallback's credential", c)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/authvault/authvault/internal/clockctx"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/piggyback"
 )
 
 // Options configure a Vault. The zero value is valid: every field has a
@@ -34,9 +35,14 @@ type Options struct {
 	Leeway time.Duration
 
 	// Fallback handlers log in when no handler is registered with OnLogin.
-	// Default: none, and a vault without handlers returns a LoginError
-	// wrapping ErrNoHandlers.
-	Fallback []login.Handler
+	// Default: piggyback.Defaults(): the kubeconfig named by --kubeconfig
+	// or $KUBECONFIG, the in-cluster ServiceAccount, ~/.kube/config, in
+	// that order of priority.
+	Fallback []login.Registration
+
+	// NoFallback turns the fallback off: a vault without handlers then
+	// returns a LoginError wrapping ErrNoHandlers.
+	NoFallback bool
 
 	// Remembered is how many invalidated credentials of each handler the
 	// vault remembers, to refuse a handler that returns one of them again.
@@ -63,6 +69,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Remembered <= 0 {
 		o.Remembered = defaultRemembered
+	}
+	switch {
+	case o.NoFallback:
+		o.Fallback = nil
+	case o.Fallback == nil:
+		o.Fallback = piggyback.Defaults()
 	}
 	return o
 }
@@ -96,6 +108,7 @@ type Vault struct {
 	fallback   []*handler    // from Options.Fallback
 	changed    chan struct{} // closed and replaced when a waiter should look again
 	closed     bool
+	winner     string      // the fallback handler last logged as in use
 	expiry     clock.Timer // marks the current snapshot stale at its soonest
 	lastServer string      // server of the last invalidated credential
 	lastCause  error       // why it was invalidated
@@ -104,9 +117,10 @@ type Vault struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	spawnMu  sync.Mutex // guards stopping and wg.Add against Close
+	spawnMu  sync.Mutex // guards stopping, and wg.Add and calls.Add against Close
 	stopping bool
 	wg       sync.WaitGroup // every goroutine the vault started
+	calls    sync.WaitGroup // handler calls under way
 
 	closeOnce sync.Once
 }
@@ -149,8 +163,8 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 	if err := v.metrics.register(opts.Registerer); err != nil {
 		v.log.Error(err, "registering metrics")
 	}
-	for _, fn := range opts.Fallback {
-		v.fallback = append(v.fallback, v.newHandler(fn, nil))
+	for _, r := range opts.Fallback {
+		v.fallback = append(v.fallback, v.newHandler(r.Handler, r.Options))
 	}
 	return v
 }
@@ -181,7 +195,27 @@ func (v *Vault) newHandler(h login.Handler, opts []login.Option) *handler {
 		id = s.ID + "#" + strconv.Itoa(n)
 	}
 	s.ID = id
-	return &handler{fn: h, settings: s, backoff: newBackoff(s)}
+	return &handler{fn: v.tracked(h), settings: s, backoff: newBackoff(s)}
+}
+
+// closeGrace is how long Close waits for handler calls to return after
+// their context ended: a handler that ignores its context is abandoned then.
+const closeGrace = 5 * time.Second
+
+// tracked wraps h so that Close can wait for its calls, which run in
+// goroutines of their own (see login.Settings.Attempt).
+func (v *Vault) tracked(h login.Handler) login.Handler {
+	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+		v.spawnMu.Lock()
+		if v.stopping {
+			v.spawnMu.Unlock()
+			return nil, ErrClosed
+		}
+		v.calls.Add(1)
+		v.spawnMu.Unlock()
+		defer v.calls.Done()
+		return h(ctx)
+	}
 }
 
 func newBackoff(s login.Settings) wait.Backoff {
@@ -241,6 +275,7 @@ func (v *Vault) publish() {
 			s.stale.Store(true)
 		}
 	}
+	v.logFallbackWinner(s) // before a caller can see it
 	v.snap.Store(s)
 	v.broadcast()
 }
@@ -268,8 +303,9 @@ func (v *Vault) spawn(f func()) bool {
 }
 
 // Close stops every login and refresh, wakes waiting callers with ErrClosed,
-// and waits for the vault's goroutines to end. A handler that ignores its
-// context is abandoned, not waited for. Close is safe to call more than once.
+// and waits for the vault's goroutines and handler calls to end. A handler
+// that ignores its context is waited for five seconds, then abandoned. Close
+// is safe to call more than once.
 func (v *Vault) Close() {
 	v.closeOnce.Do(func() {
 		v.mu.Lock()
@@ -285,9 +321,24 @@ func (v *Vault) Close() {
 		v.spawnMu.Unlock()
 		v.cancel()
 		v.wg.Wait()
+		v.waitForCalls()
 		v.pool.close()
 		v.log.V(1).Info("vault closed")
 	})
+}
+
+// waitForCalls waits for handler calls to return, up to closeGrace.
+func (v *Vault) waitForCalls() {
+	returned := make(chan struct{})
+	go func() { // ends when the last call returns, even after the grace
+		v.calls.Wait()
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(closeGrace):
+		v.log.Info("closed without waiting for login handlers that ignore their context")
+	}
 }
 
 // drop removes h's credential and stops its refresh; v.mu is held.
@@ -311,4 +362,19 @@ func (v *Vault) addBase(b base) {
 	bases := append(slices.Clone(old), b)
 	slices.SortStableFunc(bases, func(x, y base) int { return len(y.prefix) - len(x.prefix) })
 	v.bases.Store(&bases)
+}
+
+// logFallbackWinner says, once for each change, which fallback handler's
+// credentials the vault hands out; v.mu is held.
+func (v *Vault) logFallbackWinner(s *snapshot) {
+	if len(v.handlers) > 0 || len(s.groups) == 0 || v.closed {
+		return
+	}
+	top := s.groups[0][0]
+	if top.Key == v.winner {
+		return
+	}
+	v.winner = top.Key
+	v.log.Info("no login handler registered: using a fallback", "handler", top.Key, "server", top.Info.Server,
+		"priority", top.Info.Priority, "why", "the highest-priority fallback that gave a credential")
 }

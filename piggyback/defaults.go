@@ -1,0 +1,74 @@
+package piggyback
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/authvault/authvault/login"
+)
+
+// Priorities of the fallback handlers: they reproduce controller-runtime's
+// order of resolution, with the vault choosing the highest priority that
+// gave a credential.
+const (
+	PriorityExplicitKubeconfig = 30
+	PriorityServiceAccount     = 20
+	PriorityHomeKubeconfig     = 10
+)
+
+// IDs of the fallback handlers; they say where the credential came from.
+const (
+	IDExplicitKubeconfig = "kubeconfig from --kubeconfig or $KUBECONFIG"
+	IDServiceAccount     = "in-cluster service account"
+	IDHomeKubeconfig     = "kubeconfig from ~/.kube/config"
+)
+
+// Defaults are the handlers a vault falls back on when the operator
+// registers none: the kubeconfig named by --kubeconfig or $KUBECONFIG, the
+// in-cluster ServiceAccount, and ~/.kube/config, in that order of priority.
+// Each returns nothing when its source is absent, so the first present one
+// wins, as with controller-runtime's config.GetConfig; unlike it, a broken
+// higher one does not hide a working lower one.
+func Defaults() []login.Registration {
+	return []login.Registration{
+		{Handler: withPriority(explicitKubeconfig, PriorityExplicitKubeconfig), Options: []login.Option{login.ID(IDExplicitKubeconfig)}},
+		{Handler: withPriority(ServiceAccount, PriorityServiceAccount), Options: []login.Option{login.ID(IDServiceAccount)}},
+		{Handler: withPriority(homeOnly, PriorityHomeKubeconfig), Options: []login.Option{login.ID(IDHomeKubeconfig)}},
+	}
+}
+
+// explicitKubeconfig is the kubeconfig the flag or $KUBECONFIG names.
+func explicitKubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
+	if path := kubeconfigFlagValue(); path != "" {
+		return KubeconfigFrom(KubeconfigOptions{Path: path})(ctx)
+	}
+	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	if env == "" {
+		return nil, nil
+	}
+	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
+	return fromKubeconfig(ctx, rules, "")
+}
+
+// homeOnly is ~/.kube/config, when it exists.
+func homeOnly(ctx context.Context) (*login.ConnectionInfo, error) {
+	path := homeKubeconfig()
+	if !fileExists(path) {
+		return nil, nil
+	}
+	return KubeconfigFrom(KubeconfigOptions{Path: path})(ctx)
+}
+
+// withPriority sets the priority of what h returns.
+func withPriority(h login.Handler, priority int) login.Handler {
+	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+		info, err := h(ctx)
+		if info != nil {
+			info.Priority = priority
+		}
+		return info, err
+	}
+}

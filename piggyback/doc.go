@@ -1,0 +1,35 @@
+// Package piggyback holds login handlers that reuse what the process already
+// has: the pod's ServiceAccount, a kubeconfig, client-go's configuration.
+//
+// # Handlers
+//
+// [ServiceAccount] logs in as the pod's ServiceAccount, as client-go's
+// rest.InClusterConfig does, rereading the projected token as the kubelet
+// rotates it. [Kubeconfig] and [KubeconfigFrom] log in as a kubeconfig
+// context, loaded by clientcmd with kubectl's rules, for every way a
+// kubeconfig user authenticates: tokens, token files, basic auth, client
+// certificates, exec plugins (through handlers.Exec, so their expiry drives
+// the vault's refresh) and auth providers (through client-go's transport).
+// [ClientGo] finds a configuration in controller-runtime's order, and
+// [FromRESTConfig] turns any *rest.Config into a credential.
+//
+// Each returns (nil, nil) when its source is absent, so that several can be
+// registered and the vault uses whichever has something.
+//
+// # Fallback
+//
+// [Defaults] are what a vault uses when the operator registers no handler:
+//
+//	priority 30  the kubeconfig named by --kubeconfig, else $KUBECONFIG
+//	priority 20  the in-cluster ServiceAccount
+//	priority 10  ~/.kube/config
+//
+// The vault hands out the highest priority that gave a credential, which is
+// controller-runtime's order, and logs which one won.
+//
+// # Errors
+//
+// A broken kubeconfig — bad YAML, no current context, a context naming a
+// missing cluster or user, a file it names that cannot be read — is a
+// permanent error naming the file and the entry; no error quotes a secret.
+package piggyback

@@ -1,0 +1,149 @@
+package piggyback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/login"
+)
+
+// KubeconfigOptions choose a kubeconfig and a context in it.
+type KubeconfigOptions struct {
+	// Path is the kubeconfig file. Default: client-go's loading rules,
+	// $KUBECONFIG as a list of paths (the first definition of an entry
+	// wins), else ~/.kube/config.
+	Path string
+	// Context is the context to use. Default: the current-context.
+	Context string
+}
+
+// Kubeconfig logs in as the current context of the kubeconfig that kubectl
+// would use. Without any kubeconfig it returns (nil, nil).
+func Kubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
+	return KubeconfigFrom(KubeconfigOptions{})(ctx)
+}
+
+// KubeconfigFrom returns a handler that logs in as a context of a
+// kubeconfig, loaded and merged by client-go's clientcmd on every login, so
+// edits to the files are picked up. Every way a kubeconfig user
+// authenticates maps to the credential: token, tokenFile (reread),
+// basic auth, client certificate and key (files or data), exec plugins
+// (through handlers.Exec, with the cluster's information) and auth providers
+// (through client-go's own transport); with the cluster's CA,
+// insecure-skip-tls-verify, tls-server-name, proxy-url and the context's
+// namespace. Relative paths are resolved against the file they appear in.
+//
+// A broken kubeconfig (bad YAML, no current context, a context naming a
+// missing cluster or user, a file it names that cannot be read) is an
+// error that names the file and the entry.
+func KubeconfigFrom(opts KubeconfigOptions) login.Handler {
+	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+		rules := defaultRules()
+		if opts.Path != "" {
+			rules.ExplicitPath = opts.Path
+		}
+		return fromKubeconfig(ctx, rules, opts.Context)
+	}
+}
+
+func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, contextName string) (*login.ConnectionInfo, error) {
+	files := existing(rules)
+	if len(files) == 0 && rules.ExplicitPath == "" {
+		return nil, nil // no kubeconfig at all
+	}
+	where := "kubeconfig " + strings.Join(files, string(os.PathListSeparator))
+	if rules.ExplicitPath != "" {
+		where = "kubeconfig " + rules.ExplicitPath
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		// clientcmd's error names the file and what is wrong with it.
+		return nil, login.Permanent(fmt.Errorf("piggyback: %w", err))
+	}
+	if contextName == "" {
+		contextName = raw.CurrentContext
+	}
+	if contextName == "" {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: no current-context is set", where))
+	}
+	kctx, ok := raw.Contexts[contextName]
+	if !ok {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q is not defined", where, contextName))
+	}
+	where = "kubeconfig " + origin(kctx.LocationOfOrigin, where)
+	cluster, ok := raw.Clusters[kctx.Cluster]
+	if !ok {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q names cluster %q, which is not defined", where, contextName, kctx.Cluster))
+	}
+	user, ok := raw.AuthInfos[kctx.AuthInfo]
+	if !ok {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q names user %q, which is not defined", where, contextName, kctx.AuthInfo))
+	}
+	if err := readable(cluster, user, kctx); err != nil {
+		return nil, login.Permanent(err)
+	}
+
+	clientConfig := clientcmd.NewNonInteractiveClientConfig(*raw, contextName, &clientcmd.ConfigOverrides{}, rules)
+	cfg, err := clientConfig.ClientConfig()
+	if err != nil {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
+	}
+	namespace, _, err := clientConfig.Namespace()
+	if err != nil {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
+	}
+	info, err := fromRESTConfig(ctx, cfg, cluster.ProxyURL, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("piggyback: %s: user %q: %w", origin(user.LocationOfOrigin, where), kctx.AuthInfo, err)
+	}
+	return info, nil
+}
+
+// existing lists the kubeconfig files the rules would read that exist.
+func existing(rules *clientcmd.ClientConfigLoadingRules) []string {
+	var files []string
+	for _, f := range rules.GetLoadingPrecedence() {
+		if fileExists(f) {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
+func origin(location, fallback string) string {
+	if location != "" {
+		return location
+	}
+	return strings.TrimPrefix(fallback, "kubeconfig ")
+}
+
+// readable checks that every file the entries name can be read, so that a
+// missing certificate fails here, named with its entry, rather than later
+// in the transport.
+func readable(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo, kctx *clientcmdapi.Context) error {
+	checks := []struct{ entry, kind, name, field, path string }{
+		{cluster.LocationOfOrigin, "cluster", kctx.Cluster, "certificate-authority", cluster.CertificateAuthority},
+		{user.LocationOfOrigin, "user", kctx.AuthInfo, "client-certificate", user.ClientCertificate},
+		{user.LocationOfOrigin, "user", kctx.AuthInfo, "client-key", user.ClientKey},
+		{user.LocationOfOrigin, "user", kctx.AuthInfo, "tokenFile", user.TokenFile},
+	}
+	var errs []error
+	for _, c := range checks {
+		if c.path == "" {
+			continue
+		}
+		f, err := os.Open(c.path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("piggyback: kubeconfig %s: %s %q: %s: %w", c.entry, c.kind, c.name, c.field, err))
+			continue
+		}
+		f.Close()
+	}
+	return errors.Join(errs...)
+}

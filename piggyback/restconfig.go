@@ -1,0 +1,81 @@
+package piggyback
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/login"
+)
+
+// FromRESTConfig returns a handler that turns a client-go config the
+// operator already has into a credential on every login. Token, basic auth,
+// client certificate and CA map to fields; a token file is reread like
+// handlers.TokenFile's; an exec provider runs through handlers.Exec, so its
+// expiry drives the vault's refresh. Whatever only client-go can do (an auth
+// provider, WrapTransport, a custom Transport, Dial, a Proxy function,
+// impersonation) keeps client-go's own round tripper as the credential's
+// Transport.
+func FromRESTConfig(cfg *rest.Config) login.Handler {
+	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+		return fromRESTConfig(ctx, cfg, "", "")
+	}
+}
+
+// fromRESTConfig maps cfg; proxyURL and namespace come from a kubeconfig,
+// which knows them as strings.
+func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace string) (*login.ConnectionInfo, error) {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, login.Permanent(fmt.Errorf("piggyback: rest.Config Host: %w", err))
+	}
+	info := login.ConnectionInfo{
+		Server:           u.String(),
+		DefaultNamespace: namespace,
+		ProxyURL:         proxyURL,
+	}
+	if onlyClientGo(cfg, proxyURL) {
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return nil, login.Permanent(fmt.Errorf("piggyback: client-go transport for %s: %w", info.Server, err))
+		}
+		info.Transport, info.ProxyURL = rt, ""
+		return &info, nil
+	}
+
+	tls := cfg.TLSClientConfig
+	info.Insecure, info.TLSServerName = tls.Insecure, tls.ServerName
+	// client-go prefers data to a file when it has both; one of each here.
+	info.CAData, info.CAPath = dataOrFile(tls.CAData, tls.CAFile)
+	info.CertificateData, info.CertificatePath = dataOrFile(tls.CertData, tls.CertFile)
+	info.PrivateKeyData, info.PrivateKeyPath = dataOrFile(tls.KeyData, tls.KeyFile)
+
+	switch {
+	case cfg.ExecProvider != nil:
+		return handlers.Exec(handlers.ExecConfig{ExecConfig: *cfg.ExecProvider, Cluster: info})(ctx)
+	case cfg.BearerTokenFile != "":
+		return handlers.TokenFile(cfg.BearerTokenFile, info)(ctx)
+	case cfg.BearerToken != "":
+		info.Token = cfg.BearerToken
+	case cfg.Username != "" || cfg.Password != "":
+		info.Username, info.Password = cfg.Username, cfg.Password
+	}
+	return &info, nil
+}
+
+// onlyClientGo tells whether cfg does something only client-go's own
+// transport can do.
+func onlyClientGo(cfg *rest.Config, proxyURL string) bool {
+	return cfg.AuthProvider != nil || cfg.WrapTransport != nil || cfg.Transport != nil || cfg.Dial != nil ||
+		(cfg.Proxy != nil && proxyURL == "") || cfg.Impersonate.UserName != "" || cfg.Impersonate.UID != "" ||
+		len(cfg.Impersonate.Groups) > 0 || len(cfg.Impersonate.Extra) > 0 || len(cfg.NextProtos) > 0
+}
+
+func dataOrFile(data []byte, file string) ([]byte, string) {
+	if len(data) > 0 {
+		return data, ""
+	}
+	return nil, file
+}

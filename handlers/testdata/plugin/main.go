@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -40,6 +41,26 @@ func main() {
 		status["token"] = base64.StdEncoding.EncodeToString([]byte(os.Getenv("KUBERNETES_EXEC_INFO")))
 	case "env": // the token is the value of the variable PLUGIN_ENV_NAME names
 		status["token"] = os.Getenv(os.Getenv("PLUGIN_ENV_NAME"))
+	case "fetch": // the token comes from GET PLUGIN_FETCH_URL, whose body is {"token":..., "expires":...}
+		resp, err := http.Get(os.Getenv("PLUGIN_FETCH_URL"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		var got struct {
+			Token   string `json:"token"`
+			Expires string `json:"expires"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			fmt.Fprintln(os.Stderr, "fetch failed:", resp.Status, err)
+			os.Exit(2)
+		}
+		status["token"] = got.Token
+		if got.Expires != "" {
+			status["expirationTimestamp"] = got.Expires
+		}
 	case "stdin": // the token says what stdin held
 		data, _ := io.ReadAll(os.Stdin)
 		status["token"] = "stdin:" + strings.TrimSpace(string(data))

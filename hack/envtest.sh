@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the envtest binaries (kube-apiserver and etcd) from the Go module
+# proxy, in the tools module hack/envtest, and prints the directory that holds
+# them: the value for KUBEBUILDER_ASSETS. Release downloads are not reachable
+# from the machines this project runs on; the module proxy is.
+#
+# The binaries are cached outside the work tree, keyed by version, so a second
+# run prints the directory at once. Progress goes to stderr.
+set -euo pipefail
+
+K8S_VERSION=v1.36.3
+ETCD_VERSION=v3.6.16
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${AUTHVAULT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/authvault}
+dir=$cache/envtest/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$(go env GOOS)-$(go env GOARCH)
+
+if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
+  echo "$dir"
+  exit 0
+fi
+
+work=$(mktemp -d "$cache/envtest.XXXXXX" 2>/dev/null || { mkdir -p "$cache" && mktemp -d "$cache/envtest.XXXXXX"; })
+trap 'rm -rf "$work"' EXIT
+
+# build NAME PACKAGE [LDFLAGS]: go build with a progress line every 20 s.
+build() {
+  local name=$1 pkg=$2 ldflags=${3:-}
+  local start=$SECONDS
+  echo "envtest: building $name ($pkg) ..." >&2
+  (cd "$here/envtest" && go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 20
+    kill -0 "$pid" 2>/dev/null && echo "envtest: still building $name, $((SECONDS - start)) s" >&2
+  done
+  wait "$pid"
+  echo "envtest: built $name in $((SECONDS - start)) s" >&2
+}
+
+version="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
+version="$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36"
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$version"
+build etcd go.etcd.io/etcd/server/v3
+
+mkdir -p "$(dirname "$dir")"
+rm -rf "$dir"
+mv "$work" "$dir"
+trap - EXIT
+echo "$dir"

@@ -1,0 +1,76 @@
+// Package integration runs authvault against a real kube-apiserver and etcd
+// (envtest, binaries from hack/envtest.sh) whose tokens come from a webhook
+// token authenticator the tests control.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/authvault/authvault/internal/testcluster"
+)
+
+var (
+	cluster *testcluster.Cluster
+	admin   kubernetes.Interface
+	// plugin is the handlers package's test credential plugin.
+	plugin string
+)
+
+func TestIntegration(t *testing.T) {
+	RegisterFailHandler(Fail)
+	// Goroutines of the test binary's own (klog's flush daemon) are there
+	// before the suite; everything the suite starts must end with it.
+	before := goleak.IgnoreCurrent()
+	RunSpecs(t, "authvault against a real kube-apiserver")
+	goleak.VerifyNone(t, before,
+		// Ginkgo's own, waiting for an interrupt for as long as the process lives.
+		goleak.IgnoreTopFunction("github.com/onsi/ginkgo/v2/internal/interrupt_handler.(*InterruptHandler).registerForInterrupts.func2"))
+}
+
+var _ = BeforeSuite(func() {
+	dir, err := os.MkdirTemp("", "authvault-integration-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	plugin = filepath.Join(dir, "plugin")
+	build := exec.Command("go", "build", "-o", plugin, "../handlers/testdata/plugin")
+	build.Stderr = GinkgoWriter
+	Expect(build.Run()).To(Succeed(), "building the test plugin")
+
+	cluster, err = testcluster.Start()
+	Expect(err).NotTo(HaveOccurred())
+	admin, err = kubernetes.NewForConfig(cluster.Admin)
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if cluster != nil {
+		Expect(cluster.Stop()).To(Succeed())
+	}
+})
+
+// newNamespace creates a namespace for one spec.
+func newNamespace(prefix string) string {
+	ns, err := admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return ns.Name
+}
+
+// report writes a figure where the suite's output shows it.
+func report(format string, args ...any) {
+	AddReportEntry("figure", fmt.Sprintf(format, args...))
+	fmt.Fprintf(GinkgoWriter, format+"\n", args...)
+}

@@ -1,0 +1,142 @@
+// Package testcluster runs a real kube-apiserver and etcd (controller-runtime's
+// envtest, with binaries from hack/envtest.sh) whose bearer tokens come from a
+// token issuer of its own: a webhook token authenticator that tests and the
+// rotation demo use to issue, expire and revoke tokens at will.
+package testcluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+)
+
+// Issuer issues bearer tokens and answers the API server's TokenReviews
+// for them (authentication.k8s.io/v1). A token is valid from its issue until
+// it expires or is revoked, while the issuer is not in an outage.
+type Issuer struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex // guards tokens
+	tokens map[string]token
+
+	outage   atomic.Bool
+	issued   atomic.Int64
+	reviews  atomic.Int64
+	rejected atomic.Int64
+}
+
+type token struct {
+	expires time.Time // zero: never
+	revoked bool
+}
+
+// User is who every valid token authenticates as: a cluster admin.
+const User = "authvault-tester"
+
+func newIssuer(srv *httptest.Server) *Issuer {
+	i := &Issuer{srv: srv, tokens: map[string]token{}}
+	srv.Config.Handler = http.HandlerFunc(i.review)
+	return i
+}
+
+// Issue returns a new token that expires after ttl (0: never).
+func (i *Issuer) Issue(ttl time.Duration) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	tok := "av-" + hex.EncodeToString(b)
+	t := token{}
+	if ttl > 0 {
+		t.expires = time.Now().Add(ttl)
+	}
+	i.mu.Lock()
+	i.tokens[tok] = t
+	i.mu.Unlock()
+	i.issued.Add(1)
+	return tok
+}
+
+// Revoke makes tok invalid. The API server notices when its cache of the
+// last review (ReviewCacheTTL) runs out.
+func (i *Issuer) Revoke(tok string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if t, ok := i.tokens[tok]; ok {
+		t.revoked = true
+		i.tokens[tok] = t
+	}
+}
+
+// SetOutage makes every review fail (true) or work again (false).
+func (i *Issuer) SetOutage(down bool) { i.outage.Store(down) }
+
+// Issued, Reviews and Rejected count tokens issued, TokenReviews answered,
+// and those that said no.
+func (i *Issuer) Issued() int64   { return i.issued.Load() }
+func (i *Issuer) Reviews() int64  { return i.reviews.Load() }
+func (i *Issuer) Rejected() int64 { return i.rejected.Load() }
+
+func (i *Issuer) valid(tok string) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	t, ok := i.tokens[tok]
+	return ok && !t.revoked && (t.expires.IsZero() || time.Now().Before(t.expires))
+}
+
+func (i *Issuer) review(w http.ResponseWriter, r *http.Request) {
+	i.reviews.Add(1)
+	if i.outage.Load() {
+		i.rejected.Add(1)
+		http.Error(w, "authenticator outage", http.StatusInternalServerError)
+		return
+	}
+	var tr authenticationv1.TokenReview
+	if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
+		http.Error(w, "bad TokenReview", http.StatusBadRequest)
+		return
+	}
+	tr.Status = authenticationv1.TokenReviewStatus{}
+	if i.valid(tr.Spec.Token) {
+		tr.Status.Authenticated = true
+		tr.Status.User = authenticationv1.UserInfo{Username: User, Groups: []string{"system:masters", "system:authenticated"}}
+	} else {
+		i.rejected.Add(1)
+	}
+	tr.Spec = authenticationv1.TokenReviewSpec{}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&tr)
+}
+
+// IssueRevoking is Issue, with the token revoked revokeAfter after its
+// issue (0: never).
+func (i *Issuer) IssueRevoking(ttl, revokeAfter time.Duration) string {
+	tok := i.Issue(ttl)
+	if revokeAfter > 0 {
+		time.AfterFunc(revokeAfter, func() { i.Revoke(tok) })
+	}
+	return tok
+}
+
+// TokenEndpoint serves plain HTTP on loopback: every GET issues a token with
+// IssueRevoking(ttl, revokeAfter) and answers {"token": ..., "expires": ...},
+// which is what a credential plugin fetches. hits counts the GETs; stop
+// closes the endpoint.
+func (i *Issuer) TokenEndpoint(ttl, revokeAfter time.Duration) (url string, hits *atomic.Int64, stop func()) {
+	hits = &atomic.Int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		resp := map[string]string{"token": i.IssueRevoking(ttl, revokeAfter)}
+		if ttl > 0 {
+			resp["expires"] = time.Now().Add(ttl).UTC().Format(time.RFC3339)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(resp)
+	}))
+	return srv.URL, hits, srv.Close
+}

@@ -1,0 +1,120 @@
+package rotation
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testcluster"
+	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/vault"
+)
+
+// Side is one run of the workload and what it took.
+type Side struct {
+	Name  string
+	Stats Stats
+	// Runs counts the credential plugin's runs.
+	Runs int64
+}
+
+// CompareOptions describe the comparison: the same workload against the same
+// cluster, once through a vault, once through client-go's own exec
+// credential plugin support, both with the same plugin fetching tokens that
+// the issuer revokes RevokeAfter their issue.
+type CompareOptions struct {
+	Cluster   *testcluster.Cluster
+	Namespace string
+	// Plugin is a credential plugin that prints a token it fetches from
+	// PLUGIN_FETCH_URL when PLUGIN_MODE is "fetch".
+	Plugin      string
+	Workers     int
+	Duration    time.Duration // for each side
+	RevokeAfter time.Duration
+	// Progress, when set, is called about once a second.
+	Progress func(side string, requests, unauthorized, other, runs int64)
+	// WithVault, when set, is called with the vault side's config before
+	// its workload starts, to run more through the same vault (an
+	// operator); what it returns is called when the side ends.
+	WithVault func(ctx context.Context, cfg *rest.Config) (stop func(), err error)
+}
+
+// Compare runs the workload through a vault, then through plain client-go.
+func Compare(ctx context.Context, opts CompareOptions) ([]Side, error) {
+	var sides []Side
+	for _, name := range []string{"authvault", "client-go exec plugin"} {
+		url, runs, stop := opts.Cluster.Issuer.TokenEndpoint(0, opts.RevokeAfter)
+		exec := &clientcmdapi.ExecConfig{
+			Command: opts.Plugin, APIVersion: "client.authentication.k8s.io/v1",
+			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+			Env:             []clientcmdapi.ExecEnvVar{{Name: "PLUGIN_MODE", Value: "fetch"}, {Name: "PLUGIN_FETCH_URL", Value: url}},
+		}
+		var cfg *rest.Config
+		var v *vault.Vault
+		if name == "authvault" {
+			v = vault.New(vault.Options{NoFallback: true})
+			v.OnLogin(handlers.Exec(handlers.ExecConfig{
+				ExecConfig: *exec,
+				Cluster:    login.ConnectionInfo{Server: opts.Cluster.Server, CAData: opts.Cluster.CAData},
+			}), login.ID("plugin"), login.Timeout(30*time.Second))
+			var err error
+			if cfg, err = v.RESTConfig(ctx); err != nil {
+				v.Close()
+				stop()
+				return nil, err
+			}
+		} else {
+			cfg = &rest.Config{Host: opts.Cluster.Server, TLSClientConfig: rest.TLSClientConfig{CAData: opts.Cluster.CAData}, ExecProvider: exec}
+		}
+		cfg.QPS, cfg.Burst = -1, 0
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		stopExtra := func() {}
+		if v != nil && opts.WithVault != nil {
+			if stopExtra, err = opts.WithVault(ctx, rest.CopyConfig(cfg)); err != nil {
+				v.Close()
+				stop()
+				return nil, err
+			}
+		}
+		var progress Progress
+		if opts.Progress != nil {
+			progress = func(requests, unauthorized, other int64) {
+				opts.Progress(name, requests, unauthorized, other, runs.Load())
+			}
+		}
+		stats := Run(ctx, cs, opts.Namespace, opts.Workers, opts.Duration, progress)
+		sides = append(sides, Side{Name: name, Stats: stats, Runs: runs.Load()})
+		stopExtra()
+		if v != nil {
+			v.Close()
+		}
+		stop()
+	}
+	return sides, nil
+}
+
+// Table is the comparison as a Markdown table.
+func Table(sides []Side) string {
+	var b strings.Builder
+	b.WriteString("| | requests | caller-visible 401s | other errors | plugin runs | p50 | p99 | longest stall |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, s := range sides {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s |\n", s.Name, s.Stats.Requests, s.Stats.Unauthorized,
+			s.Stats.OtherErrors, s.Runs, round(s.Stats.P50), round(s.Stats.P99), round(s.Stats.Longest))
+	}
+	return b.String()
+}
+
+func round(d time.Duration) string {
+	return d.Round(100 * time.Microsecond).String()
+}

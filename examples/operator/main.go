@@ -28,7 +28,11 @@ import (
 )
 
 func main() {
-	flag.String("kubeconfig", "", "a kubeconfig; the vault's fallback reads this flag")
+	// controller-runtime registers --kubeconfig when it is imported; the
+	// vault's fallback reads it.
+	if flag.Lookup("kubeconfig") == nil {
+		flag.String("kubeconfig", "", "a kubeconfig")
+	}
 	namespace := flag.String("namespace", "default", "the namespace whose ConfigMaps to annotate")
 	tokenFile := flag.String("token-file", "", "log in with the token in this file (reread on rotation) instead of the fallback")
 	server := flag.String("server", "", "with --token-file: the API server's URL")

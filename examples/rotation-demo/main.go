@@ -44,8 +44,13 @@ func main() {
 	duration := flag.Duration("duration", time.Minute, "how long the whole comparison runs (half for each side)")
 	revokeAfter := flag.Duration("revoke-after", 5*time.Second, "how long after its issue a token is revoked")
 	workers := flag.Int("workers", 8, "concurrent workers creating, updating, listing and deleting ConfigMaps")
-	kubeconfig := flag.String("kubeconfig", "", "run the operator part against this cluster instead of the embedded one")
+	// controller-runtime registers --kubeconfig when it is imported.
+	if flag.Lookup("kubeconfig") == nil {
+		flag.String("kubeconfig", "", "")
+	}
+	flag.Lookup("kubeconfig").Usage = "run the workload against this cluster instead of the embedded one"
 	flag.Parse()
+	kubeconfig := ptr(flag.Lookup("kubeconfig").Value.String())
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
@@ -89,7 +94,7 @@ func embedded(ctx context.Context, workers int, duration, revokeAfter time.Durat
 		Cluster: cluster, Namespace: ns.Name, Plugin: self,
 		Workers: workers, Duration: duration / 2, RevokeAfter: revokeAfter,
 		WithVault: func(ctx context.Context, cfg *rest.Config) (func(), error) {
-			return runOperator(ctx, cfg, ns.Name, operator)
+			return runOperator(ctx, cfg, admin, operator)
 		},
 		Progress: func(side string, requests, unauthorized, other, runs int64) {
 			fmt.Printf("\r%-22s requests %7d  401s seen by callers %4d  other errors %3d  plugin runs %3d  operator reconciles %5d (errors %d)",
@@ -101,6 +106,11 @@ func embedded(ctx context.Context, workers int, duration, revokeAfter time.Durat
 		return err
 	}
 	fmt.Printf("\n%d workers, %v each side, tokens revoked %v after issue:\n\n%s", workers, duration/2, revokeAfter, rotation.Table(sides))
+	for _, s := range sides {
+		if s.Stats.FirstError != nil {
+			fmt.Printf("errors through %s: %v; the first: %v\n", s.Name, s.Stats.Reasons, s.Stats.FirstError)
+		}
+	}
 	fmt.Printf("\nThe operator (a controller-runtime manager with leader election, through the same vault) reconciled %d ConfigMaps with %d errors.\n",
 		operator.Reconciled.Load(), operator.Failed.Load())
 	fmt.Println("client-go hands callers the 401 that makes it rerun its plugin; the vault retries the request with a fresh token.")
@@ -108,8 +118,14 @@ func embedded(ctx context.Context, workers int, duration, revokeAfter time.Durat
 }
 
 // runOperator starts the annotator in a controller-runtime manager on cfg,
-// with leader election, and returns what stops it.
-func runOperator(ctx context.Context, cfg *rest.Config, namespace string, r *annotator.Reconciler) (func(), error) {
+// with leader election, in a namespace of its own where the admin creates a
+// ConfigMap five times a second; it returns what stops both.
+func runOperator(ctx context.Context, cfg *rest.Config, admin kubernetes.Interface, r *annotator.Reconciler) (func(), error) {
+	ns, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "operator-"}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	namespace := ns.Name
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		LeaderElection: true, LeaderElectionID: "rotation-demo", LeaderElectionNamespace: namespace,
 		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
@@ -124,14 +140,25 @@ func runOperator(ctx context.Context, cfg *rest.Config, namespace string, r *ann
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	done := make(chan struct{}, 2)
 	go func() {
-		defer close(done)
+		defer func() { done <- struct{}{} }()
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "\noperator:", err)
 		}
 	}()
-	return func() { cancel(); <-done }, nil
+	go func() { // the work the operator is there for
+		defer func() { done <- struct{}{} }()
+		for i := 0; ctx.Err() == nil; i++ {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("work-%d", i)}}
+			_, _ = admin.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done; <-done }, nil
 }
 
 // realCluster runs the workload through a vault with the kubeconfig's
@@ -186,3 +213,5 @@ func plugin(url string) int {
 	})
 	return 0
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -5,6 +5,7 @@ package rotation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -26,6 +27,9 @@ type Stats struct {
 	Longest      time.Duration // the longest single request: a stall
 	// FirstError is the first error of any kind, for the report.
 	FirstError error
+	// Reasons counts the errors by the API's reason (Unauthorized,
+	// Conflict, ...), or "transport" for those that got no answer.
+	Reasons map[string]int64
 }
 
 // Progress is called about once a second while Run runs.
@@ -40,6 +44,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 	var mu sync.Mutex // guards latencies and first
 	var latencies []time.Duration
 	var first error
+	reasons := map[string]int64{}
 
 	record := func(start time.Time, err error) {
 		took := time.Since(start)
@@ -56,18 +61,22 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 		}
 		mu.Lock()
 		latencies = append(latencies, took)
-		if err != nil && first == nil {
-			first = err
+		if err != nil {
+			reasons[reason(err)]++
+			if first == nil {
+				first = err
+			}
 		}
 		mu.Unlock()
 	}
 
+	run := time.Now().UnixNano() % 1e6 // names of one run never meet another's leftovers
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			cms := cs.CoreV1().ConfigMaps(namespace)
 			for i := 0; ctx.Err() == nil; i++ {
-				name := fmt.Sprintf("rotation-w%d-%d", w, i)
+				name := fmt.Sprintf("rotation-%d-w%d-%d", run, w, i)
 				start := time.Now()
 				cm, err := cms.Create(ctx, &corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -111,9 +120,21 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 	reporter.Wait()
 
 	slices.Sort(latencies)
-	s := Stats{Requests: requests.Load(), Unauthorized: unauthorized.Load(), OtherErrors: other.Load(), FirstError: first}
+	s := Stats{Requests: requests.Load(), Unauthorized: unauthorized.Load(), OtherErrors: other.Load(), FirstError: first, Reasons: reasons}
 	if n := len(latencies); n > 0 {
 		s.P50, s.P99, s.Longest = latencies[n/2], latencies[n*99/100], latencies[n-1]
 	}
 	return s
+}
+
+// reason names the kind of err.
+func reason(err error) string {
+	if r := apierrors.ReasonForError(err); r != metav1.StatusReasonUnknown {
+		return string(r)
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return fmt.Sprintf("HTTP %d", status.Status().Code)
+	}
+	return "transport"
 }

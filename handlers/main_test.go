@@ -3,31 +3,25 @@ package handlers
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/authvault/authvault/internal/testplugin"
 )
 
 // pluginPath is the test plugin (testdata/plugin), built once for the run.
 var pluginPath string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "authvault-plugin-")
+	path, cleanup, err := testplugin.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pluginPath = filepath.Join(dir, "plugin")
-	build := exec.Command("go", "build", "-o", pluginPath, "./testdata/plugin")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the test plugin:", err)
-		os.Exit(1)
-	}
+	pluginPath = path
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

@@ -34,17 +34,8 @@ var _ = Describe("The examples", func() {
 			_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
-		dir := GinkgoT().TempDir()
-		kubeconfig := filepath.Join(dir, "config")
-		Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), cluster.CAData, 0o600)).To(Succeed())
-		Expect(os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-current-context: envtest
-clusters: [{name: envtest, cluster: {server: %q, certificate-authority: ca.crt}}]
-contexts: [{name: envtest, context: {cluster: envtest, user: u}}]
-users: [{name: u, user: {token: %q}}]
-`, cluster.Server, cluster.Issuer.Issue(0))), 0o600)).To(Succeed())
-
+		kubeconfig := writeKubeconfig(fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))
+		dir := filepath.Dir(kubeconfig)
 		cmd := exec.CommandContext(ctx, buildExample("operator"), "--kubeconfig", kubeconfig, "--namespace", ns, "--run-for", "15s")
 		cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+dir) // nothing but the flag to fall back on
 		var out bytes.Buffer

@@ -3,14 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +17,7 @@ import (
 
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/rotation"
+	"github.com/authvault/authvault/internal/testlog"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/vault"
@@ -93,29 +89,14 @@ var _ = Describe("An exec credential plugin through a kubeconfig", func() {
 	It("logs in with the plugin's tokens and survives their revocation", func(ctx SpecContext) {
 		url, runs, stop := cluster.Issuer.TokenEndpoint(time.Minute, 3*time.Second)
 		DeferCleanup(stop)
-		dir := GinkgoT().TempDir()
-		kubeconfig := filepath.Join(dir, "config")
-		Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), cluster.CAData, 0o600)).To(Succeed())
-		Expect(os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-current-context: envtest
-clusters:
-- name: envtest
-  cluster: {server: %q, certificate-authority: ca.crt}
-contexts:
-- name: envtest
-  context: {cluster: envtest, user: plugin, namespace: default}
-users:
-- name: plugin
-  user:
+		kubeconfig := writeKubeconfig(fmt.Sprintf(`
     exec:
       apiVersion: client.authentication.k8s.io/v1
       command: %s
       interactiveMode: Never
       env:
       - {name: PLUGIN_MODE, value: fetch}
-      - {name: PLUGIN_FETCH_URL, value: %q}
-`, cluster.Server, plugin, url)), 0o600)).To(Succeed())
+      - {name: PLUGIN_FETCH_URL, value: %q}`, plugin, url))
 
 		v := vault.New(vault.Options{NoFallback: true})
 		DeferCleanup(v.Close)
@@ -152,14 +133,8 @@ var _ = Describe("TokenRequest", func() {
 
 var _ = Describe("Bad handlers", func() {
 	It("keep working on the good handler's credentials, and log each failure", func(ctx SpecContext) {
-		var mu sync.Mutex
-		var logs strings.Builder
-		log := funcr.New(func(prefix, args string) {
-			mu.Lock()
-			defer mu.Unlock()
-			logs.WriteString(prefix + " " + args + "\n")
-		}, funcr.Options{})
-		v := vault.New(vault.Options{NoFallback: true, Logger: log})
+		var logs testlog.Buffer
+		v := vault.New(vault.Options{NoFallback: true, Logger: logs.Logger(0)})
 		DeferCleanup(v.Close)
 		release := make(chan struct{})
 		DeferCleanup(func() { close(release) }) // before Close, which waits for handlers
@@ -179,17 +154,11 @@ var _ = Describe("Bad handlers", func() {
 		for range 5 {
 			Expect(whoami(ctx, v)).To(Equal("authvault-tester"))
 		}
-		Eventually(func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			return logs.String()
-		}).WithTimeout(10 * time.Second).Should(And(
+		Eventually(logs.String).WithTimeout(10 * time.Second).Should(And(
 			ContainSubstring(`"handler"="panics"`), ContainSubstring("handler bug"),
 			ContainSubstring(`"handler"="hangs"`), ContainSubstring("did not return within its timeout"),
 			ContainSubstring(`"handler"="garbage"`), ContainSubstring("invalid ConnectionInfo"),
 		))
-		mu.Lock()
-		defer mu.Unlock()
 		Expect(logs.String()).NotTo(ContainSubstring("garbage-token"))
 	})
 })

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/authvault/authvault/internal/testcluster"
+	"github.com/authvault/authvault/internal/testplugin"
 )
 
 var (
@@ -40,13 +40,11 @@ func TestIntegration(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	dir, err := os.MkdirTemp("", "authvault-integration-")
+	var cleanup func()
+	var err error
+	plugin, cleanup, err = testplugin.Build()
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(os.RemoveAll, dir)
-	plugin = filepath.Join(dir, "plugin")
-	build := exec.Command("go", "build", "-o", plugin, "../handlers/testdata/plugin")
-	build.Stderr = GinkgoWriter
-	Expect(build.Run()).To(Succeed(), "building the test plugin")
+	DeferCleanup(cleanup)
 
 	cluster, err = testcluster.Start()
 	Expect(err).NotTo(HaveOccurred())
@@ -73,4 +71,22 @@ func newNamespace(prefix string) string {
 func report(format string, args ...any) {
 	AddReportEntry("figure", fmt.Sprintf(format, args...))
 	fmt.Fprintf(GinkgoWriter, format+"\n", args...)
+}
+
+// writeKubeconfig writes a kubeconfig for the cluster (its CA in a file
+// beside it) whose one user is user, a YAML mapping, and returns its path.
+func writeKubeconfig(user string) string {
+	dir := GinkgoT().TempDir()
+	Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), cluster.CAData, 0o600)).To(Succeed())
+	path := filepath.Join(dir, "config")
+	Expect(os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+current-context: envtest
+clusters: [{name: envtest, cluster: {server: %q, certificate-authority: ca.crt}}]
+contexts: [{name: envtest, context: {cluster: envtest, user: u, namespace: default}}]
+users:
+- name: u
+  user: %s
+`, cluster.Server, user)), 0o600)).To(Succeed())
+	return path
 }

@@ -1,18 +1,15 @@
 package piggyback_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
-
+	"github.com/authvault/authvault/internal/testlog"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/vault"
 )
@@ -66,8 +63,8 @@ func TestFallbackOrder(t *testing.T) {
 				kubeconfigFor(t, filepath.Join(home, ".kube", "config"), "https://home.example", "t")
 			}
 
-			var logs syncBuffer
-			v := vault.New(vault.Options{Logger: funcr.New(logs.add, funcr.Options{})})
+			var logs testlog.Buffer
+			v := vault.New(vault.Options{Logger: logs.Logger(0)})
 			defer v.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -99,22 +96,4 @@ func TestFallbackOrder(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer collects log lines from the vault's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) add(prefix, args string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(prefix + args + "\n")
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -4,11 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/authvault/authvault/internal/testplugin"
 )
 
 // pluginPath is the handlers package's test plugin, built once for the run.
@@ -19,20 +19,14 @@ func TestMain(m *testing.M) {
 	if flag.Lookup(KubeconfigFlag) == nil {
 		flag.String(KubeconfigFlag, "", "path to a kubeconfig")
 	}
-	dir, err := os.MkdirTemp("", "authvault-plugin-")
+	path, cleanup, err := testplugin.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pluginPath = filepath.Join(dir, "plugin")
-	build := exec.Command("go", "build", "-o", pluginPath, "../handlers/testdata/plugin")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the test plugin:", err)
-		os.Exit(1)
-	}
+	pluginPath = path
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

@@ -1,38 +1,18 @@
 package vault
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 
+	"github.com/authvault/authvault/internal/testlog"
 	"github.com/authvault/authvault/login"
 )
-
-// syncBuffer is a log sink safe for the vault's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) add(prefix, args string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(prefix + " " + args + "\n")
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 const (
 	secretToken    = "tok-DO-NOT-LOG-1234567890"
@@ -42,9 +22,8 @@ const (
 // The vault's log lines, errors and printed credentials name handlers and
 // fingerprints, never a secret.
 func TestNothingRevealsSecrets(t *testing.T) {
-	var logs syncBuffer
-	log := funcr.New(logs.add, funcr.Options{Verbosity: 1})
-	v, _ := testVault(t, Options{Logger: log})
+	var logs testlog.Buffer
+	v, _ := testVault(t, Options{Logger: logs.Logger(1)})
 	calls := 0
 	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
 		calls++
@@ -61,8 +40,8 @@ func TestNothingRevealsSecrets(t *testing.T) {
 	eventually(t, "both credentials", func() bool { return v.snap.Load().size() == 2 })
 	c := mustSelect(t, v)
 	// Invalidate through a context logger: the line goes there.
-	var ctxLogs syncBuffer
-	ctx := logr.NewContext(context.Background(), funcr.New(ctxLogs.add, funcr.Options{Verbosity: 1}))
+	var ctxLogs testlog.Buffer
+	ctx := logr.NewContext(context.Background(), ctxLogs.Logger(1))
 	if err := v.Invalidate(ctx, c, errors.New("401 Unauthorized")); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,34 @@
+// Package testplugin builds the credential plugin the tests run
+// (handlers/testdata/plugin), for the packages whose tests need it.
+package testplugin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+)
+
+// Build compiles the plugin into a new temporary directory and returns the
+// binary's path and a function that removes it.
+func Build() (path string, cleanup func(), err error) {
+	_, here, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", nil, fmt.Errorf("testplugin: cannot tell where the source is")
+	}
+	source := filepath.Join(filepath.Dir(here), "..", "..", "handlers", "testdata", "plugin")
+	dir, err := os.MkdirTemp("", "authvault-plugin-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	path = filepath.Join(dir, "plugin")
+	build := exec.Command("go", "build", "-o", path, ".")
+	build.Dir = source
+	if out, err := build.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("testplugin: building %s: %w\n%s", source, err, out)
+	}
+	return path, cleanup, nil
+}

@@ -35,6 +35,10 @@ type Credential struct {
 	refresh clock.Timer
 	// route is how the transport sends requests with it.
 	route *route
+	// served is set once a request with it got an answer other than 401:
+	// a credential rejected before that points at its handler or the
+	// authenticator, not at the credential's age.
+	served atomic.Bool
 }
 
 // Fingerprint names the credential in logs without revealing it.

@@ -24,6 +24,11 @@ var (
 	// ErrUnchanged is the outcome of a refresh that returned the credential
 	// the vault already has, with no later expiration.
 	ErrUnchanged = errors.New("returned the credential it already had")
+	// ErrRejectedAtOnce is the outcome of a handler whose new credential the
+	// server rejected before any request with it succeeded: the handler, or
+	// the cluster's authenticator, is failing, and logging in again right
+	// away would only repeat it.
+	ErrRejectedAtOnce = errors.New("returned a credential the server rejected at once")
 )
 
 // LoginError is what callers get when the vault has no usable credential and

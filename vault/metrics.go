@@ -72,7 +72,7 @@ func result(err error) string {
 		return resultSuccess
 	case errors.Is(err, ErrNoCredential):
 		return resultNone
-	case errors.Is(err, ErrRejected), errors.Is(err, ErrExpired), errors.Is(err, ErrUnchanged):
+	case errors.Is(err, ErrRejected), errors.Is(err, ErrExpired), errors.Is(err, ErrUnchanged), errors.Is(err, ErrRejectedAtOnce):
 		return resultRefused
 	default:
 		return resultError

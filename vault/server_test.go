@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 type apiServer struct {
 	srv    *httptest.Server
 	prefix string
+
+	down atomic.Bool // an authenticator outage: every request gets 401
 
 	mu       sync.Mutex // guards the fields below
 	tokens   map[string]bool
@@ -125,6 +128,9 @@ func (s *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 		UserAgent: r.UserAgent(), Impersonate: r.Header.Get("Impersonate-User"),
 	}
 	user := s.authenticate(r, &rec)
+	if s.down.Load() {
+		user = ""
+	}
 	rec.Status = http.StatusOK
 	switch {
 	case user == "":

@@ -57,9 +57,15 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp, err := rt.RoundTrip(out)
 		if err != nil || resp.StatusCode != http.StatusUnauthorized || !routed || ownAuth {
+			if err == nil && routed && !cred.served.Load() && cred.served.CompareAndSwap(false, true) {
+				v.servedFirst(cred)
+			}
 			return resp, err
 		}
 		_ = v.Invalidate(req.Context(), cred, &UnauthorizedError{Server: cred.Info.Server, Status: resp.Status})
+		if !cred.served.Load() {
+			v.rejectedAtOnce(cred)
+		}
 		// The next Select logs in when no credential is left; one login per
 		// request at most.
 		needsLogin := v.snap.Load().pick() == nil
@@ -69,6 +75,37 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		relogged = relogged || needsLogin
 		discard(resp)
 		v.metrics.retries.Inc()
+	}
+}
+
+// rejectedAtOnce notes that the server rejected cred before it served a
+// single request. The second time in a row for a handler, the handler backs
+// off: an authenticator outage or a handler minting bad credentials then
+// gives callers a LoginError at once rather than costing a login per request.
+// Once is let go: a token can have been revoked before its first use.
+func (v *Vault) rejectedAtOnce(cred *Credential) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	h := v.lookup(cred.Key)
+	if h == nil || v.closed {
+		return
+	}
+	h.rejectedAtOnce++
+	if h.rejectedAtOnce < 2 || h.running {
+		return
+	}
+	h.outcome = ErrRejectedAtOnce
+	h.retryAt = v.clock.Now().Add(h.backoff.Step())
+	v.broadcast()
+	v.log.Error(ErrRejectedAtOnce, "login failed", "handler", h.settings.ID, "fingerprint", cred.fingerprint, "retryAt", h.retryAt)
+}
+
+// servedFirst notes that cred's handler gives credentials that work.
+func (v *Vault) servedFirst(cred *Credential) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if h := v.lookup(cred.Key); h != nil {
+		h.rejectedAtOnce = 0
 	}
 }
 

@@ -402,3 +402,59 @@ func TestRequestWaitsWithinItsContext(t *testing.T) {
 		t.Errorf("RoundTrip() error = %v, want a LoginError by the deadline", err)
 	}
 }
+
+// An authenticator outage: every credential is rejected, even fresh ones.
+// The handler backs off instead of logging in once per request, callers get
+// a LoginError at once, and the vault serves again soon after the outage.
+func TestAuthenticatorOutage(t *testing.T) {
+	v, srv, iss := issuingVault(t, Options{}, "", login.Backoff(50*time.Millisecond, 100*time.Millisecond))
+	if status, _ := get(t, v, srv.URL()+"/x"); status != 200 {
+		t.Fatal("GET before the outage failed")
+	}
+	srv.down.Store(true)
+	loginErrors, unauthorized := 0, 0
+	start := time.Now()
+	for range 50 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL()+"/x", nil)
+		resp, err := v.Transport().RoundTrip(req)
+		cancel()
+		var le *LoginError
+		switch {
+		case errors.As(err, &le):
+			loginErrors++
+			if !errors.Is(err, ErrRejectedAtOnce) {
+				t.Errorf("LoginError = %v, want it to say the credentials were rejected at once", err)
+			}
+		case err == nil && resp.StatusCode == http.StatusUnauthorized:
+			unauthorized++
+			resp.Body.Close()
+		default:
+			t.Fatalf("during the outage: %v %v", resp, err)
+		}
+	}
+	elapsed := time.Since(start)
+	logins := iss.count()
+	// One login before; then at most one per backoff period (100 ms at the
+	// most, 50 at the least), and two to notice.
+	if maxLogins := 3 + int(elapsed/(50*time.Millisecond)) + 1; logins > maxLogins {
+		t.Errorf("%d logins in %v of outage, want at most %d: the handler must back off", logins, elapsed, maxLogins)
+	}
+	if loginErrors == 0 {
+		t.Errorf("no LoginError during the outage (%d 401s)", unauthorized)
+	}
+	srv.down.Store(false)
+	recovered := time.Now()
+	eventually(t, "the vault to serve again", func() bool {
+		resp, err := (&http.Client{Transport: v.Transport()}).Get(srv.URL() + "/x")
+		if err != nil {
+			return false // a LoginError while the handler still backs off
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if took := time.Since(recovered); took > time.Second {
+		t.Errorf("the vault served again %v after the outage, want well within a second", took)
+	}
+	t.Logf("outage: %d LoginErrors, %d 401s, %d logins in %v", loginErrors, unauthorized, logins, elapsed)
+}

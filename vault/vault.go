@@ -136,6 +136,9 @@ type handler struct {
 	backoff   wait.Backoff        // delays between failed logins
 	retryAt   time.Time           // no new login before this
 	forgotten [][sha256.Size]byte // digests of its recently invalidated credentials
+	// rejectedAtOnce counts its credentials in a row that the server
+	// rejected before they served a request.
+	rejectedAtOnce int
 }
 
 // New returns a vault. It logs in only when a credential is first needed.

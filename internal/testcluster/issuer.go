@@ -73,7 +73,8 @@ func (i *Issuer) Revoke(tok string) {
 	}
 }
 
-// SetOutage makes every review fail (true) or work again (false).
+// SetOutage makes every review fail with an error (true), or work again
+// (false).
 func (i *Issuer) SetOutage(down bool) { i.outage.Store(down) }
 
 // Issued, Reviews and Rejected count tokens issued, TokenReviews answered,
@@ -91,21 +92,22 @@ func (i *Issuer) valid(tok string) bool {
 
 func (i *Issuer) review(w http.ResponseWriter, r *http.Request) {
 	i.reviews.Add(1)
-	if i.outage.Load() {
-		i.rejected.Add(1)
-		http.Error(w, "authenticator outage", http.StatusInternalServerError)
-		return
-	}
 	var tr authenticationv1.TokenReview
 	if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
 		http.Error(w, "bad TokenReview", http.StatusBadRequest)
 		return
 	}
 	tr.Status = authenticationv1.TokenReviewStatus{}
-	if i.valid(tr.Spec.Token) {
+	switch {
+	case i.outage.Load():
+		// An error in the review, which the API server turns into a 401
+		// at once (an HTTP 5xx it would retry for seconds first).
+		i.rejected.Add(1)
+		tr.Status.Error = "authenticator outage"
+	case i.valid(tr.Spec.Token):
 		tr.Status.Authenticated = true
 		tr.Status.User = authenticationv1.UserInfo{Username: User, Groups: []string{"system:masters", "system:authenticated"}}
-	} else {
+	default:
 		i.rejected.Add(1)
 	}
 	tr.Spec = authenticationv1.TokenReviewSpec{}

@@ -30,6 +30,7 @@ type apiServer struct {
 
 	mu       sync.Mutex // guards the fields below
 	tokens   map[string]bool
+	served   map[string]bool // tokens that got an answer other than 401
 	basic    map[string]string
 	certCNs  map[string]bool
 	requests []seen
@@ -44,7 +45,7 @@ type seen struct {
 // newAPIServer starts a server with a certificate from ca, under prefix.
 func newAPIServer(t *testing.T, ca, clientCA *testpki.CA, prefix string) *apiServer {
 	t.Helper()
-	s := &apiServer{prefix: prefix, tokens: map[string]bool{}, basic: map[string]string{}, certCNs: map[string]bool{}}
+	s := &apiServer{prefix: prefix, tokens: map[string]bool{}, served: map[string]bool{}, basic: map[string]string{}, certCNs: map[string]bool{}}
 	var h http.Handler = http.HandlerFunc(s.serve)
 	if prefix != "" {
 		mux := http.NewServeMux()
@@ -67,6 +68,13 @@ func (s *apiServer) allow(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tokens[token] = true
+}
+
+// hasServed tells whether token was accepted at least once.
+func (s *apiServer) hasServed(token string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served[token]
 }
 
 func (s *apiServer) revoke(token string) {
@@ -105,6 +113,7 @@ func (s *apiServer) authenticate(r *http.Request, rec *seen) string {
 	switch {
 	case strings.HasPrefix(auth, "Bearer "):
 		if tok := strings.TrimPrefix(auth, "Bearer "); s.tokens[tok] {
+			s.served[tok] = true
 			return "token:" + tok
 		}
 		return ""
@@ -183,10 +192,11 @@ func (s *apiServer) stream(w http.ResponseWriter, r *http.Request) {
 // issuer is a login handler that mints a new token on each login and has
 // srv accept it.
 type issuer struct {
-	srv    *apiServer
-	caPEM  []byte
-	mu     sync.Mutex
-	issued []string
+	srv      *apiServer
+	caPEM    []byte
+	mu       sync.Mutex // guards issued and issuedAt
+	issued   []string
+	issuedAt time.Time // of the newest token
 }
 
 func (i *issuer) login(_ context.Context) (*login.ConnectionInfo, error) {
@@ -194,8 +204,19 @@ func (i *issuer) login(_ context.Context) (*login.ConnectionInfo, error) {
 	defer i.mu.Unlock()
 	tok := fmt.Sprintf("tok-%d-%d", len(i.issued)+1, time.Now().UnixNano())
 	i.issued = append(i.issued, tok)
+	i.issuedAt = time.Now()
 	i.srv.allow(tok)
 	return &login.ConnectionInfo{Server: i.srv.URL(), CAData: i.caPEM, Token: tok}, nil
+}
+
+// newest is the last token issued and when, or "".
+func (i *issuer) newest() (string, time.Time) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if len(i.issued) == 0 {
+		return "", time.Time{}
+	}
+	return i.issued[len(i.issued)-1], i.issuedAt
 }
 
 func (i *issuer) latest() string {

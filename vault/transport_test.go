@@ -57,14 +57,14 @@ func TestRevocationIsInvisibleToCallers(t *testing.T) {
 	failures := make(chan string, workers*perWorker)
 	stop := make(chan struct{})
 	revoked := 0
-	go func() { // revoke each token 30 ms after it was issued
+	go func() { // revoke each token once it is 30 ms old and in use
 		for {
 			select {
 			case <-stop:
 				return
-			case <-time.After(30 * time.Millisecond):
-				if iss.count() > 0 {
-					srv.revoke(iss.latest())
+			case <-time.After(5 * time.Millisecond):
+				if tok, at := iss.newest(); tok != "" && time.Since(at) >= 30*time.Millisecond && srv.hasServed(tok) {
+					srv.revoke(tok)
 				}
 			}
 		}

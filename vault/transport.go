@@ -57,7 +57,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp, err := rt.RoundTrip(out)
 		if err != nil || resp.StatusCode != http.StatusUnauthorized || !routed || ownAuth {
-			if err == nil && routed && !cred.served.Load() && cred.served.CompareAndSwap(false, true) {
+			if err == nil && routed && !ownAuth && !cred.served.Load() && cred.served.CompareAndSwap(false, true) {
 				v.servedFirst(cred)
 			}
 			return resp, err

@@ -3,26 +3,20 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/authvault/authvault/internal/annotator"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )
-
-const seenAnnotation = "authvault.test/seen"
 
 var _ = Describe("A controller-runtime manager", func() {
 	It("reconciles through 20 rotations with leader election on, and keeps its leadership", func(ctx SpecContext) {
@@ -51,29 +45,8 @@ var _ = Describe("A controller-runtime manager", func() {
 			Logger:                  GinkgoLogr,
 		})
 		Expect(err).NotTo(HaveOccurred())
-		var reconciled, failed atomic.Int64
-		var lastErr atomic.Value
-		err = builder.ControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(reconcile.Func(
-			func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-				var cm corev1.ConfigMap
-				err := mgr.GetClient().Get(ctx, req.NamespacedName, &cm)
-				if err == nil && cm.Annotations[seenAnnotation] == "" {
-					patch := client.MergeFrom(cm.DeepCopy())
-					if cm.Annotations == nil {
-						cm.Annotations = map[string]string{}
-					}
-					cm.Annotations[seenAnnotation] = "yes"
-					err = mgr.GetClient().Patch(ctx, &cm, patch)
-				}
-				if err != nil && !apierrors.IsNotFound(err) {
-					failed.Add(1)
-					lastErr.Store(err.Error())
-					return reconcile.Result{}, err
-				}
-				reconciled.Add(1)
-				return reconcile.Result{}, nil
-			}))
-		Expect(err).NotTo(HaveOccurred())
+		r := &annotator.Reconciler{Client: mgr.GetClient()}
+		Expect(r.SetupWithManager(mgr)).To(Succeed())
 
 		mgrCtx, stop := context.WithCancel(ctx)
 		stopped := make(chan error, 1)
@@ -101,7 +74,7 @@ var _ = Describe("A controller-runtime manager", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			seen := 0
 			for _, cm := range list.Items {
-				if cm.Annotations[seenAnnotation] != "" {
+				if cm.Annotations[annotator.Annotation] != "" {
 					seen++
 				}
 			}
@@ -111,7 +84,7 @@ var _ = Describe("A controller-runtime manager", func() {
 		Consistently(stopped).WithTimeout(time.Second).ShouldNot(Receive(), "the manager kept running: leadership was never lost")
 		stop()
 		Expect(<-stopped).To(Succeed())
-		report("manager: %d ConfigMaps reconciled through %d rotations, %d reconcile errors", created, rotations, failed.Load())
-		Expect(failed.Load()).To(BeZero(), "no reconcile failed: %v", lastErr.Load())
+		report("manager: %d ConfigMaps reconciled through %d rotations, %d reconcile errors", created, rotations, r.Failed.Load())
+		Expect(r.Failed.Load()).To(BeZero(), "no reconcile failed")
 	}, NodeTimeout(5*time.Minute))
 })

@@ -2,11 +2,8 @@ package piggyback
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/authvault/authvault/internal/testplugin"
 )
@@ -19,19 +16,5 @@ func TestMain(m *testing.M) {
 	if flag.Lookup(KubeconfigFlag) == nil {
 		flag.String(KubeconfigFlag, "", "path to a kubeconfig")
 	}
-	path, cleanup, err := testplugin.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pluginPath = path
-	code := m.Run()
-	cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testplugin.Main(m, &pluginPath))
 }

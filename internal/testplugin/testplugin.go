@@ -8,6 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // Build compiles the plugin into a new temporary directory and returns the
@@ -31,4 +34,25 @@ func Build() (path string, cleanup func(), err error) {
 		return "", nil, fmt.Errorf("testplugin: building %s: %w\n%s", source, err, out)
 	}
 	return path, cleanup, nil
+}
+
+// Main is a TestMain body for packages whose tests run the plugin: it builds
+// it into *path, runs the tests, removes it, and fails the run on leaked
+// goroutines.
+func Main(m *testing.M, path *string) int {
+	p, cleanup, err := Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*path = p
+	code := m.Run()
+	cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
 }

@@ -71,7 +71,15 @@ contexts:
 	}
 
 	c.Env = &envtest.Environment{}
-	c.Env.ControlPlane.GetAPIServer().Configure().
+	api := c.Env.ControlPlane.GetAPIServer()
+	// A directory of ours keeps the serving certificate across a restart
+	// (envtest makes new ones in a directory it allocated itself).
+	api.CertDir = filepath.Join(dir, "apiserver")
+	if err := os.MkdirAll(api.CertDir, 0o700); err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	api.Configure().
 		Set("authentication-token-webhook-config-file", webhookConfig).
 		Set("authentication-token-webhook-version", "v1").
 		Set("authentication-token-webhook-cache-ttl", ReviewCacheTTL.String())
@@ -84,6 +92,20 @@ contexts:
 		c.Server = u.String()
 	}
 	return c, nil
+}
+
+// RestartAPIServer stops the API server and starts it again over the same
+// etcd, port and serving certificate, after down has passed.
+func (c *Cluster) RestartAPIServer(down time.Duration) error {
+	api := c.Env.ControlPlane.GetAPIServer()
+	if err := api.Stop(); err != nil {
+		return fmt.Errorf("testcluster: stopping the API server: %w", err)
+	}
+	time.Sleep(down)
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("testcluster: starting the API server again: %w", err)
+	}
+	return nil
 }
 
 // Token is a credential for the cluster with tok.

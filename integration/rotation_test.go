@@ -65,3 +65,23 @@ func metric(reg *prometheus.Registry, name string) float64 {
 	Fail("no metric " + name)
 	return 0
 }
+
+// labelled is the value of reg's gauge name with label state=value.
+func labelled(reg *prometheus.Registry, name, state string) float64 {
+	families, err := reg.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "state" && l.GetValue() == state {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	Fail("no metric " + name + " with state " + state)
+	return 0
+}

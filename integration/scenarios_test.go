@@ -65,9 +65,10 @@ var _ = Describe("Expiry without a freeze", func() {
 })
 
 var _ = Describe("Client certificates", func() {
-	It("rotates certificates from the cluster's CA", func(ctx SpecContext) {
+	It("rotate, and the old identity's connection closes once its watch ends", func(ctx SpecContext) {
 		var n atomic.Int64
-		v := vault.New(vault.Options{NoFallback: true})
+		reg := prometheus.NewRegistry()
+		v := vault.New(vault.Options{NoFallback: true, Registerer: reg, TransportGrace: -1})
 		DeferCleanup(v.Close)
 		v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
 			user, err := cluster.Env.AddUser(envtest.User{Name: fmt.Sprintf("cert-user-%d", n.Add(1)), Groups: []string{"system:masters"}}, nil)
@@ -78,10 +79,26 @@ var _ = Describe("Client certificates", func() {
 			return &login.ConnectionInfo{Server: cluster.Server, CAData: cfg.CAData, CertificateData: cfg.CertData, PrivateKeyData: cfg.KeyData}, nil
 		}, login.ID("certificates"))
 		Expect(whoami(ctx, v)).To(Equal("cert-user-1"))
+
+		// A watch with the first identity, open across the rotation.
+		cfg, err := v.RESTConfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		cs, err := kubernetes.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		watch, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
 		cred, err := v.Select(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(v.Invalidate(ctx, cred, fmt.Errorf("rotate"))).To(Succeed())
 		Expect(whoami(ctx, v)).To(Equal("cert-user-2"))
+		Eventually(func() float64 { return labelled(reg, "authvault_connections", "retired") }).
+			WithTimeout(10*time.Second).Should(Equal(1.0), "the watch keeps the old identity's connection")
+
+		watch.Stop()
+		Eventually(func() float64 { return labelled(reg, "authvault_connections", "retired") }).
+			WithTimeout(10*time.Second).Should(BeZero(), "closed once idle")
+		Expect(labelled(reg, "authvault_connections", "live")).To(Equal(1.0), "the new identity's connection")
 	})
 })
 

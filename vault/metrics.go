@@ -90,6 +90,9 @@ var (
 		"Callers waiting for a login now.", nil, nil)
 	waitsDesc = prometheus.NewDesc("authvault_caller_waits_total",
 		"Times a caller had to wait for a login: in steady state, only the first login.", nil, nil)
+	connectionsDesc = prometheus.NewDesc("authvault_connections",
+		"Open connections to API servers: of identities in use (or in their grace period), and of retired ones still serving a request or a watch.",
+		[]string{"state"}, nil)
 	expiryDesc = prometheus.NewDesc("authvault_credential_expiry_seconds",
 		"Seconds until the handler's credential stops being handed out; absent when it does not expire.",
 		[]string{"handler"}, nil)
@@ -99,6 +102,7 @@ func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- credentialsDesc
 	ch <- waitingDesc
 	ch <- waitsDesc
+	ch <- connectionsDesc
 	ch <- expiryDesc
 }
 
@@ -127,6 +131,9 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(invalid), "invalid")
 	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(v.waiting.Load()))
 	ch <- prometheus.MustNewConstMetric(waitsDesc, prometheus.CounterValue, float64(v.waited.Load()))
+	live, retired := v.pool.openConns()
+	ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(live), "live")
+	ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(retired), "retired")
 	for _, e := range expiries {
 		ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, e.left, e.handler)
 	}

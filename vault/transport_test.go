@@ -341,7 +341,7 @@ func TestWatchOutlivesItsCredential(t *testing.T) {
 	srv.allowCert("operator")
 	var mu sync.Mutex
 	n := 0
-	v := New(Options{})
+	v := New(Options{TransportGrace: -1}) // retire the old identity at the next sweep
 	defer v.Close()
 	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
 		mu.Lock()
@@ -350,7 +350,6 @@ func TestWatchOutlivesItsCredential(t *testing.T) {
 		cert, key := clientCA.Issue(t, "operator", false) // a new identity on each login
 		return &login.ConnectionInfo{Server: srv.URL(), CAData: serverCA.PEM, CertificateData: cert, PrivateKeyData: key}, nil
 	})
-	v.pool.grace = 0 // retire the old identity at the next sweep
 	cred := mustSelect(t, v)
 	resp, err := (&http.Client{Transport: v.Transport()}).Get(srv.URL() + "/api/v1/watch")
 	if err != nil || resp.StatusCode != 200 {

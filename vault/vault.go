@@ -49,6 +49,12 @@ type Options struct {
 	// Default: 5.
 	Remembered int
 
+	// TransportGrace is how long the connections of a TLS identity that no
+	// credential uses any more are kept for the next credential with that
+	// identity (a re-login after a 401 reuses them); then they are closed as
+	// soon as they are idle. Default: 1 min; negative: none.
+	TransportGrace time.Duration
+
 	// Registerer receives the vault's Prometheus metrics (authvault_*).
 	// Default: nil, which registers nothing. Two vaults on one registerer
 	// need prometheus.WrapRegistererWith to tell them apart.
@@ -69,6 +75,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Remembered <= 0 {
 		o.Remembered = defaultRemembered
+	}
+	switch {
+	case o.TransportGrace == 0:
+		o.TransportGrace = defaultGrace
+	case o.TransportGrace < 0:
+		o.TransportGrace = 0
 	}
 	switch {
 	case o.NoFallback:
@@ -162,6 +174,7 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 	v.snap.Store(emptySnapshot)
 	v.bases.Store(&[]base{})
 	v.pool = newPool(v.spawn)
+	v.pool.grace = opts.TransportGrace
 	v.metrics = newMetrics(v)
 	if err := v.metrics.register(opts.Registerer); err != nil {
 		v.log.Error(err, "registering metrics")

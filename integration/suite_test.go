@@ -12,7 +12,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -29,14 +28,7 @@ var (
 )
 
 func TestIntegration(t *testing.T) {
-	RegisterFailHandler(Fail)
-	// Goroutines of the test binary's own (klog's flush daemon) are there
-	// before the suite; everything the suite starts must end with it.
-	before := goleak.IgnoreCurrent()
-	RunSpecs(t, "authvault against a real kube-apiserver")
-	goleak.VerifyNone(t, before,
-		// Ginkgo's own, waiting for an interrupt for as long as the process lives.
-		goleak.IgnoreTopFunction("github.com/onsi/ginkgo/v2/internal/interrupt_handler.(*InterruptHandler).registerForInterrupts.func2"))
+	testcluster.RunSuite(t, "authvault against a real kube-apiserver")
 }
 
 var _ = BeforeSuite(func() {

@@ -243,3 +243,16 @@ func issuingVault(t *testing.T, opts Options, prefix string, loginOpts ...login.
 	v.OnLogin(iss.login, loginOpts...)
 	return v, srv, iss
 }
+
+// tokenVault is a vault whose one handler always returns token, for a new
+// server under no prefix that accepts it.
+func tokenVault(t *testing.T, token string) (*Vault, *apiServer, *testpki.CA) {
+	t.Helper()
+	ca := testpki.NewCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	srv.allow(token)
+	v := New(Options{})
+	t.Cleanup(v.Close)
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: token}))
+	return v, srv, ca
+}

@@ -216,9 +216,7 @@ func TestSeveralServersEachGetTheirOwnCredentials(t *testing.T) {
 }
 
 func TestRedirectToAnotherHostCarriesNoCredential(t *testing.T) {
-	ca := testpki.NewCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	srv.allow("secret-token")
+	v, srv, _ := tokenVault(t, "secret-token")
 	var elsewhere []string
 	var mu sync.Mutex
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -227,9 +225,6 @@ func TestRedirectToAnotherHostCarriesNoCredential(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer other.Close()
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "secret-token"}))
 
 	if status, _ := get(t, v, srv.URL()+"/redirect?to="+other.URL+"/landing"); status != 200 {
 		t.Fatalf("GET through the redirect = %d, want 200", status)
@@ -249,12 +244,7 @@ func TestRedirectToAnotherHostCarriesNoCredential(t *testing.T) {
 }
 
 func TestOwnAuthorizationIsSentUntouched(t *testing.T) {
-	ca := testpki.NewCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	srv.allow("vault-token")
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "vault-token"}))
+	v, srv, _ := tokenVault(t, "vault-token")
 	cred := mustSelect(t, v)
 	req, _ := http.NewRequest(http.MethodGet, srv.URL()+"/x", nil)
 	req.Header.Set("Authorization", "Bearer callers-own")
@@ -270,12 +260,7 @@ func TestOwnAuthorizationIsSentUntouched(t *testing.T) {
 }
 
 func TestOnly401Invalidates(t *testing.T) {
-	ca := testpki.NewCA(t)
-	srv := newAPIServer(t, ca, nil, "")
-	srv.allow("t")
-	v := New(Options{})
-	defer v.Close()
-	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "t"}))
+	v, srv, _ := tokenVault(t, "t")
 	cred := mustSelect(t, v)
 	if status, _ := get(t, v, srv.URL()+"/forbidden"); status != http.StatusForbidden {
 		t.Errorf("GET = %d, want 403", status)

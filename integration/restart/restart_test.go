@@ -11,7 +11,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,11 +26,7 @@ import (
 var cluster *testcluster.Cluster
 
 func TestRestart(t *testing.T) {
-	RegisterFailHandler(Fail)
-	before := goleak.IgnoreCurrent()
-	RunSpecs(t, "authvault through an API server restart")
-	goleak.VerifyNone(t, before,
-		goleak.IgnoreTopFunction("github.com/onsi/ginkgo/v2/internal/interrupt_handler.(*InterruptHandler).registerForInterrupts.func2"))
+	testcluster.RunSuite(t, "authvault through an API server restart")
 }
 
 var _ = BeforeSuite(func() {

@@ -26,6 +26,8 @@ type Credential struct {
 	// Info is what the handler returned.
 	Info *login.ConnectionInfo
 
+	// handler returned it; nil for a Credential the vault did not make.
+	handler     *handler
 	digest      [sha256.Size]byte
 	fingerprint string
 	// usableUntil is when the vault stops handing the credential out: its
@@ -103,6 +105,18 @@ func (s *snapshot) pick() *Credential {
 		return top[0]
 	}
 	return top[rand.IntN(len(top))]
+}
+
+// routeFor returns the route of a credential for the server b, or nil.
+func (s *snapshot) routeFor(b base) *route {
+	for _, g := range s.groups {
+		for _, c := range g {
+			if c.route.base() == b {
+				return c.route
+			}
+		}
+	}
+	return nil
 }
 
 func (s *snapshot) size() int {

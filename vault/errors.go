@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/authvault/authvault/login"
 )
 
 // Sentinel errors. They are matched with errors.Is, also through a LoginError.
@@ -30,6 +32,10 @@ var (
 	// away would only repeat it.
 	ErrRejectedAtOnce = errors.New("returned a credential the server rejected at once")
 )
+
+// errStillRunning is the outcome of a login that found the handler's
+// previous call, abandoned at its timeout, still running.
+var errStillRunning = fmt.Errorf("was not called again: its previous call has not returned: %w", login.ErrAbandoned)
 
 // LoginError is what callers get when the vault has no usable credential and
 // logging in did not give one. It names every handler and its outcome, the

@@ -23,7 +23,7 @@ const (
 // fingerprints, never a secret.
 func TestNothingRevealsSecrets(t *testing.T) {
 	var logs testlog.Buffer
-	v, _ := testVault(t, Options{Logger: logs.Logger(1)})
+	v, clk := testVault(t, Options{Logger: logs.Logger(1)})
 	calls := 0
 	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
 		calls++
@@ -47,6 +47,7 @@ func TestNothingRevealsSecrets(t *testing.T) {
 	}
 	other := mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), other, errors.New("401 Unauthorized"))
+	clk.Step(login.DefaultBackoffInitial) // past the login floor
 	le := selectErr(t, v)
 	asJSON, _ := json.Marshal(c.MarshalLog())
 

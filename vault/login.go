@@ -1,9 +1,12 @@
 package vault
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/authvault/authvault/login"
 )
@@ -26,11 +29,22 @@ func (v *Vault) start(h *handler, reason string) {
 }
 
 // login runs h's attempts until one gives a credential the vault accepts,
-// the handler's retries run out, or the vault closes.
+// the handler's retries run out, or the vault closes. It starts no earlier
+// than the handler's initial backoff after its previous call (the login
+// floor), so that credentials that live a few milliseconds cannot make a
+// handler run in a loop.
 func (v *Vault) login(h *handler, reason string) {
 	log := v.log.WithValues("handler", h.settings.ID)
 	log.V(1).Info("logging in", "reason", reason)
+	if !v.sleep(v.untilFloor(h)) {
+		v.finish(h, ErrClosed, 0)
+		return
+	}
 	for attempt := 1; ; attempt++ {
+		if err := v.awaitReturn(h, log); err != nil {
+			v.finish(h, err, v.nextDelay(h, err))
+			return
+		}
 		start := time.Now()
 		err := v.attempt(h)
 		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
@@ -57,10 +71,65 @@ func (v *Vault) login(h *handler, reason string) {
 	}
 }
 
+// untilFloor is how long h's next login must wait for the login floor.
+func (v *Vault) untilFloor(h *handler) time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if h.lastCall.IsZero() {
+		return 0
+	}
+	return h.lastCall.Add(h.settings.BackoffInitial).Sub(v.clock.Now())
+}
+
+// awaitReturn makes sure that h's last call has returned before h is called
+// again: a call that an attempt abandoned at its timeout may still run, and
+// a handler must never run concurrently with itself. It waits for that call
+// at most one more timeout; if the call is still running then, the login
+// ends with errStillRunning, so that waiting callers get a LoginError
+// rather than wait on a handler that may never return. It returns ErrClosed
+// if the vault closes first.
+func (v *Vault) awaitReturn(h *handler, log logr.Logger) error {
+	v.mu.Lock()
+	returned := h.returned
+	v.mu.Unlock()
+	if returned == nil {
+		return nil
+	}
+	select {
+	case <-returned:
+		return nil
+	default:
+	}
+	log.Info("waiting for the handler's abandoned call to return before calling it again: the handler ignores its context",
+		"timeout", h.settings.Timeout)
+	t := v.clock.NewTimer(h.settings.Timeout)
+	defer t.Stop()
+	select {
+	case <-returned:
+		return nil
+	case <-t.C():
+		return errStillRunning
+	case <-v.ctx.Done():
+		return ErrClosed
+	}
+}
+
 // attempt runs h once and offers its credential to the vault.
 func (v *Vault) attempt(h *handler) error {
-	info, err := h.settings.Attempt(v.ctx, h.fn)
+	returned := make(chan struct{})
+	v.mu.Lock()
+	h.returned, h.lastCall, h.abandoned = returned, v.clock.Now(), false
+	v.mu.Unlock()
+	info, err := h.settings.Attempt(v.ctx, func(ctx context.Context) (*login.ConnectionInfo, error) {
+		defer close(returned)
+		return h.fn(ctx)
+	})
 	if err != nil {
+		if errors.Is(err, login.ErrAbandoned) {
+			v.mu.Lock()
+			h.abandoned = true
+			v.mu.Unlock()
+		}
 		return err
 	}
 	if info == nil {
@@ -77,10 +146,14 @@ func (v *Vault) attempt(h *handler) error {
 	return nil
 }
 
-// retryable tells whether another attempt could give a different result.
+// retryable tells whether another attempt within the login could give a
+// different result. A handler that has nothing, or nothing but a credential
+// the server has just rejected (a static token), is asked again only after
+// its backoff: waiting callers get a LoginError with the 401 at once.
 func retryable(err error) bool {
 	var permanent *login.PermanentError
-	return !errors.Is(err, ErrNoCredential) && !errors.As(err, &permanent)
+	return !errors.Is(err, ErrNoCredential) && !errors.Is(err, ErrRejected) && !errors.Is(err, errStillRunning) &&
+		!errors.As(err, &permanent)
 }
 
 // nextDelay is how long to wait after a failed attempt: what a Temporary
@@ -97,6 +170,9 @@ func (v *Vault) nextDelay(h *handler, err error) time.Duration {
 
 // sleep waits d on the vault's clock; false if the vault closed first.
 func (v *Vault) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return v.ctx.Err() == nil
+	}
 	t := v.clock.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -116,7 +192,7 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 		return ErrClosed
 	}
 	now := v.clock.Now()
-	c := &Credential{Key: h.settings.ID, Info: info, digest: info.Digest(), fingerprint: info.Fingerprint(), route: r}
+	c := &Credential{Key: h.settings.ID, Info: info, handler: h, digest: info.Digest(), fingerprint: info.Fingerprint(), route: r}
 	if slices.Contains(h.forgotten, c.digest) {
 		return ErrRejected
 	}
@@ -133,7 +209,6 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 	v.drop(h)
 	h.cred = c
 	h.running, h.outcome, h.retryAt = false, nil, time.Time{}
-	h.backoff = newBackoff(h.settings)
 	refreshAt := v.scheduleRefresh(h, c, now)
 	v.addBase(r.base())
 	v.publish()
@@ -165,16 +240,40 @@ func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 	}
 }
 
-// scheduleRefresh arms the proactive refresh of c, if it expires; v.mu is held.
+// scheduleRefresh arms the proactive refresh of c, if it expires, and
+// resets h's backoff when c is sound; v.mu is held.
+//
+// A credential whose refresh would come sooner than the login floor arrived
+// inside its own refresh window (it lives a few milliseconds, or a source
+// hands out the same short remainder again): refreshing it at once would
+// only repeat that, so its refresh waits for the handler's next backoff
+// step instead, and the backoff keeps growing until a sound credential
+// comes. A credential from a handler with strikes resets nothing either:
+// only one that serves does (see served).
 func (v *Vault) scheduleRefresh(h *handler, c *Credential, now time.Time) time.Time {
+	var delay time.Duration
+	sound := true
+	if !c.usableUntil.IsZero() {
+		life := c.usableUntil.Sub(now)
+		window := min(max(life/refreshWindowPart, refreshWindowMin), life/2)
+		delay = life - window - time.Duration(v.jitter(int64(window/2)+1))
+		if delay < h.settings.BackoffInitial {
+			sound = false
+			delay = max(delay, h.backoff.Step())
+		}
+	}
+	if sound && h.strikes == 0 {
+		h.backoff = newBackoff(h.settings)
+	}
 	if c.usableUntil.IsZero() {
 		return time.Time{}
 	}
-	life := c.usableUntil.Sub(now)
-	window := min(max(life/refreshWindowPart, refreshWindowMin), life/2)
-	lead := window + time.Duration(v.jitter(int64(window/2)+1))
-	v.armRefresh(h, c, life-lead)
-	return now.Add(life - lead)
+	if !sound {
+		v.log.V(1).Info("credential expires within its refresh window: its refresh backs off", "handler", h.settings.ID,
+			"fingerprint", c.fingerprint, "expiration", c.Info.Expiration, "refreshIn", delay)
+	}
+	v.armRefresh(h, c, delay)
+	return now.Add(delay)
 }
 
 // armRefresh (re)sets c's refresh timer to fire after d; v.mu is held. The

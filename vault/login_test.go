@@ -3,10 +3,15 @@ package vault
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/authvault/authvault/internal/testlog"
 	"github.com/authvault/authvault/login"
 )
 
@@ -177,4 +182,130 @@ func TestBadHandlersDoNotTakeTheVaultDown(t *testing.T) {
 	if c := mustSelect(t, v); c.Key != "good" {
 		t.Errorf("Select() = %v, want the good handler's credential", c)
 	}
+}
+
+// Credentials that live 20 ms, and no caller: the login floor and the
+// refresh backoff keep the handler from logging in in a loop.
+func TestShortLivedCredentialsCauseNoLoginStorm(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     []login.Option
+		maxCalls int64
+	}{
+		// The default floor (1 s) allows the first login and one refresh.
+		{"default options", nil, 2},
+		// A 10-ms floor would allow 50 logins in half a second; the
+		// refresh backoff doubles up to 80 ms, which allows about ten.
+		{"10ms floor", []login.Option{login.Backoff(10*time.Millisecond, 80*time.Millisecond)}, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := New(Options{NoFallback: true})
+			defer v.Close()
+			h := &counter{lifetime: 20 * time.Millisecond}
+			v.OnLogin(h.login, tc.opts...)
+			mustSelect(t, v)
+			time.Sleep(500 * time.Millisecond)
+			if got := h.calls.Load(); got > tc.maxCalls {
+				t.Errorf("%d logins in half a second with no caller, want at most %d", got, tc.maxCalls)
+			}
+		})
+	}
+}
+
+// A refresh that returns a credential already inside its refresh window
+// is not followed by another at once: the next refresh backs off, further
+// each time.
+func TestRefreshInsideItsWindowBacksOff(t *testing.T) {
+	v, clk := testVault(t, Options{})
+	h := &counter{lifetime: 50 * time.Millisecond, now: clk.Now}
+	v.OnLogin(h.login, login.Backoff(time.Second, 8*time.Second))
+	mustSelect(t, v)
+	// Refreshes come 1, 2, 4, 8, 8 s apart, up to a fifth later (the
+	// backoff's jitter): stepping by just under each finds no new call;
+	// stepping past its jitter finds exactly one.
+	for i, gap := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second} {
+		before := h.calls.Load()
+		clk.Step(gap - 10*time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+		if got := h.calls.Load(); got != before {
+			t.Fatalf("refresh %d came before its backoff of %v", i+1, gap)
+		}
+		clk.Step(gap/5 + 10*time.Millisecond)
+		eventually(t, fmt.Sprintf("refresh %d", i+1), func() bool { return h.calls.Load() == before+1 })
+	}
+}
+
+// A handler that ignores its context is never called while its abandoned
+// call still runs; waiting callers get a LoginError rather than wait for
+// it; the metric and the log show the abandoned call; once it returns, the
+// handler serves again.
+func TestAbandonedCallIsNeverRunConcurrently(t *testing.T) {
+	var logs testlog.Buffer
+	reg := prometheus.NewRegistry()
+	v := New(Options{NoFallback: true, Logger: logs.Logger(0), Registerer: reg})
+	defer v.Close()
+	release := make(chan struct{})
+	var running, most, calls atomic.Int32
+	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		calls.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release // ignores its context
+		return &login.ConnectionInfo{Server: "https://a", Token: "t"}, nil
+	}, login.ID("stuck"), login.Timeout(20*time.Millisecond), login.Backoff(10*time.Millisecond, 20*time.Millisecond))
+
+	deadline := time.Now().Add(700 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := v.Select(ctx)
+		cancel()
+		if !errors.Is(err, login.ErrAbandoned) {
+			t.Fatalf("Select() error = %v, want the abandoned call named", err)
+		}
+	}
+	if got := most.Load(); got != 1 {
+		t.Errorf("%d calls of the handler ran at once, want 1", got)
+	}
+	if got := calls.Load(); got != 1 {
+		t.Errorf("handler called %d times while its first call had not returned, want 1", got)
+	}
+	if got := abandonedCalls(t, reg, "stuck"); got != 1 {
+		t.Errorf("authvault_abandoned_calls{handler=stuck} = %v, want 1", got)
+	}
+	if !strings.Contains(logs.String(), "abandoned call") {
+		t.Errorf("log does not mention the abandoned call:\n%s", logs.String())
+	}
+
+	close(release)
+	eventually(t, "the handler to serve again", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := v.Select(ctx)
+		return err == nil
+	})
+	if got := abandonedCalls(t, reg, "stuck"); got != 0 {
+		t.Errorf("authvault_abandoned_calls{handler=stuck} = %v after the call returned, want 0", got)
+	}
+}
+
+func abandonedCalls(t *testing.T, reg *prometheus.Registry, handler string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "authvault_abandoned_calls" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == handler {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no authvault_abandoned_calls for %s", handler)
+	return 0
 }

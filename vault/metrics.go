@@ -93,6 +93,9 @@ var (
 	connectionsDesc = prometheus.NewDesc("authvault_connections",
 		"Open connections to API servers: of identities in use (or in their grace period), and of retired ones still serving a request or a watch.",
 		[]string{"state"}, nil)
+	abandonedDesc = prometheus.NewDesc("authvault_abandoned_calls",
+		"Handler calls that an attempt gave up on at their timeout and that have not returned yet (at most one per handler: the handler is not called again before it returns).",
+		[]string{"handler"}, nil)
 	expiryDesc = prometheus.NewDesc("authvault_credential_expiry_seconds",
 		"Seconds until the handler's credential stops being handed out; absent when it does not expire.",
 		[]string{"handler"}, nil)
@@ -104,6 +107,7 @@ func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- waitsDesc
 	ch <- connectionsDesc
 	ch <- expiryDesc
+	ch <- abandonedDesc
 }
 
 func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -116,7 +120,12 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		left    float64
 	}
 	var expiries []expiry
+	abandoned := map[string]float64{}
 	for _, h := range v.all() {
+		abandoned[h.settings.ID] = 0
+		if h.abandoned && !isDone(h.returned) {
+			abandoned[h.settings.ID] = 1
+		}
 		invalid += len(h.forgotten)
 		if h.cred == nil || !h.cred.usable(now) {
 			continue
@@ -136,5 +145,18 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(retired), "retired")
 	for _, e := range expiries {
 		ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, e.left, e.handler)
+	}
+	for id, n := range abandoned {
+		ch <- prometheus.MustNewConstMetric(abandonedDesc, prometheus.GaugeValue, n, id)
+	}
+}
+
+// isDone tells whether the channel c is closed.
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

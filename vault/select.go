@@ -128,15 +128,21 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 	if cred == nil {
 		return errors.New("vault: Invalidate of a nil credential")
 	}
-	v.mu.Lock()
-	if v.closed {
-		v.mu.Unlock()
+	if !v.invalidate(ctx, cred, cause, false) && v.isClosed() {
 		return ErrClosed
 	}
-	h := v.lookup(cred.Key)
-	if h == nil || h.cred != cred {
+	return nil
+}
+
+// invalidate removes cred and tells whether it did: of many callers that
+// invalidate the same credential, exactly one does. strike counts it
+// against its handler when it never served (see strikeLocked).
+func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, strike bool) bool {
+	h := cred.handler
+	v.mu.Lock()
+	if v.closed || h == nil || h.cred != cred {
 		v.mu.Unlock()
-		return nil
+		return false
 	}
 	v.drop(h)
 	h.forgotten = append(h.forgotten, cred.digest)
@@ -145,6 +151,9 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 	}
 	v.lastServer, v.lastCause = cred.Info.Server, cause
 	v.metrics.invalidations.WithLabelValues(cred.Key).Inc()
+	if strike {
+		v.strikeLocked(h, cred)
+	}
 	v.publish()
 	left := v.snap.Load().size()
 	v.mu.Unlock()
@@ -155,7 +164,13 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 	}
 	log.V(1).Info("credential invalidated", "handler", cred.Key, "fingerprint", cred.fingerprint,
 		"server", cred.Info.Server, "cause", causeText(cause), "left", left)
-	return nil
+	return true
+}
+
+func (v *Vault) isClosed() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.closed
 }
 
 func causeText(err error) string {

@@ -100,13 +100,14 @@ func TestExpiredOnArrivalIsRefused(t *testing.T) {
 
 // Point 3: Invalidate removes exactly the object it is given.
 func TestInvalidateRemovesExactlyThatCredential(t *testing.T) {
-	v, _ := testVault(t, Options{})
+	v, clk := testVault(t, Options{})
 	h := &counter{}
 	v.OnLogin(h.login)
 	old := mustSelect(t, v)
 	if err := v.Invalidate(context.Background(), old, errors.New("401")); err != nil {
 		t.Fatal(err)
 	}
+	clk.Step(login.DefaultBackoffInitial) // past the login floor
 	fresh := mustSelect(t, v)
 	if fresh == old || fresh.Info.Token == old.Info.Token {
 		t.Fatalf("Select() after Invalidate = %v, want a new credential", fresh)
@@ -130,12 +131,13 @@ func TestInvalidateRemovesExactlyThatCredential(t *testing.T) {
 
 // Point 4: a copy of a recently invalidated credential is refused.
 func TestRejectedCredentialIsNotTakenBack(t *testing.T) {
-	v, _ := testVault(t, Options{})
+	v, clk := testVault(t, Options{})
 	h := &counter{}
 	h.same.Store(true)
 	v.OnLogin(h.login, login.Retries(0))
 	c := mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), c, errors.New("401 Unauthorized"))
+	clk.Step(login.DefaultBackoffInitial) // past the login floor
 	le := selectErr(t, v)
 	if !errors.Is(le, ErrRejected) {
 		t.Errorf("Select() error = %v, want ErrRejected", le)
@@ -156,6 +158,7 @@ func TestOnlyTheLastFewRejectionsAreRemembered(t *testing.T) {
 	}, login.Retries(0))
 	a := mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), a, nil)
+	clk.Step(login.DefaultBackoffInitial) // past the login floor
 	b := mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), b, nil)
 	clk.Step(time.Hour) // past any backoff

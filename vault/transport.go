@@ -1,10 +1,13 @@
 package vault
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
@@ -49,23 +52,21 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(req)
 			return nil, err
 		}
-		out, rt, routed := v.prepare(req, cred, ownAuth)
+		out, rt, carriesCred := v.prepare(req, cred, ownAuth)
 		if attempt > 1 && req.GetBody != nil {
 			if out.Body, err = req.GetBody(); err != nil {
 				return nil, fmt.Errorf("vault: replaying the request body: %w", err)
 			}
 		}
 		resp, err := rt.RoundTrip(out)
-		if err != nil || resp.StatusCode != http.StatusUnauthorized || !routed || ownAuth {
-			if err == nil && routed && !ownAuth && !cred.served.Load() && cred.served.CompareAndSwap(false, true) {
-				v.servedFirst(cred)
-			}
+		if err != nil || !carriesCred {
 			return resp, err
 		}
-		_ = v.Invalidate(req.Context(), cred, &UnauthorizedError{Server: cred.Info.Server, Status: resp.Status})
-		if !cred.served.Load() {
-			v.rejectedAtOnce(cred)
+		if resp.StatusCode != http.StatusUnauthorized {
+			v.served(cred)
+			return resp, nil
 		}
+		v.rejected(req.Context(), cred, resp)
 		// The next Select logs in when no credential is left; one login per
 		// request at most.
 		needsLogin := v.snap.Load().pick() == nil
@@ -78,60 +79,99 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// rejectedAtOnce notes that the server rejected cred before it served a
-// single request. The second time in a row for a handler, the handler backs
-// off: an authenticator outage or a handler minting bad credentials then
-// gives callers a LoginError at once rather than costing a login per request.
-// Once is let go: a token can have been revoked before its first use.
-func (v *Vault) rejectedAtOnce(cred *Credential) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	h := v.lookup(cred.Key)
-	if h == nil || v.closed {
+// rejected invalidates cred, which the server answered with a 401.
+func (v *Vault) rejected(ctx context.Context, cred *Credential, resp *http.Response) {
+	v.invalidate(ctx, cred, &UnauthorizedError{Server: cred.Info.Server, Status: resp.Status}, true)
+}
+
+// served notes that cred got an answer other than 401. The first time, its
+// handler's strikes and their backoff are cleared: it gives credentials that
+// work, so the next rejection is an ordinary revocation.
+func (v *Vault) served(cred *Credential) {
+	if cred.served.Load() || !cred.served.CompareAndSwap(false, true) {
 		return
 	}
-	h.rejectedAtOnce++
-	if h.rejectedAtOnce < 2 || h.running {
+	h := cred.handler
+	if h == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if h.strikes == 0 {
+		return
+	}
+	h.strikes = 0
+	h.backoff = newBackoff(h.settings)
+	if errors.Is(h.outcome, ErrRejectedAtOnce) {
+		h.outcome, h.retryAt = nil, time.Time{}
+	}
+}
+
+// strikeLocked counts cred, just invalidated, against its handler when the
+// server rejected it before it served a request. The second strike in a
+// row makes the handler back off: an authenticator outage, or a handler
+// minting bad credentials, then gives callers a LoginError at once rather
+// than costing a login per request. One is let go: a token can have been
+// revoked before its first use.
+func (v *Vault) strikeLocked(h *handler, cred *Credential) {
+	if cred.served.Load() {
+		return
+	}
+	h.strikes++
+	if h.strikes < 2 || h.running {
 		return
 	}
 	h.outcome = ErrRejectedAtOnce
 	h.retryAt = v.clock.Now().Add(h.backoff.Step())
 	v.broadcast()
-	v.log.Error(ErrRejectedAtOnce, "login failed", "handler", h.settings.ID, "fingerprint", cred.fingerprint, "retryAt", h.retryAt)
-}
-
-// servedFirst notes that cred's handler gives credentials that work.
-func (v *Vault) servedFirst(cred *Credential) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if h := v.lookup(cred.Key); h != nil {
-		h.rejectedAtOnce = 0
-	}
+	v.log.Error(ErrRejectedAtOnce, "login failed", "handler", h.settings.ID, "fingerprint", cred.fingerprint,
+		"strikes", h.strikes, "retryAt", h.retryAt)
 }
 
 // prepare makes the request to send with cred, and picks the round tripper.
-// routed is false for a URL the vault does not know: it gets no credential.
-func (v *Vault) prepare(req *http.Request, cred *Credential, ownAuth bool) (out *http.Request, rt http.RoundTripper, routed bool) {
+// carriesCred tells whether the request carries cred's authentication, so
+// that its 401 condemns cred. A request for a URL the vault does not know
+// gets no credential; neither does one whose path, once cleaned, leaves its
+// server's path prefix. A request that brings its own Authorization is sent
+// to the server it names, never rerouted to the credential's.
+func (v *Vault) prepare(req *http.Request, cred *Credential, ownAuth bool) (out *http.Request, rt http.RoundTripper, carriesCred bool) {
 	r := cred.route
 	out = utilnet.CloneRequest(req)
 	b, rel, known := v.match(req.URL)
-	if !known {
+	switch {
+	case !known:
 		return out, v.pool.plain(), false
-	}
-	if b != r.base() {
+	case ownAuth:
+		return out, v.ownAuthTransport(b, r), false
+	case b != r.base():
 		out.URL = r.target(req.URL, rel)
 		out.Host = "" // from the new URL
-	}
-	switch {
-	case ownAuth && r.bare != nil:
-		return out, r.bare.rt, true
-	case ownAuth:
-		return out, r.rt, true
+		if _, below := r.base().relative(out.URL); !below {
+			return out, v.pool.plain(), false
+		}
 	}
 	if r.auth != nil {
 		out.Header["Authorization"] = r.auth
 	}
 	return out, r.rt, true
+}
+
+// ownAuthTransport is the round tripper for a request below b that brings
+// its own Authorization: the TLS identity of a credential for b, without
+// its client certificate, or the plain transport when the vault holds no
+// credential for b. The selected credential r is the likely one.
+func (v *Vault) ownAuthTransport(b base, r *route) http.RoundTripper {
+	if r.base() != b {
+		r = v.snap.Load().routeFor(b)
+	}
+	switch {
+	case r == nil:
+		return v.pool.plain()
+	case r.bare != nil:
+		return r.bare.rt
+	default:
+		return r.rt // the credential's own Transport
+	}
 }
 
 // match finds the known server that u is below, the one with the longest

@@ -50,7 +50,10 @@ func TestTransportAuthenticatesWithTheToken(t *testing.T) {
 
 // Rotation and revocation mid-stream: no caller ever sees a 401.
 func TestRevocationIsInvisibleToCallers(t *testing.T) {
-	v, srv, iss := issuingVault(t, Options{}, "")
+	// Tokens are revoked 30 ms into their use: the login floor must be
+	// shorter than that, or requests held for the next login meet the
+	// revocation of the token they waited for.
+	v, srv, iss := issuingVault(t, Options{}, "", login.Backoff(5*time.Millisecond, time.Second))
 
 	const workers, perWorker = 4, 150
 	var wg sync.WaitGroup

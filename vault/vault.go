@@ -142,15 +142,26 @@ type handler struct {
 	fn       login.Handler
 	settings login.Settings
 
+	// Guarded by Vault.mu.
 	cred      *Credential         // its current credential, or nil
 	running   bool                // a login is under way
 	outcome   error               // the last login's error; nil after success
 	backoff   wait.Backoff        // delays between failed logins
 	retryAt   time.Time           // no new login before this
 	forgotten [][sha256.Size]byte // digests of its recently invalidated credentials
-	// rejectedAtOnce counts its credentials in a row that the server
-	// rejected before they served a request.
-	rejectedAtOnce int
+	// strikes counts its credentials in a row that the server rejected
+	// before they served a request; one that serves resets it.
+	strikes int
+	// lastCall is when its last call started, on the vault's clock: the
+	// next login starts no earlier than settings.BackoffInitial after it.
+	lastCall time.Time
+	// returned is closed when its last call returns, which may be long
+	// after an attempt abandoned it: the next call waits for it, so that
+	// a handler never runs concurrently with itself.
+	returned chan struct{}
+	// abandoned tells that an attempt gave up on that last call at its
+	// timeout (authvault_abandoned_calls shows it until the call returns).
+	abandoned bool
 }
 
 // New returns a vault. It logs in only when a credential is first needed.

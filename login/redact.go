@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/authvault/authvault/internal/redact"
 )
 
 // Redacted stands where a secret would be printed.
-const Redacted = "[redacted]"
+const Redacted = redact.Marker
 
 // fingerprintKey keys the fingerprint hash. It is random per process so that
 // a fingerprint in a log cannot confirm a guessed password or token offline;

@@ -17,7 +17,8 @@
 //   - [Temporary](err, delay): retry after delay.
 //   - any other error: retry after the handler's backoff.
 //
-// A handler that panics fails its attempt with a [*PanicError]; the process
+// A handler that panics fails its attempt with a [*PanicError], which prints
+// the panic value's type, never its content; the process
 // goes on.
 //
 // # Secrets

@@ -18,8 +18,7 @@
 //   - any other error: retry after the handler's backoff.
 //
 // A handler that panics fails its attempt with a [*PanicError], which prints
-// the panic value's type, never its content; the process
-// goes on.
+// the panic value's type, never its content; the process goes on.
 //
 // # Secrets
 //

@@ -25,7 +25,9 @@
 //	priority 10  ~/.kube/config
 //
 // The vault hands out the highest priority that gave a credential, which is
-// controller-runtime's order, and logs which one won.
+// controller-runtime's order, and logs which one won. Every attempt of a
+// fallback handler is bounded by [FallbackTimeout] (a minute): a hung exec
+// plugin fails its attempt, which is then retried with backoff.
 //
 // # Errors
 //

@@ -32,5 +32,6 @@
 // CAData, CertificateData and PrivateKeyData take PEM, or base64 of PEM as
 // kubeconfig files carry it; [DecodePEM] turns either into PEM.
 // [ConnectionInfo.Validate] reports what is missing or inconsistent, naming
-// the field.
+// the field: among others a Token, Username, Password or Scheme that holds a
+// control character (CR, LF, NUL…), which net/http would refuse to send.
 package login

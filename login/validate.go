@@ -8,11 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
+	"unicode"
 )
 
 // Validate checks that the credential is complete and consistent, and returns
 // an error that names the offending field when it is not. It reads no files:
-// the Path fields are checked by whoever opens them.
+// the Path fields are checked by whoever opens them. A Token, Username,
+// Password or Scheme holding a control character (CR, LF, NUL, TAB, DEL or
+// a C1 control) is rejected, as a Scheme holding white space is: requests
+// would fail inside net/http, or carry a mangled credential, without the
+// server ever rejecting it. Errors name fields, never a secret's value.
 func (ci *ConnectionInfo) Validate() error {
 	if ci == nil {
 		return errors.New("login: ConnectionInfo is nil")
@@ -42,6 +48,16 @@ func (ci *ConnectionInfo) Validate() error {
 		errs = append(errs, errors.New("login: a client certificate is set without its private key (PrivateKeyPath or PrivateKeyData)"))
 	case hasKey && !hasCert:
 		errs = append(errs, errors.New("login: a private key is set without its client certificate (CertificatePath or CertificateData)"))
+	}
+	for _, f := range []struct{ name, value string }{
+		{"Token", ci.Token}, {"Username", ci.Username}, {"Password", ci.Password}, {"Scheme", ci.Scheme},
+	} {
+		if strings.ContainsFunc(f.value, unicode.IsControl) {
+			errs = append(errs, fmt.Errorf("login: %s holds a control character (CR, LF, NUL, TAB or another); a value read from a file may end in a line break", f.name))
+		}
+	}
+	if strings.ContainsFunc(ci.Scheme, unicode.IsSpace) {
+		errs = append(errs, errors.New("login: Scheme holds white space; it is one word, such as Bearer"))
 	}
 	if ci.Password != "" && ci.Username == "" {
 		errs = append(errs, errors.New("login: Password is set without Username"))

@@ -25,7 +25,11 @@
 // Every way of printing a ConnectionInfo (fmt's verbs, String, GoString,
 // encoding/json, logr) redacts Token, Password and PrivateKeyData and shows a
 // [ConnectionInfo.Fingerprint] in their place, so a credential can be followed
-// through logs without being revealed.
+// through logs without being revealed. The user info of Server and ProxyURL
+// (a proxy's user name and password, in any form: "http://u:p@h",
+// "u:p@h", "//u:p@h", with a bad port or scheme) is printed as [Redacted],
+// and so is every URL's user info in Validate's errors, including the
+// url.Parse errors they wrap.
 //
 // # Data fields
 //

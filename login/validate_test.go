@@ -65,8 +65,8 @@ func TestValidateRejects(t *testing.T) {
 		{"key in ca", ConnectionInfo{Server: "https://a", CAData: key}, `CAData holds a PEM block of type "PRIVATE KEY"`},
 		{"garbage key", ConnectionInfo{Server: "https://a", CertificateData: cert, PrivateKeyData: []byte("xx")}, "PrivateKeyData is neither"},
 		{"mismatched pair", ConnectionInfo{Server: "https://a", CertificateData: otherCert, PrivateKeyData: key}, "do not form a key pair"},
-		{"bad proxy scheme", ConnectionInfo{Server: "https://a", ProxyURL: "ftp://p"}, "ProxyURL scheme"},
-		{"proxy without host", ConnectionInfo{Server: "https://a", ProxyURL: "http://"}, "ProxyURL has no host"},
+		{"bad proxy scheme", ConnectionInfo{Server: "https://a", ProxyURL: "ftp://p"}, `ProxyURL "ftp://p": scheme is not http, https or socks5`},
+		{"proxy without host", ConnectionInfo{Server: "https://a", ProxyURL: "http://"}, `ProxyURL "http://" has no host`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

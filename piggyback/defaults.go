@@ -64,7 +64,7 @@ func explicitKubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 		return nil, nil
 	}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
-	return fromKubeconfig(ctx, rules, "")
+	return redacted(fromKubeconfig(ctx, rules, ""))
 }
 
 // homeOnly is ~/.kube/config, when it exists.

@@ -34,4 +34,6 @@
 // A broken kubeconfig — bad YAML, no current context, a context naming a
 // missing cluster or user, a file it names that cannot be read — is a
 // permanent error naming the file and the entry; no error quotes a secret.
+// Errors client-go and url.Parse make quote a server or proxy-url verbatim:
+// every error of this package's handlers has URL user info redacted.
 package piggyback

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -48,7 +49,7 @@ func KubeconfigFrom(opts KubeconfigOptions) login.Handler {
 		if opts.Path != "" {
 			rules.ExplicitPath = opts.Path
 		}
-		return fromKubeconfig(ctx, rules, opts.Context)
+		return redacted(fromKubeconfig(ctx, rules, opts.Context))
 	}
 }
 
@@ -94,15 +95,26 @@ func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
 	}
+	clusterWhere := fmt.Sprintf("kubeconfig %s: cluster %q", origin(cluster.LocationOfOrigin, where), kctx.Cluster)
+	if _, err := serverURL(cfg); err != nil {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: server: %w", clusterWhere, err))
+	}
 	namespace, _, err := clientConfig.Namespace()
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
 	}
 	info, err := fromRESTConfig(ctx, cfg, cluster.ProxyURL, namespace)
 	if err != nil {
-		return nil, fmt.Errorf("piggyback: %s: user %q: %w", origin(user.LocationOfOrigin, where), kctx.AuthInfo, err)
+		return nil, fmt.Errorf("piggyback: kubeconfig %s: user %q: %w", origin(user.LocationOfOrigin, where), kctx.AuthInfo, err)
 	}
 	return info, nil
+}
+
+// redacted hides URL user info in err: clientcmd's and url.Parse's errors
+// quote a server or proxy-url verbatim, password included. Every handler of
+// this package returns its errors through it.
+func redacted(info *login.ConnectionInfo, err error) (*login.ConnectionInfo, error) {
+	return info, redact.Error(err)
 }
 
 // existing lists the kubeconfig files the rules would read that exist.

@@ -3,10 +3,12 @@ package piggyback
 import (
 	"context"
 	"fmt"
+	"net/url"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -20,14 +22,14 @@ import (
 // Transport.
 func FromRESTConfig(cfg *rest.Config) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
-		return fromRESTConfig(ctx, cfg, "", "")
+		return redacted(fromRESTConfig(ctx, cfg, "", ""))
 	}
 }
 
 // fromRESTConfig maps cfg; proxyURL and namespace come from a kubeconfig,
 // which knows them as strings.
 func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace string) (*login.ConnectionInfo, error) {
-	u, _, err := rest.DefaultServerUrlFor(cfg)
+	u, err := serverURL(cfg)
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: rest.Config Host: %w", err))
 	}
@@ -39,7 +41,7 @@ func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace s
 	if onlyClientGo(cfg, proxyURL) {
 		rt, err := rest.TransportFor(cfg)
 		if err != nil {
-			return nil, login.Permanent(fmt.Errorf("piggyback: client-go transport for %s: %w", info.Server, err))
+			return nil, login.Permanent(fmt.Errorf("piggyback: client-go transport for %s: %w", redact.Value(info.Server), err))
 		}
 		info.Transport, info.ProxyURL = rt, ""
 		return &info, nil
@@ -63,6 +65,13 @@ func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace s
 		info.Username, info.Password = cfg.Username, cfg.Password
 	}
 	return &info, nil
+}
+
+// serverURL is cfg's server as client-go resolves it. Its errors quote the
+// URL as given: callers return them through redacted.
+func serverURL(cfg *rest.Config) (*url.URL, error) {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	return u, err
 }
 
 // onlyClientGo tells whether cfg does something only client-go's own

@@ -29,6 +29,17 @@
 // fallback handler is bounded by [FallbackTimeout] (a minute): a hung exec
 // plugin fails its attempt, which is then retried with backoff.
 //
+// # Plain http: a difference from client-go
+//
+// client-go takes a server without a scheme ("server: 10.0.0.1:6443",
+// "host:port") for plain http: clientcmd always, a rest.Config when it has no
+// CA, client certificate or Insecure; a rest.Config's token then goes out in
+// clear. These handlers never produce a credential for plain http unless the
+// server says http:// explicitly: a kubeconfig server without a scheme is a
+// permanent error naming the file, the context and the cluster, and a
+// rest.Config Host without a scheme that client-go would reach over http is
+// a permanent error too. Write https:// (or http://, to mean it).
+//
 // # Errors
 //
 // A broken kubeconfig — bad YAML, no current context, a context naming a

@@ -95,9 +95,9 @@ func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
 	}
-	clusterWhere := fmt.Sprintf("kubeconfig %s: cluster %q", origin(cluster.LocationOfOrigin, where), kctx.Cluster)
+	clusterWhere := fmt.Sprintf("kubeconfig %s: context %q: cluster %q", origin(cluster.LocationOfOrigin, where), contextName, kctx.Cluster)
 	if _, err := serverURL(cfg); err != nil {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: server: %w", clusterWhere, err))
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: %w", clusterWhere, err))
 	}
 	namespace, _, err := clientConfig.Namespace()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"k8s.io/client-go/rest"
 
@@ -31,7 +32,7 @@ func FromRESTConfig(cfg *rest.Config) login.Handler {
 func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace string) (*login.ConnectionInfo, error) {
 	u, err := serverURL(cfg)
 	if err != nil {
-		return nil, login.Permanent(fmt.Errorf("piggyback: rest.Config Host: %w", err))
+		return nil, login.Permanent(fmt.Errorf("piggyback: rest.Config: %w", err))
 	}
 	info := login.ConnectionInfo{
 		Server:           u.String(),
@@ -67,11 +68,23 @@ func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace s
 	return &info, nil
 }
 
-// serverURL is cfg's server as client-go resolves it. Its errors quote the
-// URL as given: callers return them through redacted.
+// serverURL is cfg's server as client-go resolves it, refused when it is
+// plain http that cfg.Host does not spell out. client-go takes a Host
+// without a scheme ("10.0.0.1:6443") for plain http — clientcmd always,
+// rest.Config when it has no CA, client certificate or Insecure — and the
+// credential would go out in clear; the vault sends a credential over http
+// only to a server that says http://. Errors quote the server with its user
+// info redacted.
 func serverURL(cfg *rest.Config) (*url.URL, error) {
 	u, _, err := rest.DefaultServerUrlFor(cfg)
-	return u, err
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if u.Scheme == "http" && !strings.HasPrefix(strings.ToLower(cfg.Host), "http://") {
+		return nil, fmt.Errorf("server %q has no scheme: client-go would take it for plain http and the credential would go out in clear; "+
+			"write https:// (or http:// to mean plain http)", redact.Value(cfg.Host))
+	}
+	return u, nil
 }
 
 // onlyClientGo tells whether cfg does something only client-go's own

@@ -43,8 +43,11 @@
 // # Errors
 //
 // A broken kubeconfig — bad YAML, no current context, a context naming a
-// missing cluster or user, a file it names that cannot be read — is a
-// permanent error naming the file and the entry; no error quotes a secret.
+// missing cluster or user, a file it names (certificate-authority,
+// client-certificate, client-key, tokenFile) that is missing, unreadable, a
+// directory or not a regular file — is a permanent error naming the file,
+// the entry and the field, at the handler rather than later in the vault; no
+// error quotes a secret.
 // Errors client-go and url.Parse make quote a server or proxy-url verbatim:
 // every error of this package's handlers has URL user info redacted.
 package piggyback

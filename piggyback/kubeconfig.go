@@ -41,8 +41,9 @@ func Kubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 // namespace. Relative paths are resolved against the file they appear in.
 //
 // A broken kubeconfig (bad YAML, no current context, a context naming a
-// missing cluster or user, a file it names that cannot be read) is an
-// error that names the file and the entry.
+// missing cluster or user, a file it names that is missing, unreadable or a
+// directory, a server without a scheme) is a permanent error that names the
+// file and the entry.
 func KubeconfigFrom(opts KubeconfigOptions) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
 		rules := defaultRules()
@@ -135,9 +136,10 @@ func origin(location, fallback string) string {
 	return strings.TrimPrefix(fallback, "kubeconfig ")
 }
 
-// readable checks that every file the entries name can be read, so that a
-// missing certificate fails here, named with its entry, rather than later
-// in the transport.
+// readable checks that every file the entries name is a regular file that
+// can be read, so that a missing certificate, or a path naming a directory,
+// fails here, permanently and named with its entry and field, rather than
+// later in the transport, retryably and anonymously.
 func readable(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo, kctx *clientcmdapi.Context) error {
 	checks := []struct{ entry, kind, name, field, path string }{
 		{cluster.LocationOfOrigin, "cluster", kctx.Cluster, "certificate-authority", cluster.CertificateAuthority},
@@ -150,12 +152,31 @@ func readable(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo, kctx *
 		if c.path == "" {
 			continue
 		}
-		f, err := os.Open(c.path)
-		if err != nil {
+		if err := readableFile(c.path); err != nil {
 			errs = append(errs, fmt.Errorf("piggyback: kubeconfig %s: %s %q: %s: %w", c.entry, c.kind, c.name, c.field, err))
-			continue
 		}
-		f.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// readableFile checks that path is a regular file (after symbolic links, as
+// mounted Secrets use them) that this process can open. It checks the kind
+// first: opening a FIFO would block.
+func readableFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		kind := "not a regular file"
+		if fi.IsDir() {
+			kind = "a directory"
+		}
+		return fmt.Errorf("%s is %s", path, kind)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

@@ -158,7 +158,7 @@ func TestError(t *testing.T) {
 		t.Fatal("Error(nil) != nil")
 	}
 	const secret = "pw-secret-1"
-	_, parseErr := url.Parse("http://u:" + secret + "@h:bad")
+	_, parseErr := url.Parse(strings.Join([]string{"http://u:", secret, "@h:bad"}, "")) // a bad port, on purpose
 	typed := &typedErr{url: "https://u:" + secret + "@h"}
 	for name, orig := range map[string]error{
 		"url.Parse":  parseErr,

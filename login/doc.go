@@ -17,20 +17,25 @@
 //   - [Temporary](err, delay): retry after delay.
 //   - any other error: retry after the handler's backoff.
 //
-// A handler that panics fails its attempt with a [*PanicError]; the process
-// goes on.
+// A handler that panics fails its attempt with a [*PanicError], which prints
+// the panic value's type, never its content; the process goes on.
 //
 // # Secrets
 //
 // Every way of printing a ConnectionInfo (fmt's verbs, String, GoString,
 // encoding/json, logr) redacts Token, Password and PrivateKeyData and shows a
 // [ConnectionInfo.Fingerprint] in their place, so a credential can be followed
-// through logs without being revealed.
+// through logs without being revealed. The user info of Server and ProxyURL
+// (a proxy's user name and password, in any form: "http://u:p@h",
+// "u:p@h", "//u:p@h", with a bad port or scheme) is printed as [Redacted],
+// and so is every URL's user info in Validate's errors, including the
+// url.Parse errors they wrap.
 //
 // # Data fields
 //
 // CAData, CertificateData and PrivateKeyData take PEM, or base64 of PEM as
 // kubeconfig files carry it; [DecodePEM] turns either into PEM.
 // [ConnectionInfo.Validate] reports what is missing or inconsistent, naming
-// the field.
+// the field: among others a Token, Username, Password or Scheme that holds a
+// control character (CR, LF, NUL…), which net/http would refuse to send.
 package login

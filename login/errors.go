@@ -1,8 +1,10 @@
 package login
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -35,13 +37,18 @@ func Temporary(err error, delay time.Duration) error {
 // PanicError is the failure of an attempt whose handler panicked. It carries
 // the panic value, and deliberately no stack: the stack's arguments may hold
 // secrets.
+//
+// A panic value may hold a secret too (a token in a message, a credential
+// struct), so every printed form — Error, every fmt verb, JSON, logr — shows
+// the value's type, never its content. Code that reads Value must not print
+// it either.
 type PanicError struct {
 	Handler string
-	Value   any
+	Value   any `json:"-"`
 }
 
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("login: handler %q panicked: %v", e.Handler, e.Value)
+	return fmt.Sprintf("login: handler %q panicked with a value of type %s", e.Handler, valueType(e.Value))
 }
 
 // Unwrap returns the panic value when it is an error.
@@ -49,6 +56,37 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// Format prints Error's text for every verb (%q quotes it), for a
+// PanicError and a pointer to one alike, so %+v and %#v never reach Value.
+func (e PanicError) Format(f fmt.State, verb rune) {
+	s := e.Error()
+	if verb == 'q' {
+		s = strconv.Quote(s)
+	}
+	_, _ = f.Write([]byte(s))
+}
+
+// GoString is Error's text, for %#v.
+func (e PanicError) GoString() string { return e.Error() }
+
+// panicView is what JSON and logr show of a PanicError.
+type panicView struct {
+	Handler   string `json:"handler"`
+	ValueType string `json:"valueType"`
+}
+
+// MarshalJSON encodes the handler and the value's type.
+func (e PanicError) MarshalJSON() ([]byte, error) {
+	return json.Marshal(panicView{Handler: e.Handler, ValueType: valueType(e.Value)})
+}
+
+// MarshalLog implements logr.Marshaler: the handler and the value's type.
+func (e PanicError) MarshalLog() any {
+	return panicView{Handler: e.Handler, ValueType: valueType(e.Value)}
+}
+
+func valueType(v any) string { return fmt.Sprintf("%T", v) }
 
 // ErrAbandoned is the cause of an attempt that outlived its Timeout
 // without returning.

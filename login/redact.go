@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/authvault/authvault/internal/redact"
 )
 
 // Redacted stands where a secret would be printed.
-const Redacted = "[redacted]"
+const Redacted = redact.Marker
 
 // fingerprintKey keys the fingerprint hash. It is random per process so that
 // a fingerprint in a log cannot confirm a guessed password or token offline;
@@ -65,7 +67,8 @@ func transportName(ci ConnectionInfo) string {
 }
 
 // view is what printing a ConnectionInfo shows: public fields as they are,
-// data as a size, secrets as Redacted, and the fingerprint.
+// URLs without their user info, data as a size, secrets as Redacted, and the
+// fingerprint.
 type view struct {
 	Server           string `json:"server"`
 	CAPath           string `json:"caPath,omitempty"`
@@ -90,7 +93,7 @@ type view struct {
 
 func (ci ConnectionInfo) view() view {
 	v := view{
-		Server:           ci.Server,
+		Server:           redact.Value(ci.Server),
 		CAPath:           ci.CAPath,
 		CAData:           size(ci.CAData),
 		Insecure:         ci.Insecure,
@@ -103,7 +106,7 @@ func (ci ConnectionInfo) view() view {
 		CertificateData:  size(ci.CertificateData),
 		PrivateKeyPath:   ci.PrivateKeyPath,
 		PrivateKeyData:   secret(len(ci.PrivateKeyData) > 0),
-		ProxyURL:         redactURL(ci.ProxyURL),
+		ProxyURL:         redact.Value(ci.ProxyURL),
 		DefaultNamespace: ci.DefaultNamespace,
 		Priority:         ci.Priority,
 		Fingerprint:      ci.Fingerprint(),
@@ -129,20 +132,6 @@ func size(data []byte) string {
 		return ""
 	}
 	return strconv.Itoa(len(data)) + " bytes"
-}
-
-// redactURL hides a password in a URL's user info (a proxy URL may carry one).
-func redactURL(raw string) string {
-	at := strings.LastIndex(raw, "@")
-	scheme := strings.Index(raw, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return raw
-	}
-	userinfo := raw[scheme+3 : at]
-	if user, _, ok := strings.Cut(userinfo, ":"); ok {
-		return raw[:scheme+3] + user + ":" + Redacted + raw[at:]
-	}
-	return raw
 }
 
 // String shows the credential with its secrets redacted.

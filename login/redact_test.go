@@ -81,7 +81,7 @@ func TestPrintingRedactsSecrets(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"Token: " + Redacted, "Password: " + Redacted, "PrivateKeyData: " + Redacted, "proxyuser:" + Redacted} {
+	for _, want := range []string{"Token: " + Redacted, "Password: " + Redacted, "PrivateKeyData: " + Redacted, "http://" + Redacted + "@proxy.example:3128"} {
 		if !strings.Contains(info.String(), want) {
 			t.Errorf("String() = %s, want it to contain %q", info.String(), want)
 		}

@@ -8,11 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
+	"unicode"
+
+	"github.com/authvault/authvault/internal/redact"
 )
 
 // Validate checks that the credential is complete and consistent, and returns
 // an error that names the offending field when it is not. It reads no files:
-// the Path fields are checked by whoever opens them.
+// the Path fields are checked by whoever opens them. A Token, Username,
+// Password or Scheme holding a control character (CR, LF, NUL, TAB, DEL or
+// a C1 control) is rejected, as a Scheme holding white space is: requests
+// would fail inside net/http, or carry a mangled credential, without the
+// server ever rejecting it. Errors name fields, never a secret's value.
 func (ci *ConnectionInfo) Validate() error {
 	if ci == nil {
 		return errors.New("login: ConnectionInfo is nil")
@@ -43,6 +51,16 @@ func (ci *ConnectionInfo) Validate() error {
 	case hasKey && !hasCert:
 		errs = append(errs, errors.New("login: a private key is set without its client certificate (CertificatePath or CertificateData)"))
 	}
+	for _, f := range []struct{ name, value string }{
+		{"Token", ci.Token}, {"Username", ci.Username}, {"Password", ci.Password}, {"Scheme", ci.Scheme},
+	} {
+		if strings.ContainsFunc(f.value, unicode.IsControl) {
+			errs = append(errs, fmt.Errorf("login: %s holds a control character (CR, LF, NUL, TAB or another); a value read from a file may end in a line break", f.name))
+		}
+	}
+	if strings.ContainsFunc(ci.Scheme, unicode.IsSpace) {
+		errs = append(errs, errors.New("login: Scheme holds white space; it is one word, such as Bearer"))
+	}
 	if ci.Password != "" && ci.Username == "" {
 		errs = append(errs, errors.New("login: Password is set without Username"))
 	}
@@ -69,51 +87,46 @@ func (ci *ConnectionInfo) Validate() error {
 	return errors.Join(errs...)
 }
 
+// The URL errors below quote the URL with its user info redacted (a proxy
+// URL may carry a password, and a malformed Server may too), and wrap
+// url.Parse's errors through redact.Error: url.Error quotes the whole URL.
+
 func validateServer(server string) error {
 	if server == "" {
 		return errors.New("login: Server is empty")
 	}
+	shown := redact.Value(server)
 	u, err := url.Parse(server)
 	if err != nil {
-		return fmt.Errorf("login: Server is not a URL: %w", unwrapURLError(err))
+		return fmt.Errorf("login: Server %q is not a URL: %w", shown, redact.Error(err))
 	}
-	// Redacted hides a password in the URL's user info from the messages.
-	if u.User != nil {
-		return fmt.Errorf("login: Server %q carries user info; use Username and Password", u.Redacted())
+	if u.User != nil || shown != server {
+		return fmt.Errorf("login: Server %q carries user info; use Username and Password", shown)
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
-		return fmt.Errorf("login: Server %q is not an absolute https or http URL", u.Redacted())
+		return fmt.Errorf("login: Server %q is not an absolute https or http URL", shown)
 	}
 	if u.Host == "" {
-		return fmt.Errorf("login: Server %q has no host", u.Redacted())
+		return fmt.Errorf("login: Server %q has no host", shown)
 	}
 	return nil
 }
 
 func validateProxy(proxy string) error {
+	shown := redact.Value(proxy)
 	u, err := url.Parse(proxy)
 	if err != nil {
-		return fmt.Errorf("login: ProxyURL is not a URL: %w", unwrapURLError(err))
+		return fmt.Errorf("login: ProxyURL %q is not a URL: %w", shown, redact.Error(err))
 	}
 	switch u.Scheme {
 	case "http", "https", "socks5":
 	default:
-		return fmt.Errorf("login: ProxyURL scheme %q is not http, https or socks5", u.Scheme)
+		return fmt.Errorf("login: ProxyURL %q: scheme is not http, https or socks5", shown)
 	}
 	if u.Host == "" {
-		return errors.New("login: ProxyURL has no host")
+		return fmt.Errorf("login: ProxyURL %q has no host", shown)
 	}
 	return nil
-}
-
-// unwrapURLError drops the *url.Error wrapper, whose message repeats the
-// whole URL: a proxy URL may carry a password.
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // DecodePEM returns data as PEM: data that already is PEM is returned as it

@@ -65,8 +65,8 @@ func TestValidateRejects(t *testing.T) {
 		{"key in ca", ConnectionInfo{Server: "https://a", CAData: key}, `CAData holds a PEM block of type "PRIVATE KEY"`},
 		{"garbage key", ConnectionInfo{Server: "https://a", CertificateData: cert, PrivateKeyData: []byte("xx")}, "PrivateKeyData is neither"},
 		{"mismatched pair", ConnectionInfo{Server: "https://a", CertificateData: otherCert, PrivateKeyData: key}, "do not form a key pair"},
-		{"bad proxy scheme", ConnectionInfo{Server: "https://a", ProxyURL: "ftp://p"}, "ProxyURL scheme"},
-		{"proxy without host", ConnectionInfo{Server: "https://a", ProxyURL: "http://"}, "ProxyURL has no host"},
+		{"bad proxy scheme", ConnectionInfo{Server: "https://a", ProxyURL: "ftp://p"}, `ProxyURL "ftp://p": scheme is not http, https or socks5`},
+		{"proxy without host", ConnectionInfo{Server: "https://a", ProxyURL: "http://"}, `ProxyURL "http://" has no host`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,5 +148,59 @@ func TestDecodePEM(t *testing.T) {
 	}
 	if _, err := DecodePEM([]byte("%%%")); err == nil {
 		t.Error("DecodePEM(garbage) = nil error, want one")
+	}
+}
+
+// A token, username, password or scheme with a control character fails
+// every request inside net/http (or is sent mangled), and the credential is
+// never invalidated: Validate rejects it, naming the field, not the value.
+func TestValidateRejectsControlCharacters(t *testing.T) {
+	const secret = "s3cr3t-value"
+	controls := map[string]string{
+		"CR": "\r", "LF": "\n", "CRLF": "\r\n", "NUL": "\x00", "TAB": "\t", "ESC": "\x1b",
+		"BEL": "\a", "DEL": "\x7f", "C1 NEL": "\u0085", "C1 CSI": "\u009b",
+	}
+	fields := map[string]func(ci *ConnectionInfo, v string){
+		"Token":    func(ci *ConnectionInfo, v string) { ci.Token = v },
+		"Username": func(ci *ConnectionInfo, v string) { ci.Username, ci.Password = v, "p" },
+		"Password": func(ci *ConnectionInfo, v string) { ci.Username, ci.Password = "u", v },
+		"Scheme":   func(ci *ConnectionInfo, v string) { ci.Scheme, ci.Token = v, "t" },
+	}
+	for field, set := range fields {
+		for name, c := range controls {
+			for _, at := range []string{"end", "start", "middle"} {
+				value := map[string]string{"end": secret + c, "start": c + secret, "middle": secret[:4] + c + secret[4:]}[at]
+				t.Run(field+"/"+name+"/"+at, func(t *testing.T) {
+					ci := ConnectionInfo{Server: "https://a"}
+					set(&ci, value)
+					err := ci.Validate()
+					if err == nil {
+						t.Fatalf("Validate() = nil, want an error for a %s in %s", name, field)
+					}
+					if !strings.Contains(err.Error(), "login: "+field+" ") || !strings.Contains(err.Error(), "control character") {
+						t.Errorf("Validate() = %q, want it to name %s and the control character", err, field)
+					}
+					if strings.Contains(err.Error(), secret[:4]) || strings.Contains(err.Error(), secret[4:]) {
+						t.Errorf("Validate() = %q, reveals the value", err)
+					}
+				})
+			}
+		}
+	}
+	for _, scheme := range []string{"Bearer x", " Bearer", "Bearer\u00a0"} {
+		ci := ConnectionInfo{Server: "https://a", Scheme: scheme, Token: "t"}
+		if err := ci.Validate(); err == nil || !strings.Contains(err.Error(), "login: Scheme ") {
+			t.Errorf("Validate() with Scheme %q = %v, want an error naming Scheme", scheme, err)
+		}
+	}
+	// Printable values, spaces inside a password and non-ASCII letters pass.
+	for _, ci := range []ConnectionInfo{
+		{Server: "https://a", Token: "eyJhbGciOiJSUzI1NiJ9.e30.c2ln-_~+/="},
+		{Server: "https://a", Username: "jörg", Password: "pass word ü€"},
+		{Server: "https://a", Scheme: "Negotiate"},
+	} {
+		if err := ci.Validate(); err != nil {
+			t.Errorf("Validate(%v) = %v, want nil", ci, err)
+		}
 	}
 }

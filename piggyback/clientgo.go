@@ -41,7 +41,7 @@ func ClientGo(ctx context.Context) (*login.ConnectionInfo, error) {
 			rules.Precedence = append(rules.Precedence, filepath.Join(u.HomeDir, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName))
 		}
 	}
-	return fromKubeconfig(ctx, rules, "")
+	return redacted(fromKubeconfig(ctx, rules, ""))
 }
 
 // defaultRules are client-go's default loading rules, with the home

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -26,18 +27,31 @@ const (
 	IDHomeKubeconfig     = "kubeconfig from ~/.kube/config"
 )
 
+// FallbackTimeout bounds each login attempt of a fallback handler (the
+// login.Timeout of every registration Defaults returns): an exec plugin
+// that hangs, or a kubeconfig on a stuck network file system, fails its
+// attempt after a minute and is retried with backoff, instead of keeping its
+// source logging in forever.
+const FallbackTimeout = time.Minute
+
 // Defaults are the handlers a vault falls back on when the operator
 // registers none: the kubeconfig named by --kubeconfig or $KUBECONFIG, the
 // in-cluster ServiceAccount, and ~/.kube/config, in that order of priority.
 // Each returns nothing when its source is absent, so the first present one
 // wins, as with controller-runtime's config.GetConfig; unlike it, a broken
-// higher one does not hide a working lower one.
+// higher one does not hide a working lower one. Each attempt is bounded by
+// FallbackTimeout.
 func Defaults() []login.Registration {
 	return []login.Registration{
-		{Handler: withPriority(explicitKubeconfig, PriorityExplicitKubeconfig), Options: []login.Option{login.ID(IDExplicitKubeconfig)}},
-		{Handler: withPriority(ServiceAccount, PriorityServiceAccount), Options: []login.Option{login.ID(IDServiceAccount)}},
-		{Handler: withPriority(homeOnly, PriorityHomeKubeconfig), Options: []login.Option{login.ID(IDHomeKubeconfig)}},
+		{Handler: withPriority(explicitKubeconfig, PriorityExplicitKubeconfig), Options: fallbackOptions(IDExplicitKubeconfig)},
+		{Handler: withPriority(ServiceAccount, PriorityServiceAccount), Options: fallbackOptions(IDServiceAccount)},
+		{Handler: withPriority(homeOnly, PriorityHomeKubeconfig), Options: fallbackOptions(IDHomeKubeconfig)},
 	}
+}
+
+// fallbackOptions are the options of every fallback registration.
+func fallbackOptions(id string) []login.Option {
+	return []login.Option{login.ID(id), login.Timeout(FallbackTimeout)}
 }
 
 // explicitKubeconfig is the kubeconfig the flag or $KUBECONFIG names.
@@ -50,7 +64,7 @@ func explicitKubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 		return nil, nil
 	}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
-	return fromKubeconfig(ctx, rules, "")
+	return redacted(fromKubeconfig(ctx, rules, ""))
 }
 
 // homeOnly is ~/.kube/config, when it exists.

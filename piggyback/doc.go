@@ -25,11 +25,29 @@
 //	priority 10  ~/.kube/config
 //
 // The vault hands out the highest priority that gave a credential, which is
-// controller-runtime's order, and logs which one won.
+// controller-runtime's order, and logs which one won. Every attempt of a
+// fallback handler is bounded by [FallbackTimeout] (a minute): a hung exec
+// plugin fails its attempt, which is then retried with backoff.
+//
+// # Plain http: a difference from client-go
+//
+// client-go takes a server without a scheme ("server: 10.0.0.1:6443",
+// "host:port") for plain http: clientcmd always, a rest.Config when it has no
+// CA, client certificate or Insecure; a rest.Config's token then goes out in
+// clear. These handlers never produce a credential for plain http unless the
+// server says http:// explicitly: a kubeconfig server without a scheme is a
+// permanent error naming the file, the context and the cluster, and a
+// rest.Config Host without a scheme that client-go would reach over http is
+// a permanent error too. Write https:// (or http://, to mean it).
 //
 // # Errors
 //
 // A broken kubeconfig — bad YAML, no current context, a context naming a
-// missing cluster or user, a file it names that cannot be read — is a
-// permanent error naming the file and the entry; no error quotes a secret.
+// missing cluster or user, a file it names (certificate-authority,
+// client-certificate, client-key, tokenFile) that is missing, unreadable, a
+// directory or not a regular file — is a permanent error naming the file,
+// the entry and the field, at the handler rather than later in the vault; no
+// error quotes a secret.
+// Errors client-go and url.Parse make quote a server or proxy-url verbatim:
+// every error of this package's handlers has URL user info redacted.
 package piggyback

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -40,15 +41,16 @@ func Kubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 // namespace. Relative paths are resolved against the file they appear in.
 //
 // A broken kubeconfig (bad YAML, no current context, a context naming a
-// missing cluster or user, a file it names that cannot be read) is an
-// error that names the file and the entry.
+// missing cluster or user, a file it names that is missing, unreadable or a
+// directory, a server without a scheme) is a permanent error that names the
+// file and the entry.
 func KubeconfigFrom(opts KubeconfigOptions) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
 		rules := defaultRules()
 		if opts.Path != "" {
 			rules.ExplicitPath = opts.Path
 		}
-		return fromKubeconfig(ctx, rules, opts.Context)
+		return redacted(fromKubeconfig(ctx, rules, opts.Context))
 	}
 }
 
@@ -94,15 +96,26 @@ func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
 	}
+	clusterWhere := fmt.Sprintf("kubeconfig %s: context %q: cluster %q", origin(cluster.LocationOfOrigin, where), contextName, kctx.Cluster)
+	if _, err := serverURL(cfg); err != nil {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: %w", clusterWhere, err))
+	}
 	namespace, _, err := clientConfig.Namespace()
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
 	}
 	info, err := fromRESTConfig(ctx, cfg, cluster.ProxyURL, namespace)
 	if err != nil {
-		return nil, fmt.Errorf("piggyback: %s: user %q: %w", origin(user.LocationOfOrigin, where), kctx.AuthInfo, err)
+		return nil, fmt.Errorf("piggyback: kubeconfig %s: user %q: %w", origin(user.LocationOfOrigin, where), kctx.AuthInfo, err)
 	}
 	return info, nil
+}
+
+// redacted hides URL user info in err: clientcmd's and url.Parse's errors
+// quote a server or proxy-url verbatim, password included. Every handler of
+// this package returns its errors through it.
+func redacted(info *login.ConnectionInfo, err error) (*login.ConnectionInfo, error) {
+	return info, redact.Error(err)
 }
 
 // existing lists the kubeconfig files the rules would read that exist.
@@ -123,9 +136,10 @@ func origin(location, fallback string) string {
 	return strings.TrimPrefix(fallback, "kubeconfig ")
 }
 
-// readable checks that every file the entries name can be read, so that a
-// missing certificate fails here, named with its entry, rather than later
-// in the transport.
+// readable checks that every file the entries name is a regular file that
+// can be read, so that a missing certificate, or a path naming a directory,
+// fails here, permanently and named with its entry and field, rather than
+// later in the transport, retryably and anonymously.
 func readable(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo, kctx *clientcmdapi.Context) error {
 	checks := []struct{ entry, kind, name, field, path string }{
 		{cluster.LocationOfOrigin, "cluster", kctx.Cluster, "certificate-authority", cluster.CertificateAuthority},
@@ -138,12 +152,31 @@ func readable(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo, kctx *
 		if c.path == "" {
 			continue
 		}
-		f, err := os.Open(c.path)
-		if err != nil {
+		if err := readableFile(c.path); err != nil {
 			errs = append(errs, fmt.Errorf("piggyback: kubeconfig %s: %s %q: %s: %w", c.entry, c.kind, c.name, c.field, err))
-			continue
 		}
-		f.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// readableFile checks that path is a regular file (after symbolic links, as
+// mounted Secrets use them) that this process can open. It checks the kind
+// first: opening a FIFO would block.
+func readableFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		kind := "not a regular file"
+		if fi.IsDir() {
+			kind = "a directory"
+		}
+		return fmt.Errorf("%s is %s", path, kind)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

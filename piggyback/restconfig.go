@@ -3,10 +3,13 @@ package piggyback
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -20,16 +23,16 @@ import (
 // Transport.
 func FromRESTConfig(cfg *rest.Config) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
-		return fromRESTConfig(ctx, cfg, "", "")
+		return redacted(fromRESTConfig(ctx, cfg, "", ""))
 	}
 }
 
 // fromRESTConfig maps cfg; proxyURL and namespace come from a kubeconfig,
 // which knows them as strings.
 func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace string) (*login.ConnectionInfo, error) {
-	u, _, err := rest.DefaultServerUrlFor(cfg)
+	u, err := serverURL(cfg)
 	if err != nil {
-		return nil, login.Permanent(fmt.Errorf("piggyback: rest.Config Host: %w", err))
+		return nil, login.Permanent(fmt.Errorf("piggyback: rest.Config: %w", err))
 	}
 	info := login.ConnectionInfo{
 		Server:           u.String(),
@@ -39,7 +42,7 @@ func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace s
 	if onlyClientGo(cfg, proxyURL) {
 		rt, err := rest.TransportFor(cfg)
 		if err != nil {
-			return nil, login.Permanent(fmt.Errorf("piggyback: client-go transport for %s: %w", info.Server, err))
+			return nil, login.Permanent(fmt.Errorf("piggyback: client-go transport for %s: %w", redact.Value(info.Server), err))
 		}
 		info.Transport, info.ProxyURL = rt, ""
 		return &info, nil
@@ -63,6 +66,25 @@ func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace s
 		info.Username, info.Password = cfg.Username, cfg.Password
 	}
 	return &info, nil
+}
+
+// serverURL is cfg's server as client-go resolves it, refused when it is
+// plain http that cfg.Host does not spell out. client-go takes a Host
+// without a scheme ("10.0.0.1:6443") for plain http — clientcmd always,
+// rest.Config when it has no CA, client certificate or Insecure — and the
+// credential would go out in clear; the vault sends a credential over http
+// only to a server that says http://. Errors quote the server with its user
+// info redacted.
+func serverURL(cfg *rest.Config) (*url.URL, error) {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if u.Scheme == "http" && !strings.HasPrefix(strings.ToLower(cfg.Host), "http://") {
+		return nil, fmt.Errorf("server %q has no scheme: client-go would take it for plain http and the credential would go out in clear; "+
+			"write https:// (or http:// to mean plain http)", redact.Value(cfg.Host))
+	}
+	return u, nil
 }
 
 // onlyClientGo tells whether cfg does something only client-go's own

@@ -55,7 +55,7 @@ func ServiceAccountIn(root string) login.Handler {
 		if ca := filepath.Join(root, "ca.crt"); fileExists(ca) {
 			base.CAPath = ca
 		}
-		return handlers.TokenFile(tokenPath, base)(ctx)
+		return redacted(handlers.TokenFile(tokenPath, base)(ctx))
 	}
 }
 

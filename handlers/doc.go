@@ -28,5 +28,7 @@
 // # Errors
 //
 // Every error names its source (the plugin, the file, the ServiceAccount)
-// and what was wrong; none quotes a token or a plugin's stdout.
+// and what was wrong; none quotes a token or a plugin's output. A plugin's
+// stderr goes to [ExecConfig].Stderr (default os.Stderr), never into an error
+// or a log line: the error says where it went.
 package handlers

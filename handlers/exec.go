@@ -25,7 +25,6 @@ import (
 // Limits on a plugin's output.
 const (
 	maxExecOutput = 1 << 20 // stdout beyond this is an error
-	stderrTail    = 2 << 10 // how much of stderr an error quotes
 	// execWaitDelay bounds the wait for the plugin's output pipes once it
 	// has exited or been killed, should a stray child hold them.
 	execWaitDelay = 2 * time.Second
@@ -49,7 +48,9 @@ type ExecConfig struct {
 	// Stdin is handed to the plugin in interactive mode, and only when it
 	// is a terminal. Default: os.Stdin.
 	Stdin *os.File
-	// Stderr receives the plugin's stderr. Default: os.Stderr.
+	// Stderr receives the plugin's stderr, as client-go passes it through.
+	// Default: os.Stderr. Errors never quote it: a plugin may print
+	// anything there, even its token; they say where it went.
 	Stderr io.Writer
 }
 
@@ -62,8 +63,8 @@ type ExecConfig struct {
 // reruns it in the background before it expires (no timestamp: the
 // credential lives until the server rejects it).
 //
-// Errors name the plugin and what went wrong; they quote the tail of its
-// stderr, never its stdout.
+// Errors name the plugin and what went wrong (its exit code or signal, and
+// where its stderr went); they quote neither its stderr nor its stdout.
 func Exec(cfg ExecConfig) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
 		out, err := cfg.run(ctx)
@@ -115,9 +116,8 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 		cmd.Stdin = cfg.stdin()
 	}
 	stdout := &limitedBuffer{max: maxExecOutput}
-	tail := &tailBuffer{max: stderrTail}
 	cmd.Stdout = stdout
-	cmd.Stderr = io.MultiWriter(cfg.stderr(), tail)
+	cmd.Stderr = cfg.stderr()
 	killGroupOnCancel(cmd)
 	cmd.WaitDelay = execWaitDelay
 
@@ -132,9 +132,9 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 		}
 		return nil, login.Permanent(errors.New(msg))
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("handlers: exec plugin %q stopped: %w", name, context.Cause(ctx))
+		return nil, fmt.Errorf("handlers: exec plugin %q stopped (stderr went to %s): %w", name, cfg.stderrName(), context.Cause(ctx))
 	case errors.As(err, &exitErr):
-		return nil, fmt.Errorf("handlers: exec plugin %q exited with code %d%s", name, exitErr.ExitCode(), tail.quote())
+		return nil, fmt.Errorf("handlers: exec plugin %q %s (stderr went to %s)", name, exitStatus(exitErr), cfg.stderrName())
 	default:
 		return nil, fmt.Errorf("handlers: exec plugin %q: %w", name, err)
 	}
@@ -182,6 +182,21 @@ func (cfg *ExecConfig) stderr() io.Writer {
 		return cfg.Stderr
 	}
 	return os.Stderr
+}
+
+// stderrName says where the plugin's stderr goes, for error messages.
+func (cfg *ExecConfig) stderrName() string {
+	switch w := cfg.Stderr.(type) {
+	case nil:
+		return "this process's stderr"
+	case *os.File:
+		if w == os.Stderr {
+			return "this process's stderr"
+		}
+		return fmt.Sprintf("ExecConfig.Stderr (file %s)", w.Name())
+	default:
+		return fmt.Sprintf("ExecConfig.Stderr (%T)", w)
+	}
 }
 
 // execInfo is KUBERNETES_EXEC_INFO: an ExecCredential with the spec only.
@@ -264,27 +279,4 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	}
 	b.buf.Write(p)
 	return n, nil
-}
-
-// tailBuffer keeps the last max bytes written.
-type tailBuffer struct {
-	buf []byte
-	max int
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.buf = append(b.buf, p...)
-	if extra := len(b.buf) - b.max; extra > 0 {
-		b.buf = b.buf[extra:]
-	}
-	return len(p), nil
-}
-
-// quote is the tail for an error message, or "" when stderr was empty.
-func (b *tailBuffer) quote() string {
-	s := string(bytes.TrimSpace(b.buf))
-	if s == "" {
-		return ""
-	}
-	return ": " + s
 }

@@ -3,6 +3,7 @@
 package handlers
 
 import (
+	"fmt"
 	"os/exec"
 	"syscall"
 )
@@ -15,4 +16,13 @@ func killGroupOnCancel(cmd *exec.Cmd) {
 	cmd.Cancel = func() error {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
+}
+
+// exitStatus says how the plugin ended: its exit code, or the signal that
+// killed it.
+func exitStatus(e *exec.ExitError) string {
+	if ws, ok := e.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "was killed by signal " + ws.Signal().String()
+	}
+	return fmt.Sprintf("exited with code %d", e.ExitCode())
 }

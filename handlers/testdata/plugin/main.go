@@ -81,6 +81,21 @@ func main() {
 		fmt.Print(`{"status":{"token":"stdout-secret-token"}}`)
 		fmt.Fprintln(os.Stderr, "plugin: the identity provider said no")
 		os.Exit(3)
+	case "stderr-token": // prints a token to stderr, none to stdout, and fails
+		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
+		os.Exit(1)
+	case "stderr-token-garbage": // a token on stderr, garbage on stdout, exit 0
+		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
+		fmt.Print("not a credential")
+		return
+	case "stderr-token-killed": // a token on stderr, then killed by a signal
+		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
+		p, _ := os.FindProcess(os.Getpid())
+		_ = p.Kill()
+		time.Sleep(time.Minute)
+	case "stderr-token-sleep": // a token on stderr, then hangs
+		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
+		time.Sleep(time.Minute)
 	case "huge":
 		fmt.Print(strings.Repeat("x", 2<<20))
 		return

@@ -32,6 +32,10 @@ const (
 
 // ExecConfig is a client-go credential plugin: the exec section of a
 // kubeconfig user, and the cluster it authenticates to.
+//
+// Every printed form (fmt's verbs, String, GoString, JSON, logr) redacts
+// what may be secret: env values (names stay), args, the extension config
+// and the cluster's credentials.
 type ExecConfig struct {
 	// ExecConfig is the exec section: command, args, env (added to the
 	// process environment), apiVersion (client.authentication.k8s.io/v1

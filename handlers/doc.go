@@ -17,7 +17,9 @@
 //
 // [TokenFile] reads a bearer token from a file on every login and makes sure
 // the file is read again at least every [RereadAfter], so tokens that the
-// kubelet rotates under a running pod are picked up. [Static] gives a fixed
+// kubelet rotates under a running pod are picked up. The file must be a
+// regular file of at most 1 MiB holding one token; it is never read beyond
+// that bound, and a named pipe never blocks a login. [Static] gives a fixed
 // credential.
 //
 // # ServiceAccount tokens

@@ -118,11 +118,11 @@ func TestTokenFileRejectsWhatIsNotAToken(t *testing.T) {
 func TestTokenFileAccepts(t *testing.T) {
 	dir := t.TempDir()
 	tests := map[string]struct{ content, want string }{
-		"CRLF at the end":       {"tok-1\r\n", "tok-1"},
-		"whitespace around":     {"\n\t tok-2 \t\r\n\n", "tok-2"},
-		"1 MiB exactly":         {strings.Repeat("b", maxTokenFile), strings.Repeat("b", maxTokenFile)},
-		"1 MiB with a newline":  {strings.Repeat("c", maxTokenFile-1) + "\n", strings.Repeat("c", maxTokenFile-1)},
-		"spaces around":         {"  eyJ.eyJ.sig  ", "eyJ.eyJ.sig"},
+		"CRLF at the end":      {"tok-1\r\n", "tok-1"},
+		"whitespace around":    {"\n\t tok-2 \t\r\n\n", "tok-2"},
+		"1 MiB exactly":        {strings.Repeat("b", maxTokenFile), strings.Repeat("b", maxTokenFile)},
+		"1 MiB with a newline": {strings.Repeat("c", maxTokenFile-1) + "\n", strings.Repeat("c", maxTokenFile-1)},
+		"spaces around":        {"  eyJ.eyJ.sig  ", "eyJ.eyJ.sig"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -11,7 +11,8 @@
 // or v1beta1), the programs kubeconfig users name in their exec section. The
 // plugin's expirationTimestamp lets the vault rerun it in the background
 // before its token expires: once per expiry, never once per request, and no
-// caller waits for it.
+// caller waits for it. The plugin runs in a process group of its own (on
+// unix), which ends when the plugin exits or its login's context ends.
 //
 // # Files and fixed credentials
 //

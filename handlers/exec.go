@@ -26,7 +26,8 @@ import (
 const (
 	maxExecOutput = 1 << 20 // stdout beyond this is an error
 	// execWaitDelay bounds the wait for the plugin's output pipes once it
-	// has exited or been killed, should a stray child hold them.
+	// has exited or been killed, should a process out of its group (which
+	// ended with it) hold them.
 	execWaitDelay = 2 * time.Second
 )
 
@@ -61,8 +62,10 @@ type ExecConfig struct {
 // Exec returns a handler that runs a client-go credential plugin
 // (client.authentication.k8s.io), as kubectl does: aws eks get-token,
 // gke-gcloud-auth-plugin, kubelogin and the like. The plugin runs without a
-// shell, under the login's context: a timeout or cancellation kills it and
-// its children. Its token or client certificate becomes the credential, and
+// shell, in a process group of its own (on unix), under the login's context:
+// a timeout or cancellation kills the group, and so does the plugin's exit,
+// so that a child it left behind cannot hold its output open; what it
+// printed before it exited is its output. Its token or client certificate becomes the credential, and
 // its expirationTimestamp the credential's Expiration, so that the vault
 // reruns it in the background before it expires (no timestamp: the
 // credential lives until the server rejects it).
@@ -72,11 +75,15 @@ type ExecConfig struct {
 func Exec(cfg ExecConfig) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
 		out, err := cfg.run(ctx)
-		if err != nil {
+		held := errors.Is(err, errStdoutHeldOpen)
+		if err != nil && !held {
 			return nil, err
 		}
 		r, err := parseExecCredential(cfg.APIVersion, out)
 		if err != nil {
+			if held {
+				return nil, fmt.Errorf("handlers: exec plugin %q: %w (a process it left behind, out of its process group, held stdout open after it exited)", cfg.Command, err)
+			}
 			return nil, fmt.Errorf("handlers: exec plugin %q: %w", cfg.Command, err)
 		}
 		info := clusterPart(cfg.Cluster)
@@ -120,12 +127,27 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 		cmd.Stdin = cfg.stdin()
 	}
 	stdout := &limitedBuffer{max: maxExecOutput}
-	cmd.Stdout = stdout
-	cmd.Stderr = cfg.stderr()
-	killGroupOnCancel(cmd)
+	var pipes outputPipes
+	defer pipes.close()
+	if cmd.Stdout, err = pipes.add(stdout); err != nil {
+		return nil, fmt.Errorf("handlers: exec plugin %q: %w", name, err)
+	}
+	if f, ok := cfg.stderr().(*os.File); ok {
+		cmd.Stderr = f // the plugin writes to it itself
+	} else if cmd.Stderr, err = pipes.add(cfg.stderr()); err != nil {
+		return nil, fmt.Errorf("handlers: exec plugin %q: %w", name, err)
+	}
+	ownGroup(cmd)
 	cmd.WaitDelay = execWaitDelay
 
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		pipes.start()
+		err = cmd.Wait()
+		// The plugin has exited (or was killed): what it left behind in
+		// its group goes too, so that nothing holds its output.
+		endGroup(cmd)
+		pipes.finish(ctx, execWaitDelay)
+	}
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
@@ -144,6 +166,11 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 	}
 	if stdout.overflow {
 		return nil, fmt.Errorf("handlers: exec plugin %q wrote more than %d bytes", name, maxExecOutput)
+	}
+	if pipes.heldOpen {
+		// A process out of the plugin's group holds stdout: what came
+		// before the plugin exited is taken as the whole output.
+		return stdout.buf.Bytes(), errStdoutHeldOpen
 	}
 	return stdout.buf.Bytes(), nil
 }

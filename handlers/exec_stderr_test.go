@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -97,5 +98,29 @@ func TestExecErrorSaysWhereStderrWent(t *testing.T) {
 	cfg.Stderr = nil
 	if _, err := run(t, cfg); err == nil || !strings.Contains(err.Error(), "stderr went to this process's stderr") {
 		t.Errorf("error = %v, want it to say stderr went to this process's stderr", err)
+	}
+}
+
+// failingWriter fails every write.
+type failingWriter struct{ calls int }
+
+func (w *failingWriter) Write([]byte) (int, error) {
+	w.calls++
+	return 0, errors.New("disk full")
+}
+
+// A Stderr that fails does not block the plugin on a full pipe, nor fail
+// the login; a plugin noisy on stderr is read to the end.
+func TestExecStderrWriterFails(t *testing.T) {
+	cfg, stderr := plugin(t, "noisy-stderr")
+	if info, err := run(t, cfg); err != nil || info.Token != "plugin-token-1" || stderr.Len() < 1<<20-6 {
+		t.Errorf("credential = %v, %v with %d bytes of stderr; want the token and all of stderr", info, err, stderr.Len())
+	}
+	w := &failingWriter{}
+	cfg.Stderr = w
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if info, err := Exec(cfg)(ctx); err != nil || info.Token != "plugin-token-1" || w.calls != 1 {
+		t.Errorf("credential = %v, %v after %d writes; want the token after one failed write", info, err, w.calls)
 	}
 }

@@ -98,6 +98,8 @@ func main() {
 	case "stderr-token-sleep": // a token on stderr, then hangs
 		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
 		time.Sleep(time.Minute)
+	case "noisy-stderr": // 1 MiB on stderr, then the credential
+		fmt.Fprint(os.Stderr, strings.Repeat("noise ", 1<<20/6))
 	case "huge":
 		fmt.Print(strings.Repeat("x", 2<<20))
 		return

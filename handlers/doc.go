@@ -11,13 +11,16 @@
 // or v1beta1), the programs kubeconfig users name in their exec section. The
 // plugin's expirationTimestamp lets the vault rerun it in the background
 // before its token expires: once per expiry, never once per request, and no
-// caller waits for it.
+// caller waits for it. The plugin runs in a process group of its own (on
+// unix), which ends when the plugin exits or its login's context ends.
 //
 // # Files and fixed credentials
 //
 // [TokenFile] reads a bearer token from a file on every login and makes sure
 // the file is read again at least every [RereadAfter], so tokens that the
-// kubelet rotates under a running pod are picked up. [Static] gives a fixed
+// kubelet rotates under a running pod are picked up. The file must be a
+// regular file of at most 1 MiB holding one token; it is never read beyond
+// that bound, and a named pipe never blocks a login. [Static] gives a fixed
 // credential.
 //
 // # ServiceAccount tokens
@@ -28,5 +31,7 @@
 // # Errors
 //
 // Every error names its source (the plugin, the file, the ServiceAccount)
-// and what was wrong; none quotes a token or a plugin's stdout.
+// and what was wrong; none quotes a token or a plugin's output. A plugin's
+// stderr goes to [ExecConfig].Stderr (default os.Stderr), never into an error
+// or a log line: the error says where it went.
 package handlers

@@ -25,14 +25,18 @@ import (
 // Limits on a plugin's output.
 const (
 	maxExecOutput = 1 << 20 // stdout beyond this is an error
-	stderrTail    = 2 << 10 // how much of stderr an error quotes
 	// execWaitDelay bounds the wait for the plugin's output pipes once it
-	// has exited or been killed, should a stray child hold them.
+	// has exited or been killed, should a process out of its group (which
+	// ended with it) hold them.
 	execWaitDelay = 2 * time.Second
 )
 
 // ExecConfig is a client-go credential plugin: the exec section of a
 // kubeconfig user, and the cluster it authenticates to.
+//
+// Every printed form (fmt's verbs, String, GoString, JSON, logr) redacts
+// what may be secret: env values (names stay), args, the extension config
+// and the cluster's credentials.
 type ExecConfig struct {
 	// ExecConfig is the exec section: command, args, env (added to the
 	// process environment), apiVersion (client.authentication.k8s.io/v1
@@ -49,29 +53,37 @@ type ExecConfig struct {
 	// Stdin is handed to the plugin in interactive mode, and only when it
 	// is a terminal. Default: os.Stdin.
 	Stdin *os.File
-	// Stderr receives the plugin's stderr. Default: os.Stderr.
+	// Stderr receives the plugin's stderr, as client-go passes it through.
+	// Default: os.Stderr. Errors never quote it: a plugin may print
+	// anything there, even its token; they say where it went.
 	Stderr io.Writer
 }
 
 // Exec returns a handler that runs a client-go credential plugin
 // (client.authentication.k8s.io), as kubectl does: aws eks get-token,
 // gke-gcloud-auth-plugin, kubelogin and the like. The plugin runs without a
-// shell, under the login's context: a timeout or cancellation kills it and
-// its children. Its token or client certificate becomes the credential, and
+// shell, in a process group of its own (on unix), under the login's context:
+// a timeout or cancellation kills the group, and so does the plugin's exit,
+// so that a child it left behind cannot hold its output open; what it
+// printed before it exited is its output. Its token or client certificate becomes the credential, and
 // its expirationTimestamp the credential's Expiration, so that the vault
 // reruns it in the background before it expires (no timestamp: the
 // credential lives until the server rejects it).
 //
-// Errors name the plugin and what went wrong; they quote the tail of its
-// stderr, never its stdout.
+// Errors name the plugin and what went wrong (its exit code or signal, and
+// where its stderr went); they quote neither its stderr nor its stdout.
 func Exec(cfg ExecConfig) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
 		out, err := cfg.run(ctx)
-		if err != nil {
+		held := errors.Is(err, errStdoutHeldOpen)
+		if err != nil && !held {
 			return nil, err
 		}
 		r, err := parseExecCredential(cfg.APIVersion, out)
 		if err != nil {
+			if held {
+				return nil, fmt.Errorf("handlers: exec plugin %q: %w (a process it left behind, out of its process group, held stdout open after it exited)", cfg.Command, err)
+			}
 			return nil, fmt.Errorf("handlers: exec plugin %q: %w", cfg.Command, err)
 		}
 		info := clusterPart(cfg.Cluster)
@@ -115,13 +127,27 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 		cmd.Stdin = cfg.stdin()
 	}
 	stdout := &limitedBuffer{max: maxExecOutput}
-	tail := &tailBuffer{max: stderrTail}
-	cmd.Stdout = stdout
-	cmd.Stderr = io.MultiWriter(cfg.stderr(), tail)
-	killGroupOnCancel(cmd)
+	var pipes outputPipes
+	defer pipes.close()
+	if cmd.Stdout, err = pipes.add(stdout); err != nil {
+		return nil, fmt.Errorf("handlers: exec plugin %q: %w", name, err)
+	}
+	if f, ok := cfg.stderr().(*os.File); ok {
+		cmd.Stderr = f // the plugin writes to it itself
+	} else if cmd.Stderr, err = pipes.add(cfg.stderr()); err != nil {
+		return nil, fmt.Errorf("handlers: exec plugin %q: %w", name, err)
+	}
+	ownGroup(cmd)
 	cmd.WaitDelay = execWaitDelay
 
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		pipes.start()
+		err = cmd.Wait()
+		// The plugin has exited (or was killed): what it left behind in
+		// its group goes too, so that nothing holds its output.
+		endGroup(cmd)
+		pipes.finish(ctx, execWaitDelay)
+	}
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
@@ -132,14 +158,19 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 		}
 		return nil, login.Permanent(errors.New(msg))
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("handlers: exec plugin %q stopped: %w", name, context.Cause(ctx))
+		return nil, fmt.Errorf("handlers: exec plugin %q stopped (stderr went to %s): %w", name, cfg.stderrName(), context.Cause(ctx))
 	case errors.As(err, &exitErr):
-		return nil, fmt.Errorf("handlers: exec plugin %q exited with code %d%s", name, exitErr.ExitCode(), tail.quote())
+		return nil, fmt.Errorf("handlers: exec plugin %q %s (stderr went to %s)", name, exitStatus(exitErr), cfg.stderrName())
 	default:
 		return nil, fmt.Errorf("handlers: exec plugin %q: %w", name, err)
 	}
 	if stdout.overflow {
 		return nil, fmt.Errorf("handlers: exec plugin %q wrote more than %d bytes", name, maxExecOutput)
+	}
+	if pipes.heldOpen {
+		// A process out of the plugin's group holds stdout: what came
+		// before the plugin exited is taken as the whole output.
+		return stdout.buf.Bytes(), errStdoutHeldOpen
 	}
 	return stdout.buf.Bytes(), nil
 }
@@ -182,6 +213,21 @@ func (cfg *ExecConfig) stderr() io.Writer {
 		return cfg.Stderr
 	}
 	return os.Stderr
+}
+
+// stderrName says where the plugin's stderr goes, for error messages.
+func (cfg *ExecConfig) stderrName() string {
+	switch w := cfg.Stderr.(type) {
+	case nil:
+		return "this process's stderr"
+	case *os.File:
+		if w == os.Stderr {
+			return "this process's stderr"
+		}
+		return fmt.Sprintf("ExecConfig.Stderr (file %s)", w.Name())
+	default:
+		return fmt.Sprintf("ExecConfig.Stderr (%T)", w)
+	}
 }
 
 // execInfo is KUBERNETES_EXEC_INFO: an ExecCredential with the spec only.
@@ -264,27 +310,4 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	}
 	b.buf.Write(p)
 	return n, nil
-}
-
-// tailBuffer keeps the last max bytes written.
-type tailBuffer struct {
-	buf []byte
-	max int
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.buf = append(b.buf, p...)
-	if extra := len(b.buf) - b.max; extra > 0 {
-		b.buf = b.buf[extra:]
-	}
-	return len(p), nil
-}
-
-// quote is the tail for an error message, or "" when stderr was empty.
-func (b *tailBuffer) quote() string {
-	s := string(bytes.TrimSpace(b.buf))
-	if s == "" {
-		return ""
-	}
-	return ": " + s
 }

@@ -184,7 +184,7 @@ func TestExecErrors(t *testing.T) {
 		{"bad version", "", func(c *ExecConfig) { c.APIVersion = "client.authentication.k8s.io/v1alpha1" }, `apiVersion "client.authentication.k8s.io/v1alpha1" is not supported`, true},
 		{"v1 without interactive mode", "", func(c *ExecConfig) { c.InteractiveMode = "" }, "interactiveMode must be set", true},
 		{"bad interactive mode", "", func(c *ExecConfig) { c.InteractiveMode = "Sometimes" }, `interactiveMode "Sometimes"`, true},
-		{"exit code", "fail", nil, "exited with code 3: plugin: the identity provider said no", false},
+		{"exit code", "fail", nil, "exited with code 3 (stderr went to ExecConfig.Stderr (*bytes.Buffer))", false},
 		{"not json", "not-json", nil, "output is not a JSON object (syntax error at byte", false},
 		{"wrong version", "wrong-version", nil, `output has apiVersion "client.authentication.k8s.io/v1alpha1", want "client.authentication.k8s.io/v1"`, false},
 		{"wrong kind", "wrong-kind", nil, `output has kind "Secret", want "ExecCredential"`, false},

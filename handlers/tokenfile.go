@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -16,10 +18,18 @@ import (
 // is read again: projected service-account tokens rotate under a running pod.
 const RereadAfter = time.Minute
 
+// maxTokenFile bounds a token file: a larger file is an error, and no more
+// than this is read.
+const maxTokenFile = 1 << 20
+
 // TokenFile returns a handler that reads a bearer token from path on every
 // login and combines it with base, which gives the server, CA and the rest.
-// Surrounding whitespace is trimmed; an empty or unreadable file is an error
-// that names the path.
+// Surrounding whitespace is trimmed. The file must be a regular file (or a
+// symbolic link to one) of at most 1 MiB holding one token: a missing,
+// unreadable, empty or larger file, a directory, a named pipe or a device,
+// and a token with a control character inside (CR, LF, NUL, tab...) are
+// errors that name the path and never quote the content. A directory, any
+// other non-regular file and a file it may not read are permanent errors.
 //
 // The credential expires at the token's exp claim when it is a JWT, and in
 // any case RereadAfter after it was read, so the vault rereads the file in
@@ -28,16 +38,9 @@ const RereadAfter = time.Minute
 func TokenFile(path string, base login.ConnectionInfo) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
 		now := clockctx.Now(ctx)
-		raw, err := os.ReadFile(path)
+		token, err := readToken(path)
 		if err != nil {
-			if errors.Is(err, os.ErrPermission) {
-				return nil, login.Permanent(fmt.Errorf("handlers: token file: %w", err))
-			}
-			return nil, fmt.Errorf("handlers: token file: %w", err)
-		}
-		token := strings.TrimSpace(string(raw))
-		if token == "" {
-			return nil, fmt.Errorf("handlers: token file %s is empty", path)
+			return nil, err
 		}
 		info := base
 		info.Token = token
@@ -49,5 +52,65 @@ func TokenFile(path string, base login.ConnectionInfo) login.Handler {
 			info.Expiration = base.Expiration
 		}
 		return &info, nil
+	}
+}
+
+// readToken reads the one token in the file at path, reading no more than
+// maxTokenFile bytes and never blocking on a named pipe.
+func readToken(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|openNonBlocking, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return "", login.Permanent(fmt.Errorf("handlers: token file: %w", err))
+		}
+		return "", fmt.Errorf("handlers: token file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("handlers: token file: %w", err)
+	}
+	switch mode := st.Mode(); {
+	case mode.IsDir():
+		return "", login.Permanent(fmt.Errorf("handlers: token file %s is a directory", path))
+	case !mode.IsRegular():
+		return "", login.Permanent(fmt.Errorf("handlers: token file %s is not a regular file (%s)", path, fileKind(mode)))
+	case st.Size() > maxTokenFile:
+		return "", fmt.Errorf("handlers: token file %s is larger than 1 MiB (%d bytes)", path, st.Size())
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", fmt.Errorf("handlers: token file: %w", err)
+	}
+	if len(raw) > maxTokenFile {
+		return "", fmt.Errorf("handlers: token file %s is larger than 1 MiB", path)
+	}
+	token := strings.TrimSpace(string(raw))
+	if token == "" {
+		return "", fmt.Errorf("handlers: token file %s is empty", path)
+	}
+	if i := strings.IndexFunc(token, isControl); i >= 0 {
+		return "", fmt.Errorf("handlers: token file %s holds a control character inside the token (at byte %d); want one token on one line", path, i)
+	}
+	return token, nil
+}
+
+// isControl reports an ASCII control character: no header value may hold
+// one (HTTP allows a tab, but no token has one).
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// fileKind names what a non-regular file is.
+func fileKind(mode fs.FileMode) string {
+	switch {
+	case mode&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case mode&fs.ModeSocket != 0:
+		return "a socket"
+	case mode&fs.ModeCharDevice != 0:
+		return "a character device"
+	case mode&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return "mode " + mode.Type().String()
 	}
 }

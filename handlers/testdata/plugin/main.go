@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -81,11 +83,67 @@ func main() {
 		fmt.Print(`{"status":{"token":"stdout-secret-token"}}`)
 		fmt.Fprintln(os.Stderr, "plugin: the identity provider said no")
 		os.Exit(3)
+	case "stderr-token": // prints a token to stderr, none to stdout, and fails
+		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
+		os.Exit(1)
+	case "stderr-token-garbage": // a token on stderr, garbage on stdout, exit 0
+		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
+		fmt.Print("not a credential")
+		return
+	case "stderr-token-killed": // a token on stderr, then killed by a signal
+		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
+		p, _ := os.FindProcess(os.Getpid())
+		_ = p.Kill()
+		time.Sleep(time.Minute)
+	case "stderr-token-sleep": // a token on stderr, then hangs
+		fmt.Fprintln(os.Stderr, "plugin: here is stderr-secret-token-123 for debugging")
+		time.Sleep(time.Minute)
+	case "noisy-stderr": // 1 MiB on stderr, then the credential
+		fmt.Fprint(os.Stderr, strings.Repeat("noise ", 1<<20/6))
 	case "huge":
 		fmt.Print(strings.Repeat("x", 2<<20))
 		return
 	case "sleep":
 		time.Sleep(time.Minute)
+	case "daemon", "daemon-garbage", "daemon-fail", "daemon-stderr", "daemon-setsid":
+		// starts a child that sleeps holding stdout (daemon-stderr: only
+		// stderr; daemon-setsid: in a session of its own), writes its pid,
+		// prints its output and exits at once
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), "PLUGIN_MODE=sleep")
+		child.Stderr = os.Stderr
+		if os.Getenv("PLUGIN_MODE") != "daemon-stderr" {
+			child.Stdout = os.Stdout
+		}
+		if os.Getenv("PLUGIN_MODE") == "daemon-setsid" {
+			newSession(child)
+		}
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = os.WriteFile(os.Getenv("PLUGIN_PIDFILE"), []byte(strconv.Itoa(child.Process.Pid)), 0o600)
+		switch os.Getenv("PLUGIN_MODE") {
+		case "daemon-garbage":
+			fmt.Print("not a credential")
+			os.Exit(0)
+		case "daemon-fail":
+			os.Exit(2)
+		}
+	case "hang": // ignores the signals a polite stop sends, starts a child holding stdout, writes "plugin child" pids, hangs
+		signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), "PLUGIN_MODE=sleep")
+		child.Stdout = os.Stdout
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = os.WriteFile(os.Getenv("PLUGIN_PIDFILE"), []byte(fmt.Sprintf("%d %d", os.Getpid(), child.Process.Pid)), 0o600)
+		fmt.Print(`{"apiVersion":`) // a partial credential
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "child": // starts a child, writes its pid, and waits
 		child := exec.Command(os.Args[0])
 		child.Env = append(os.Environ(), "PLUGIN_MODE=sleep")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -74,7 +75,7 @@ func (id identity) withoutClientCert() identity {
 func newIdentity(info *login.ConnectionInfo) (identity, error) {
 	u, err := url.Parse(info.Server)
 	if err != nil {
-		return identity{}, fmt.Errorf("vault: Server is not a URL: %w", err)
+		return identity{}, fmt.Errorf("vault: Server is not a URL: %w", redact.Error(err))
 	}
 	m := &tlsMaterial{}
 	for _, f := range []struct {
@@ -117,7 +118,7 @@ func newIdentity(info *login.ConnectionInfo) (identity, error) {
 func newRoute(info *login.ConnectionInfo, p *pool) (*route, error) {
 	u, err := url.Parse(info.Server)
 	if err != nil {
-		return nil, fmt.Errorf("vault: Server is not a URL: %w", err)
+		return nil, fmt.Errorf("vault: Server is not a URL: %w", redact.Error(err))
 	}
 	r := &route{scheme: u.Scheme, host: u.Host, prefix: strings.TrimSuffix(u.EscapedPath(), "/")}
 	if h := authorization(info); h != "" {
@@ -178,10 +179,47 @@ func (b base) relative(u *url.URL) (string, bool) {
 		return path, true
 	}
 	rest, ok := strings.CutPrefix(path, b.prefix)
-	if !ok || (rest != "" && rest[0] != '/') {
+	if !ok || (rest != "" && rest[0] != '/') || leavesRoot(rest) {
 		return "", false
 	}
 	return rest, true
+}
+
+// leavesRoot tells whether the escaped path p climbs above its own root
+// once dot segments are resolved, as the server or a proxy in front of it
+// may resolve them: "/../c-2" below "/k8s/clusters/c-1" is c-2's path, and
+// must not carry c-1's credential. Dots may come percent-encoded, even
+// twice, a slash as "%2F" or a backslash, and ".." with a ";param" tail;
+// a path that does not decode is taken to leave too. A path that leaves
+// and comes back is counted as leaving: clients do not send such paths.
+func leavesRoot(p string) bool {
+	if !strings.Contains(p, "/.") && !strings.ContainsAny(p, `%\`) {
+		return false // the common case: nothing to resolve
+	}
+	for range 3 {
+		decoded, err := url.PathUnescape(p)
+		if err != nil {
+			return true
+		}
+		if decoded == p {
+			break
+		}
+		p = decoded
+	}
+	depth := 0
+	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
+		seg, _, _ = strings.Cut(seg, ";")
+		switch seg {
+		case ".":
+		case "..":
+			if depth--; depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
 }
 
 func (r *route) base() base { return base{r.scheme, r.host, r.prefix} }

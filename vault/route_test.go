@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/authvault/authvault/internal/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -113,5 +116,76 @@ func TestUnreadableCertificateFailsTheLogin(t *testing.T) {
 	v2.OnLogin(handlerOf(login.ConnectionInfo{Server: "https://a", CAPath: garbage}), login.Retries(0))
 	if le := selectErr(t, v2); !strings.Contains(le.Error(), "CAPath") || !strings.Contains(le.Error(), "neither PEM nor base64") {
 		t.Errorf("LoginError = %v, want the CA file's problem named", le)
+	}
+}
+
+// A path that climbs out of its server's path prefix once dot segments are
+// resolved, however it spells them, carries no credential: with a server
+// https://h/k8s/clusters/c-1, /k8s/clusters/c-1/../c-2 is c-2's.
+func TestDotSegmentsDoNotLeaveThePrefix(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{} // request URI: Authorization
+	ca := testpki.NewCA(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.RequestURI] = r.Header.Get("Authorization")
+		mu.Unlock()
+	}))
+	srv.TLS = ca.ServerTLS(t, "api", nil)
+	srv.StartTLS()
+	defer srv.Close()
+	prefix := srv.URL + "/k8s/clusters/c-1"
+	v := New(Options{NoFallback: true})
+	defer v.Close()
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: prefix, CAData: ca.PEM, Token: "c-1-token"}))
+
+	below := []string{
+		"/api/v1/pods",
+		"",
+		"/api/v1/namespaces/a%3Ab/pods",
+		"/api/v1/../v1/pods", // down and up again, still below
+		"/api/v1/namespaces/..data",
+		"/api/.../x",
+	}
+	escaping := []string{
+		"/../c-2/api",
+		"/./../c-2/api",
+		"/%2e%2e/c-2/api",
+		"/%2E%2e/c-2/api",
+		"/..%2Fc-2/api",
+		"/..%2fc-2/api",
+		"/%252e%252e/c-2/api",
+		"/%25252e%25252e/c-2/api",
+		"/..%5Cc-2/api",
+		"/..;/c-2/api",
+		"/api/../../c-2/api",
+		"/api/v1/%2e%2e/%2e%2e/%2e%2e/c-2",
+	}
+	for _, tc := range []struct {
+		paths    []string
+		wantAuth string
+	}{{below, "Bearer c-1-token"}, {escaping, ""}} {
+		for _, p := range tc.paths {
+			u, err := url.Parse(prefix + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := (&http.Client{Transport: v.Transport()}).Do(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}})
+			if err != nil {
+				// No credential: the default transport does not trust the
+				// test CA, so the request fails before it is sent.
+				if tc.wantAuth == "" {
+					continue
+				}
+				t.Fatalf("GET %s: %v", p, err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			auth, seen := got[u.RequestURI()]
+			mu.Unlock()
+			if !seen || auth != tc.wantAuth {
+				t.Errorf("GET %s: server saw Authorization %q (request seen: %v), want %q", p, auth, seen, tc.wantAuth)
+			}
+		}
 	}
 }

@@ -34,10 +34,12 @@ func (e *UnauthorizedError) Error() string {
 // be replayed (no body, or GetBody), sends it again with the next credential,
 // through at most one login.
 //
-// A request that carries its own Authorization header is routed but not
-// authenticated, and its 401 invalidates nothing. A request for a URL that is
-// not below a server the vault knows (a redirect to another host) is sent
-// with no credential at all.
+// A request that carries its own Authorization header is sent to the server
+// it names, with the TLS settings of a credential for that server but no
+// credential, and its 401 invalidates nothing. A request for a URL that is
+// not below a server the vault knows (a redirect to another host), or whose
+// path climbs out of its server's path prefix once dot segments are
+// resolved, is sent with no credential at all.
 func (v *Vault) Transport() http.RoundTripper { return (*roundTripper)(v) }
 
 type roundTripper Vault

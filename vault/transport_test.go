@@ -445,3 +445,39 @@ func TestAuthenticatorOutage(t *testing.T) {
 	}
 	t.Logf("outage: %d LoginErrors, %d 401s, %d logins in %v", loginErrors, unauthorized, logins, elapsed)
 }
+
+// A request that brings its own Authorization for server a is sent to a,
+// never rerouted to the server of the credential the vault selected: b
+// must not receive a's token.
+func TestOwnAuthorizationKeepsItsHost(t *testing.T) {
+	ca := testpki.NewCA(t)
+	a := newAPIServer(t, ca, nil, "")
+	b := newAPIServer(t, ca, nil, "/k8s/clusters/c-1")
+	a.allow("token-a")
+	b.allow("token-b")
+	a.allow("callers-own")
+	v := New(Options{NoFallback: true})
+	defer v.Close()
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: a.URL(), CAData: ca.PEM, Token: "token-a"}), login.ID("a"))
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: b.URL(), CAData: ca.PEM, Token: "token-b"}), login.ID("b"))
+	mustSelect(t, v)
+	eventually(t, "both credentials", func() bool { return v.snap.Load().size() == 2 })
+	for range 40 {
+		req, _ := http.NewRequest(http.MethodGet, a.URL()+"/api/v1/namespaces", nil)
+		req.Header.Set("Authorization", "Bearer callers-own")
+		if status, body := send(t, v, req); status != 200 {
+			t.Fatalf("GET with an own token = %d %s", status, body)
+		}
+	}
+	for _, r := range b.seen() {
+		t.Errorf("server b saw %s with %q: a request with its own Authorization was rerouted", r.Path, r.Auth)
+	}
+	if n := len(a.seen()); n != 40 {
+		t.Errorf("server a saw %d requests, want 40", n)
+	}
+	for _, r := range a.seen() {
+		if r.Auth != "Bearer callers-own" {
+			t.Errorf("server a saw %q, want the caller's own header", r.Auth)
+		}
+	}
+}

@@ -42,6 +42,74 @@ type pooled struct {
 	refs      int          // credentials using it; guarded by pool.mu
 	unused    time.Time    // when refs last fell to 0; guarded by pool.mu
 	conns     atomic.Int64 // connections open now
+
+	// Once the vault is closed (closing), every connection is closed as
+	// soon as no response is in flight: closing only the idle ones would
+	// leave those of a request or a watch running at Close open until
+	// their idle timeout.
+	inFlight atomic.Int64 // responses whose body is not yet read or closed
+	closing  atomic.Bool
+	connsMu  sync.Mutex
+	open     map[*countedConn]struct{} // guarded by connsMu
+}
+
+// RoundTrip sends req through t's transport and counts its response as in
+// flight until its body is read to the end or closed.
+func (t *pooled) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.inFlight.Add(1)
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		t.finished()
+		return resp, err
+	}
+	resp.Body = trackBody(resp.Body, t.finished)
+	return resp, nil
+}
+
+// finished notes the end of a response: the last one after Close closes
+// every connection.
+func (t *pooled) finished() {
+	if t.inFlight.Add(-1) == 0 && t.closing.Load() {
+		t.closeAll()
+	}
+}
+
+// shut closes t's idle connections now and the others once their last
+// response finishes.
+func (t *pooled) shut() {
+	t.closing.Store(true)
+	if t.closeIdle != nil {
+		t.closeIdle()
+	}
+	if t.inFlight.Load() == 0 {
+		t.closeAll()
+	}
+}
+
+// closeAll closes every connection t has open.
+func (t *pooled) closeAll() {
+	t.connsMu.Lock()
+	conns := make([]*countedConn, 0, len(t.open))
+	for c := range t.open {
+		conns = append(conns, c)
+	}
+	t.connsMu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// dialed counts c among t's open connections.
+func (t *pooled) dialed(c net.Conn) net.Conn {
+	cc := &countedConn{Conn: c, owner: t}
+	t.conns.Add(1)
+	t.connsMu.Lock()
+	if t.open == nil {
+		t.open = map[*countedConn]struct{}{}
+	}
+	t.open[cc] = struct{}{}
+	t.connsMu.Unlock()
+	return cc
 }
 
 // pool keeps one transport per TLS identity. A transport whose credentials
@@ -65,9 +133,9 @@ type pool struct {
 	sweep   clock.Timer // armed while retired is not empty
 	closed  bool
 
-	plainOnce  sync.Once // builds plainRT for requests the vault does not route
-	plainRT    http.RoundTripper
-	plainClose func()
+	plainOnce   sync.Once // builds plainRT for requests the vault does not route
+	plainRT     http.RoundTripper
+	plainPooled *pooled // plainRT's transport, once built
 }
 
 func newPool(spawn func(func()) bool) *pool {
@@ -164,7 +232,8 @@ func (p *pool) openConns() (live, retired int64) {
 	return live, retired
 }
 
-// close closes the idle connections of every transport and stops sweeping.
+// close stops sweeping and closes the connections of every transport: idle
+// ones at once, the others as soon as the last response on them finishes.
 func (p *pool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -174,17 +243,14 @@ func (p *pool) close() {
 		p.sweep = nil
 	}
 	for _, t := range p.live {
-		if t.closeIdle != nil {
-			t.closeIdle()
-		}
+		t.shut()
 	}
 	for _, t := range p.retired {
-		t.closeIdle()
+		t.shut()
 	}
-	p.retired = nil
 	p.plainOnce.Do(func() { p.plainRT = closedTransport{} })
-	if p.plainClose != nil {
-		p.plainClose()
+	if p.plainPooled != nil {
+		p.plainPooled.shut()
 	}
 }
 
@@ -214,8 +280,7 @@ func buildTransport(id identity) (*pooled, error) {
 			if err != nil {
 				return nil, err
 			}
-			t.conns.Add(1)
-			return &countedConn{Conn: c, open: &t.conns}, nil
+			return t.dialed(c), nil
 		},
 	}
 	if id.key.proxy != "" {
@@ -231,16 +296,19 @@ func buildTransport(id identity) (*pooled, error) {
 	return t, nil
 }
 
-// countedConn keeps its transport's count of open connections.
+// countedConn keeps its transport's count and set of open connections.
 type countedConn struct {
 	net.Conn
-	open   *atomic.Int64
+	owner  *pooled
 	closed atomic.Bool
 }
 
 func (c *countedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
-		c.open.Add(-1)
+		c.owner.conns.Add(-1)
+		c.owner.connsMu.Lock()
+		delete(c.owner.open, c)
+		c.owner.connsMu.Unlock()
 	}
 	return c.Conn.Close()
 }
@@ -254,8 +322,7 @@ func (p *pool) plain() http.RoundTripper {
 			p.plainRT = http.DefaultTransport
 			return
 		}
-		p.plainRT = t.rt
-		p.plainClose = t.closeIdle
+		p.plainRT, p.plainPooled = t, t
 	})
 	return p.plainRT
 }

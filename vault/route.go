@@ -135,7 +135,7 @@ func newRoute(info *login.ConnectionInfo, p *pool) (*route, error) {
 	if r.pool, err = p.acquire(id); err != nil {
 		return nil, err
 	}
-	r.rt, r.bare = r.pool.rt, r.pool
+	r.rt, r.bare = r.pool, r.pool
 	if id.hasClientCert() {
 		if r.bare, err = p.acquire(id.withoutClientCert()); err != nil {
 			p.release(r.pool)

@@ -170,7 +170,7 @@ func (v *Vault) ownAuthTransport(b base, r *route) http.RoundTripper {
 	case r == nil:
 		return v.pool.plain()
 	case r.bare != nil:
-		return r.bare.rt
+		return r.bare
 	default:
 		return r.rt // the credential's own Transport
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -479,5 +480,59 @@ func TestOwnAuthorizationKeepsItsHost(t *testing.T) {
 		if r.Auth != "Bearer callers-own" {
 			t.Errorf("server a saw %q, want the caller's own header", r.Auth)
 		}
+	}
+}
+
+// Close closes the idle connections at once and the others as soon as the
+// last response on them finishes: a watch running at Close goes on, and
+// its connection closes when it ends, not at the idle timeout.
+func TestCloseClosesConnectionsOnceTheirResponsesFinish(t *testing.T) {
+	for _, http2 := range []bool{true, false} {
+		t.Run(fmt.Sprintf("http2=%v", http2), func(t *testing.T) {
+			ca := testpki.NewCA(t)
+			srv := newAPIServer(t, ca, nil, "")
+			if !http2 {
+				srv.srv.Close()
+				srv.srv = httptest.NewUnstartedServer(srv.srv.Config.Handler)
+				srv.srv.TLS = ca.ServerTLS(t, "api", nil)
+				srv.srv.TLS.NextProtos = []string{"http/1.1"}
+				srv.srv.StartTLS()
+				t.Cleanup(srv.srv.Close)
+			}
+			srv.allow("t")
+			v := New(Options{NoFallback: true})
+			defer v.Close()
+			v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "t"}))
+			client := &http.Client{Transport: v.Transport()}
+			resp, err := client.Get(srv.URL() + "/api/v1/watch")
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("watch = %v %v", resp, err)
+			}
+			defer resp.Body.Close()
+			if status, _ := get(t, v, srv.URL()+"/x"); status != 200 { // another, finished
+				t.Fatal("GET failed")
+			}
+			if resp.ProtoMajor != 2 == http2 {
+				t.Fatalf("watch over %s, want http2=%v", resp.Proto, http2)
+			}
+			open := func() int64 {
+				live, retired := v.pool.openConns()
+				return live + retired
+			}
+			lines := bufio.NewScanner(resp.Body)
+			lines.Scan()
+
+			v.Close()
+			for range 5 {
+				if !lines.Scan() {
+					t.Fatalf("the watch ended at Close: %v", lines.Err())
+				}
+			}
+			if open() == 0 {
+				t.Fatal("Close closed the connection of a running watch")
+			}
+			resp.Body.Close()
+			eventually(t, "every connection to close", func() bool { return open() == 0 })
+		})
 	}
 }

@@ -36,7 +36,8 @@ type Settings struct {
 	// login gives up on this handler for the round. Default: Unlimited.
 	Retries int
 	// BackoffInitial and BackoffMax bound the exponential delay (factor 2,
-	// with jitter) between failed attempts. Defaults: 1 s and 1 min.
+	// with jitter) between failed attempts; BackoffInitial is also the
+	// least time between two logins. Defaults: 1 s and 1 min.
 	BackoffInitial, BackoffMax time.Duration
 	// Timeout bounds one attempt through its context. Default: none.
 	Timeout time.Duration
@@ -53,7 +54,9 @@ func ID(name string) Option { return func(s *Settings) { s.ID = name } }
 func Retries(n int) Option { return func(s *Settings) { s.Retries = n } }
 
 // Backoff sets the exponential delay between failed attempts: it starts at
-// initial, doubles with some jitter, and never exceeds max.
+// initial, doubles with some jitter, and never exceeds max. initial is also
+// the login floor: the vault starts two logins of the handler at least
+// initial apart, however short its credentials live.
 func Backoff(initial, max time.Duration) Option {
 	return func(s *Settings) { s.BackoffInitial, s.BackoffMax = initial, max }
 }

@@ -19,6 +19,15 @@
 // the backoff, Select fails at once instead of waiting. A handler that heals
 // is picked up at its next login, without a restart.
 //
+// Two logins of one handler are at least its initial backoff apart (the
+// login floor), so that credentials that live a few milliseconds cannot make
+// it log in in a loop. A handler is never called while an earlier call of it
+// still runs: when an attempt gives up on a call at the handler's timeout
+// (the handler ignores its context), the next attempt waits for that call at
+// most one more timeout, and otherwise ends the login, so that callers get a
+// LoginError rather than wait on a handler that may never return. The log
+// and the authvault_abandoned_calls gauge show such a call.
+//
 // # Expiry and refresh
 //
 // A credential with an expiration is handed out until its expiration less a
@@ -27,14 +36,35 @@
 // 30 s, at most half of it, moved earlier by a random part of up to half that
 // window), and keeps serving the old credential until the new one arrives. A
 // failed refresh is retried with backoff; the old credential serves until it
-// expires. In steady state, no caller ever waits for a login.
+// expires. In steady state, no caller ever waits for a login. A credential
+// that arrives already inside its refresh window (it lives less than a few
+// backoffs) is refreshed after the handler's next backoff step instead of at
+// once, and the step grows until a credential with a sound lifetime comes.
 //
 // # Rejected credentials
 //
 // The vault remembers the last few credentials of each handler that were
 // invalidated ([Options.Remembered]), by a digest of their authentication
 // material, and refuses a handler that returns one of them again: a token the
-// server rejected does not come back in a loop.
+// server rejected does not come back in a loop. A handler that gives nothing
+// but such a credential (a static token) ends its part of the login at once,
+// as one that returns nothing does: waiting callers get a LoginError carrying
+// the 401, and the handler runs again after its backoff.
+//
+// A credential that the server rejects before it served any request is a
+// strike against its handler, counted once however many requests met its
+// 401; the second strike in a row makes the handler back off (a broken
+// handler, an authenticator outage). A credential that serves clears the
+// strikes and the backoff.
+//
+// # Where credentials go
+//
+// A request gets a credential only when its URL is below a server the vault
+// knows; a path that climbs out of that server's path prefix once dot
+// segments are resolved, however they are encoded, gets none. A request that
+// brings its own Authorization header goes to the host it names, with no
+// credential. After Close, every connection closes as soon as the last
+// response on it finishes.
 //
 // # Concurrency
 //

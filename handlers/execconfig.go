@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -127,11 +128,7 @@ func (cfg ExecConfig) GoString() string { return cfg.String() }
 
 // Format makes every fmt verb print the redacted form.
 func (cfg ExecConfig) Format(f fmt.State, verb rune) {
-	s := cfg.String()
-	if verb == 'q' {
-		s = strconv.Quote(s)
-	}
-	_, _ = f.Write([]byte(s))
+	redact.Print(f, verb, cfg.String())
 }
 
 // MarshalJSON encodes the redacted form, with the kubeconfig's field names.

@@ -204,11 +204,7 @@ func (ci ConnectionInfo) GoString() string { return ci.String() }
 // Format makes every fmt verb (%v, %+v, %#v, %s, %q, %x, ...) print the
 // redacted form, so no verb prints a raw field.
 func (ci ConnectionInfo) Format(f fmt.State, verb rune) {
-	s := ci.String()
-	if verb == 'q' {
-		s = strconv.Quote(s)
-	}
-	_, _ = f.Write([]byte(s))
+	redact.Print(f, verb, ci.String())
 }
 
 // MarshalJSON encodes the redacted form.

@@ -275,12 +275,16 @@ func (e *redacted) Error() string { return e.msg }
 func (e *redacted) Unwrap() error { return e.err }
 
 // Format prints the redacted message for every verb; %q quotes it.
-func (e *redacted) Format(f fmt.State, verb rune) {
-	s := e.msg
+func (e *redacted) Format(f fmt.State, verb rune) { Print(f, verb, e.msg) }
+
+// Print writes shown, a value's redacted form, for any fmt verb: quoted
+// for %q, as it is for every other. A type whose Format calls it prints no
+// raw field, whatever the verb or flags.
+func Print(f fmt.State, verb rune, shown string) {
 	if verb == 'q' {
-		s = strconv.Quote(s)
+		shown = strconv.Quote(shown)
 	}
-	_, _ = f.Write([]byte(s))
+	_, _ = f.Write([]byte(shown))
 }
 
 // GoString keeps %#v to the redacted message, also for callers that ask

@@ -1,11 +1,13 @@
 package vault
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -83,7 +85,7 @@ func (o Outcome) String() string {
 	if !o.RetryAt.IsZero() {
 		fmt.Fprintf(&b, " (next login at %s)", o.RetryAt.UTC().Format(time.RFC3339))
 	}
-	return b.String()
+	return redact.URL(b.String())
 }
 
 func (e *LoginError) Error() string {
@@ -102,7 +104,19 @@ func (e *LoginError) Error() string {
 	if e.Cause != nil {
 		fmt.Fprintf(&b, "; last credential rejected: %v", e.Cause)
 	}
-	return b.String()
+	// A handler's error may quote a URL with a password (a secret store's
+	// address, from net/http or url.Parse).
+	return redact.URL(b.String())
+}
+
+// Format prints the error's text for every verb: %+v and %#v would
+// otherwise print the handlers' errors as they are.
+func (e *LoginError) Format(f fmt.State, verb rune) { redact.Print(f, verb, e.Error()) }
+
+// MarshalJSON encodes the error's text: encoding the fields would print
+// the handlers' errors as they are.
+func (e *LoginError) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"error": e.Error()})
 }
 
 // Unwrap returns the caller's context error, the last rejection's cause

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -102,5 +103,40 @@ func TestLoginErrorText(t *testing.T) {
 	}
 	if !errors.Is(e, boom) || !errors.Is(e, context.Canceled) {
 		t.Error("errors.Is does not see through LoginError")
+	}
+}
+
+// A handler's error that quotes a URL with a password (net/http's and
+// url.Parse's do) reaches neither the log nor a LoginError in any form.
+func TestHandlerErrorsWithURLPasswordsAreRedacted(t *testing.T) {
+	const password = "hunter2-DO-NOT-LOG"
+	var logs testlog.Buffer
+	v, _ := testVault(t, Options{Logger: logs.Logger(1)})
+	_, parseErr := url.Parse("https://svc:" + password + "@vault.example:bad/v1/token")
+	errs := []error{
+		&url.Error{Op: "Get", URL: "https://svc:" + password + "@vault.example/v1/token", Err: errors.New("connection refused")},
+		fmt.Errorf("reading the secret store: %w", parseErr),
+	}
+	for i, err := range errs {
+		v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) { return nil, err },
+			login.ID(fmt.Sprintf("store-%d", i)), login.Retries(0))
+	}
+	le := selectErr(t, v)
+	if !errors.As(le, new(*url.Error)) {
+		t.Errorf("LoginError %v does not unwrap to the handler's *url.Error", le)
+	}
+	asJSON, _ := json.Marshal(le)
+	for name, out := range map[string]string{
+		"logs": logs.String(), "Error": le.Error(), "%v": fmt.Sprintf("%v", le), "%+v": fmt.Sprintf("%+v", le),
+		"%#v": fmt.Sprintf("%#v", le), "%q": fmt.Sprintf("%q", le), "%s": fmt.Sprintf("%s", le),
+		"wrapped": fmt.Errorf("reconcile: %w", le).Error(), "JSON": string(asJSON),
+		"outcome": le.Handlers[0].String(),
+	} {
+		if strings.Contains(out, password) {
+			t.Errorf("%s reveals the password: %s", name, out)
+		}
+	}
+	if !strings.Contains(le.Error(), "vault.example") {
+		t.Errorf("LoginError %v lost the host: only user info is redacted", le)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -60,7 +61,7 @@ func (v *Vault) login(h *handler, reason string) {
 			v.finish(h, err, delay)
 			return
 		}
-		log.Error(err, "login attempt failed", "attempt", attempt, "retryIn", delay)
+		log.Error(redact.Error(err), "login attempt failed", "attempt", attempt, "retryIn", delay)
 		v.mu.Lock()
 		h.outcome = err
 		v.mu.Unlock()
@@ -236,7 +237,7 @@ func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 	case errors.Is(err, ErrNoCredential):
 		v.log.V(1).Info("login gave no credential", "handler", h.settings.ID, "retryAt", h.retryAt)
 	default:
-		v.log.Error(err, "login failed", "handler", h.settings.ID, "retryAt", h.retryAt)
+		v.log.Error(redact.Error(err), "login failed", "handler", h.settings.ID, "retryAt", h.retryAt)
 	}
 }
 

@@ -112,7 +112,8 @@ func TestHandlerErrorsWithURLPasswordsAreRedacted(t *testing.T) {
 	const password = "hunter2-DO-NOT-LOG"
 	var logs testlog.Buffer
 	v, _ := testVault(t, Options{Logger: logs.Logger(1)})
-	_, parseErr := url.Parse("https://svc:" + password + "@vault.example:bad/v1/token")
+	badPort := "bad"
+	_, parseErr := url.Parse(fmt.Sprintf("https://svc:%s@vault.example:%s/v1/token", password, badPort))
 	errs := []error{
 		&url.Error{Op: "Get", URL: "https://svc:" + password + "@vault.example/v1/token", Err: errors.New("connection refused")},
 		fmt.Errorf("reading the secret store: %w", parseErr),

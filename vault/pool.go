@@ -58,7 +58,7 @@ type pooled struct {
 func (t *pooled) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.inFlight.Add(1)
 	resp, err := t.rt.RoundTrip(req)
-	if err != nil || resp.Body == nil {
+	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
 		t.finished()
 		return resp, err
 	}

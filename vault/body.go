@@ -2,42 +2,48 @@ package vault
 
 import (
 	"io"
-	"sync"
+	"sync/atomic"
 )
 
-// trackBody wraps a response body so that done runs once, when the body is
-// read to its end (or fails) or closed, whichever comes first. The body of
-// a protocol upgrade (101) is also an io.Writer, and stays one.
-func trackBody(body io.ReadCloser, done func()) io.ReadCloser {
-	t := &trackedBody{ReadCloser: body, done: done}
-	if w, ok := body.(io.Writer); ok {
-		return &trackedUpgrade{trackedBody: t, w: w}
+// trackBody wraps a response body of t so that t.finished runs once, when
+// the body is read to its end (or fails) or closed, whichever comes first.
+// The body of a protocol upgrade (101) is also an io.Writer, and stays one.
+// It holds t itself rather than a callback: one allocation per response.
+func trackBody(body io.ReadCloser, t *pooled) io.ReadCloser {
+	if w, ok := body.(io.ReadWriteCloser); ok {
+		return &trackedUpgrade{trackedBody{ReadCloser: body, owner: t}, w}
 	}
-	return t
+	return &trackedBody{ReadCloser: body, owner: t}
 }
 
 type trackedBody struct {
 	io.ReadCloser
-	once sync.Once
-	done func()
+	owner *pooled
+	ended atomic.Bool
+}
+
+func (b *trackedBody) end() {
+	if b.ended.CompareAndSwap(false, true) {
+		b.owner.finished()
+	}
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
-		b.once.Do(b.done)
+		b.end()
 	}
 	return n, err
 }
 
 func (b *trackedBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(b.done)
+	b.end()
 	return err
 }
 
 type trackedUpgrade struct {
-	*trackedBody
+	trackedBody
 	w io.Writer
 }
 

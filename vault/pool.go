@@ -62,7 +62,7 @@ func (t *pooled) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.finished()
 		return resp, err
 	}
-	resp.Body = trackBody(resp.Body, t.finished)
+	resp.Body = trackBody(resp.Body, t)
 	return resp, nil
 }
 

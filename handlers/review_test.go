@@ -1,0 +1,66 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/vault"
+)
+
+// Item 1 through a token file: a projected token whose JWT exp is past (the
+// kubelet stopped rotating it, a token copied from elsewhere, or this node's
+// clock runs ahead of the issuer's) makes every login end in ErrExpired,
+// which the vault retries inside the round: a caller without a deadline
+// (client-go's default) waits forever, with nothing logged to the caller.
+func TestReviewExpiredJWTTokenFileHangsCallers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	jwt := testpki.NewSigner(t).JWT(t, map[string]any{"exp": time.Now().Add(-time.Minute).Unix(), "sub": "system:serviceaccount:a:b"})
+	if err := os.WriteFile(path, []byte(jwt), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v := vault.New(vault.Options{NoFallback: true})
+	defer v.Close()
+	v.OnLogin(handlers.TokenFile(path, login.ConnectionInfo{Server: "https://api.example:6443"}), login.ID("sa"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Select(context.Background())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, vault.ErrExpired) {
+			t.Errorf("Select() = %v, want a LoginError with ErrExpired", err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Errorf("Select without a deadline still waits after 4 s on a token file whose JWT has expired")
+		v.Close()
+		<-done
+	}
+}
+
+// TokenFile's doc: "a token with a control character inside ... [is an
+// error] that name[s] the path". Its own check knows ASCII controls only; a
+// C1 control (U+0085 NEL, U+009B CSI) passes it and is caught by Validate,
+// whose error does not name the file, and is not permanent either.
+func TestReviewTokenFileC1ControlErrorNamesThePath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("abc\u0085def"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := handlers.TokenFile(path, login.ConnectionInfo{Server: "https://api.example:6443"})
+	info, err := login.Configure(h).Attempt(context.Background(), h)
+	if err == nil {
+		t.Fatalf("Attempt() = %v, want an error", info)
+	}
+	if !strings.Contains(err.Error(), path) {
+		t.Errorf("error = %q, want it to name the token file %s", err, path)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/authvault/authvault/internal/clockctx"
 	"github.com/authvault/authvault/login"
@@ -95,9 +96,9 @@ func readToken(path string) (string, error) {
 	return token, nil
 }
 
-// isControl reports an ASCII control character: no header value may hold
-// one (HTTP allows a tab, but no token has one).
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// isControl reports a control character, C0, DEL or C1, as Validate does:
+// no token holds one, and this check names the file.
+func isControl(r rune) bool { return unicode.IsControl(r) }
 
 // fileKind names what a non-regular file is.
 func fileKind(mode fs.FileMode) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -141,28 +142,36 @@ func origin(location, fallback string) string {
 // fails here, permanently and named with its entry and field, rather than
 // later in the transport, retryably and anonymously.
 func readable(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo, kctx *clientcmdapi.Context) error {
-	checks := []struct{ entry, kind, name, field, path string }{
-		{cluster.LocationOfOrigin, "cluster", kctx.Cluster, "certificate-authority", cluster.CertificateAuthority},
-		{user.LocationOfOrigin, "user", kctx.AuthInfo, "client-certificate", user.ClientCertificate},
-		{user.LocationOfOrigin, "user", kctx.AuthInfo, "client-key", user.ClientKey},
-		{user.LocationOfOrigin, "user", kctx.AuthInfo, "tokenFile", user.TokenFile},
+	checks := []struct {
+		entry, kind, name, field, path string
+		pem                            bool
+	}{
+		{cluster.LocationOfOrigin, "cluster", kctx.Cluster, "certificate-authority", cluster.CertificateAuthority, true},
+		{user.LocationOfOrigin, "user", kctx.AuthInfo, "client-certificate", user.ClientCertificate, true},
+		{user.LocationOfOrigin, "user", kctx.AuthInfo, "client-key", user.ClientKey, true},
+		{user.LocationOfOrigin, "user", kctx.AuthInfo, "tokenFile", user.TokenFile, false},
 	}
 	var errs []error
 	for _, c := range checks {
 		if c.path == "" {
 			continue
 		}
-		if err := readableFile(c.path); err != nil {
+		if err := readableFile(c.path, c.pem); err != nil {
 			errs = append(errs, fmt.Errorf("piggyback: kubeconfig %s: %s %q: %s: %w", c.entry, c.kind, c.name, c.field, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// maxPEMFile bounds what is read of a CA, certificate or key file.
+const maxPEMFile = 1 << 20
+
 // readableFile checks that path is a regular file (after symbolic links, as
-// mounted Secrets use them) that this process can open. It checks the kind
-// first: opening a FIFO would block.
-func readableFile(path string) error {
+// mounted Secrets use them) that this process can open, and, with pem, that
+// it holds PEM (a wrong file, a truncated write), so that the login fails
+// here, naming the entry, rather than later in the vault. It checks the kind
+// first: opening a FIFO would block. The error never quotes the content.
+func readableFile(path string, pem bool) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -178,5 +187,21 @@ func readableFile(path string) error {
 	if err != nil {
 		return err
 	}
-	return f.Close()
+	defer f.Close()
+	if !pem {
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	switch {
+	case err != nil:
+		return err
+	case len(data) > maxPEMFile:
+		return fmt.Errorf("%s is larger than %d bytes", path, maxPEMFile)
+	case len(data) == 0:
+		return fmt.Errorf("%s is empty", path)
+	}
+	if _, err := login.DecodePEM(data); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

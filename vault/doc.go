@@ -47,9 +47,10 @@
 // invalidated ([Options.Remembered]), by a digest of their authentication
 // material, and refuses a handler that returns one of them again: a token the
 // server rejected does not come back in a loop. A handler that gives nothing
-// but such a credential (a static token) ends its part of the login at once,
-// as one that returns nothing does: waiting callers get a LoginError carrying
-// the 401, and the handler runs again after its backoff.
+// but such a credential (a static token), or only an expired one, ends its
+// part of the login without retrying, as one that returns nothing does:
+// waiting callers get a LoginError carrying the 401 (or ErrExpired) once the
+// handler has been asked, and the handler runs again after its backoff.
 //
 // A credential that the server rejects before it served any request is a
 // strike against its handler, counted once however many requests met its
@@ -63,7 +64,9 @@
 // knows; a path that climbs out of that server's path prefix once dot
 // segments are resolved, however they are encoded, gets none. A request that
 // brings its own Authorization header goes to the host it names, with no
-// credential. After Close, every connection closes as soon as the last
+// credential: through the TLS settings of a credential for that host, or,
+// when the only one has its own Transport (which may authenticate by
+// itself), through a plain transport that trusts the system's roots. After Close, every connection closes as soon as the last
 // response on it finishes.
 //
 // # Concurrency

@@ -148,13 +148,19 @@ func (v *Vault) attempt(h *handler) error {
 }
 
 // retryable tells whether another attempt within the login could give a
-// different result. A handler that has nothing, or nothing but a credential
-// the server has just rejected (a static token), is asked again only after
-// its backoff: waiting callers get a LoginError with the 401 at once.
+// different result. A handler that has nothing, nothing but a credential the
+// server has just rejected (a static token), an expired one (a token file no
+// one rotates) or the one it had, is asked again only after its backoff:
+// retrying at once would give the same, and waiting callers, some without a
+// deadline, get a LoginError instead.
 func retryable(err error) bool {
 	var permanent *login.PermanentError
-	return !errors.Is(err, ErrNoCredential) && !errors.Is(err, ErrRejected) && !errors.Is(err, errStillRunning) &&
-		!errors.As(err, &permanent)
+	for _, final := range []error{ErrNoCredential, ErrRejected, ErrExpired, ErrUnchanged, errStillRunning} {
+		if errors.Is(err, final) {
+			return false
+		}
+	}
+	return !errors.As(err, &permanent)
 }
 
 // nextDelay is how long to wait after a failed attempt: what a Temporary

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -46,7 +47,7 @@ type roundTripper Vault
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	v := (*Vault)(t)
-	ownAuth := req.Header.Get("Authorization") != ""
+	ownAuth := hasAuthorization(req.Header)
 	relogged := false
 	for attempt := 1; ; attempt++ {
 		cred, err := v.Select(req.Context())
@@ -158,22 +159,39 @@ func (v *Vault) prepare(req *http.Request, cred *Credential, ownAuth bool) (out 
 	return out, r.rt, true
 }
 
+// hasAuthorization tells whether h carries an Authorization header under
+// any spelling of its key: a Header built as a literal, or copied from
+// HTTP/2, may hold "authorization", which Header.Get does not find but
+// net/http sends all the same.
+func hasAuthorization(h http.Header) bool {
+	if len(h["Authorization"]) > 0 {
+		return true
+	}
+	for k, vs := range h {
+		if len(k) == len("Authorization") && len(vs) > 0 && strings.EqualFold(k, "Authorization") {
+			return true
+		}
+	}
+	return false
+}
+
 // ownAuthTransport is the round tripper for a request below b that brings
 // its own Authorization: the TLS identity of a credential for b, without
-// its client certificate, or the plain transport when the vault holds no
-// credential for b. The selected credential r is the likely one.
+// its client certificate, or the plain transport (the system's roots) when
+// the vault holds no such credential for b. The selected credential r is
+// the likely one.
 func (v *Vault) ownAuthTransport(b base, r *route) http.RoundTripper {
 	if r.base() != b {
 		r = v.snap.Load().routeFor(b)
 	}
-	switch {
-	case r == nil:
+	if r == nil || r.bare == nil {
+		// No credential for b, or one with its own Transport, which may
+		// add its own authentication (a client certificate, an auth
+		// provider's token, impersonation): the caller's Authorization
+		// must be the only one.
 		return v.pool.plain()
-	case r.bare != nil:
-		return r.bare
-	default:
-		return r.rt // the credential's own Transport
 	}
+	return r.bare
 }
 
 // match finds the known server that u is below, the one with the longest

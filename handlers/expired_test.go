@@ -15,12 +15,10 @@ import (
 	"github.com/authvault/authvault/vault"
 )
 
-// Item 1 through a token file: a projected token whose JWT exp is past (the
-// kubelet stopped rotating it, a token copied from elsewhere, or this node's
-// clock runs ahead of the issuer's) makes every login end in ErrExpired,
-// which the vault retries inside the round: a caller without a deadline
-// (client-go's default) waits forever, with nothing logged to the caller.
-func TestReviewExpiredJWTTokenFileHangsCallers(t *testing.T) {
+// A projected token whose JWT has expired (the kubelet stopped rotating it,
+// or this node's clock runs ahead of the issuer's): a caller without a
+// deadline (client-go's default) gets a LoginError naming ErrExpired.
+func TestExpiredJWTTokenFileFailsFast(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
 	jwt := testpki.NewSigner(t).JWT(t, map[string]any{"exp": time.Now().Add(-time.Minute).Unix(), "sub": "system:serviceaccount:a:b"})
 	if err := os.WriteFile(path, []byte(jwt), 0o600); err != nil {
@@ -46,11 +44,9 @@ func TestReviewExpiredJWTTokenFileHangsCallers(t *testing.T) {
 	}
 }
 
-// TokenFile's doc: "a token with a control character inside ... [is an
-// error] that name[s] the path". Its own check knows ASCII controls only; a
-// C1 control (U+0085 NEL, U+009B CSI) passes it and is caught by Validate,
-// whose error does not name the file, and is not permanent either.
-func TestReviewTokenFileC1ControlErrorNamesThePath(t *testing.T) {
+// A token with a C1 control character (U+0085) fails with an error naming
+// the file, as one with an ASCII control does.
+func TestTokenFileC1ControlErrorNamesThePath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(path, []byte("abc\u0085def"), 0o600); err != nil {
 		t.Fatal(err)

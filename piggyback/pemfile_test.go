@@ -11,12 +11,10 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
-// Item 16, variant: a kubeconfig whose CA, client certificate or key file
-// is a readable regular file that holds no PEM (a wrong file, a truncated
-// write) passes the handler: the vault then fails at newIdentity,
-// retryably, with "vault: CAPath ... is not PEM" that names no kubeconfig
-// entry — the very failure mode item 16 fixed for directories.
-func TestReviewKubeconfigFileWithGarbageFailsAtTheHandler(t *testing.T) {
+// A kubeconfig whose CA, client certificate or key file is a regular file
+// that holds no PEM (a wrong file, a truncated write) fails at the handler,
+// permanently, naming the entry, as a directory does.
+func TestKubeconfigFileWithoutPEMFailsAtTheHandler(t *testing.T) {
 	c := newCorpus(t)
 	dir := t.TempDir()
 	cert, key, ca := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"), filepath.Join(dir, "ca.crt")

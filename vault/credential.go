@@ -90,14 +90,17 @@ type snapshot struct {
 	// stale is set by a timer when soonest passes. Select then takes the
 	// slow path, which drops what expired: the hot path reads no clock.
 	stale atomic.Bool
+	// held tells that a login on an empty vault is still waiting for
+	// handlers' first attempts: the credentials are not handed out yet.
+	held bool
 }
 
 var emptySnapshot = &snapshot{}
 
 // pick returns a random credential of the highest priority, or nil when the
-// snapshot is empty or may hold an expired credential.
+// snapshot is empty, held back, or may hold an expired credential.
 func (s *snapshot) pick() *Credential {
-	if len(s.groups) == 0 || s.stale.Load() {
+	if len(s.groups) == 0 || s.held || s.stale.Load() {
 		return nil
 	}
 	top := s.groups[0]

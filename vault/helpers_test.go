@@ -123,3 +123,32 @@ func idle(v *Vault) bool {
 	defer v.mu.Unlock()
 	return !v.loggingIn()
 }
+
+// selectAdvancing selects while it moves clk on by step every millisecond,
+// so that timers on the fake clock (the login floor, the first-login wait)
+// fire; it fails the test if Select fails or takes five seconds.
+func selectAdvancing(t *testing.T, v *Vault, clk *testingclock.FakeClock, step time.Duration) *Credential {
+	t.Helper()
+	type result struct {
+		c   *Credential
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := v.Select(ctx)
+		done <- result{c, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("Select() error: %v", r.err)
+			}
+			return r.c
+		case <-time.After(time.Millisecond):
+			clk.Step(step)
+		}
+	}
+}

@@ -49,6 +49,11 @@ func (v *Vault) login(h *handler, reason string) {
 		start := time.Now()
 		err := v.attempt(h)
 		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
+		if attempt == 1 {
+			v.mu.Lock()
+			v.firstAttemptDoneLocked(h)
+			v.mu.Unlock()
+		}
 		if err == nil {
 			return
 		}
@@ -229,6 +234,7 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.firstAttemptDoneLocked(h) // a login that ended before its first attempt
 	h.running, h.outcome = false, err
 	now := v.clock.Now()
 	h.retryAt = now.Add(delay)

@@ -35,7 +35,9 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 			v.mu.Unlock()
 			return c, nil
 		}
-		v.startDue()
+		if !v.settling { // else the round's logins are under way
+			v.startDue()
+		}
 		if !v.loggingIn() {
 			err := v.loginError(nil)
 			v.mu.Unlock()
@@ -81,20 +83,86 @@ func (v *Vault) dropExpired() {
 	}
 }
 
-// startDue starts a login for each active handler that is neither logging
-// in nor backing off; v.mu is held.
+// startDue starts a login for each active handler that has no credential
+// and is neither logging in nor backing off; v.mu is held. The vault has no usable credential: the
+// handlers started make a round whose credentials are held back until each
+// has finished its first attempt, or Options.FirstLoginWait has passed, so
+// that callers get the highest priority the round gives rather than the
+// fastest handler's.
 func (v *Vault) startDue() {
 	now := v.clock.Now()
+	started := false
 	for _, h := range v.active() {
-		if !h.running && !h.retryAt.After(now) {
+		if h.cred == nil && !h.running && !h.retryAt.After(now) {
 			v.start(h, "no usable credential")
+			if h.running {
+				h.firstPending, started = true, true
+			}
 		}
+	}
+	if started && !v.settling && v.opts.FirstLoginWait > 0 && len(v.active()) > 1 {
+		v.settling = true
+		// The callback takes no lock: a fake clock calls it under its own.
+		v.settleTimer = v.clock.AfterFunc(v.opts.FirstLoginWait, func() {
+			v.spawn(func() {
+				v.mu.Lock()
+				defer v.mu.Unlock()
+				if v.settling {
+					v.log.Info("handing out credentials before every handler finished its first attempt: the wait is bounded",
+						"firstLoginWait", v.opts.FirstLoginWait, "waitingFor", v.pendingIDs())
+					v.endSettlingLocked()
+				}
+			})
+		})
 	}
 }
 
-// loggingIn tells whether any handler is logging in; v.mu is held.
+// firstAttemptDone notes that h has finished its first attempt of the
+// round; the last one releases the round's credentials. v.mu is held.
+func (v *Vault) firstAttemptDoneLocked(h *handler) {
+	if !h.firstPending {
+		return
+	}
+	h.firstPending = false
+	if v.settling && len(v.pendingIDs()) == 0 {
+		v.endSettlingLocked()
+	}
+}
+
+// pendingIDs names the handlers whose first attempt of the round is still
+// under way; v.mu is held.
+func (v *Vault) pendingIDs() []string {
+	var ids []string
+	for _, h := range v.all() {
+		if h.firstPending {
+			ids = append(ids, h.settings.ID)
+		}
+	}
+	return ids
+}
+
+// endSettlingLocked hands the round's credentials out; v.mu is held.
+func (v *Vault) endSettlingLocked() {
+	if v.settleTimer != nil {
+		v.settleTimer.Stop()
+		v.settleTimer = nil
+	}
+	if !v.settling {
+		return
+	}
+	v.settling = false
+	for _, h := range v.all() {
+		h.firstPending = false
+	}
+	if !v.closed {
+		v.publish()
+	}
+}
+
+// loggingIn tells whether any handler is logging in, or a round's first
+// attempts are still being waited for; v.mu is held.
 func (v *Vault) loggingIn() bool {
-	return slices.ContainsFunc(v.all(), func(h *handler) bool { return h.running })
+	return v.settling || slices.ContainsFunc(v.all(), func(h *handler) bool { return h.running })
 }
 
 // loginError describes why there is no credential; v.mu is held.

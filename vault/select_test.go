@@ -231,16 +231,76 @@ func TestHandlersRunConcurrently(t *testing.T) {
 	}
 }
 
-// A slow handler does not hold callers once another has a credential.
-func TestFirstCredentialReleasesCallers(t *testing.T) {
+// On an empty vault, callers get the highest priority the round gives: a
+// fast, low-priority handler does not serve while a slower, higher one is
+// still on its first attempt. Later selections go to the highest present.
+func TestFirstLoginWaitsForHigherPriority(t *testing.T) {
 	v, _ := testVault(t, Options{})
-	slow := &counter{block: make(chan struct{})}
-	defer close(slow.block)
-	fast := &counter{server: "https://fast"}
-	v.OnLogin(slow.login, login.ID("slow"))
+	slow := &counter{server: "https://kubeconfig", priority: 30, block: make(chan struct{})}
+	fast := &counter{server: "https://in-cluster", priority: 20}
+	v.OnLogin(slow.login, login.ID("kubeconfig"))
+	v.OnLogin(fast.login, login.ID("serviceaccount"))
+	got := make(chan *Credential, 1)
+	go func() { got <- mustSelect(t, v) }()
+	eventually(t, "the fast handler's credential", func() bool { return v.snap.Load().size() == 1 })
+	select {
+	case c := <-got:
+		t.Fatalf("Select() = %v while the higher-priority handler still logs in, want a wait", c)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(slow.block)
+	if c := <-got; c.Key != "kubeconfig" {
+		t.Errorf("Select() = %v, want the higher priority's credential", c)
+	}
+}
+
+// A handler whose first attempt fails releases the round as one that
+// succeeds does: callers do not wait for its retries.
+func TestFailedFirstAttemptReleasesTheRound(t *testing.T) {
+	v, _ := testVault(t, Options{})
+	broken := &counter{priority: 30}
+	broken.failWith(errors.New("plugin not found"))
+	v.OnLogin(broken.login, login.ID("broken")) // retries without end, on a fake clock
+	v.OnLogin((&counter{priority: 20}).login, login.ID("fallback"))
+	if c := mustSelect(t, v); c.Key != "fallback" {
+		t.Errorf("Select() = %v, want the lower priority once the higher failed its first attempt", c)
+	}
+}
+
+// A handler that hangs holds the round back no longer than
+// Options.FirstLoginWait; once it answers, its higher priority takes over.
+func TestFirstLoginWaitIsBounded(t *testing.T) {
+	v, clk := testVault(t, Options{FirstLoginWait: 3 * time.Second})
+	hung := &counter{priority: 30, block: make(chan struct{})}
+	fast := &counter{priority: 20}
+	v.OnLogin(hung.login, login.ID("hung"))
 	v.OnLogin(fast.login, login.ID("fast"))
+	got := make(chan *Credential, 1)
+	go func() { got <- mustSelect(t, v) }()
+	eventually(t, "the fast handler's credential", func() bool { return v.snap.Load().size() == 1 })
+	clk.Step(3*time.Second - time.Millisecond)
+	select {
+	case c := <-got:
+		t.Fatalf("Select() = %v before the first-login wait passed", c)
+	case <-time.After(30 * time.Millisecond):
+	}
+	clk.Step(time.Millisecond)
+	if c := <-got; c.Key != "fast" {
+		t.Errorf("Select() = %v, want fast's credential once the wait passed", c)
+	}
+	close(hung.block)
+	eventually(t, "the higher priority to take over", func() bool { return mustSelect(t, v).Key == "hung" })
+}
+
+// With FirstLoginWait negative, the first credential is handed out at once.
+func TestNoFirstLoginWait(t *testing.T) {
+	v, _ := testVault(t, Options{FirstLoginWait: -1})
+	slow := &counter{priority: 30, block: make(chan struct{})}
+	defer close(slow.block)
+	v.OnLogin(slow.login, login.ID("slow"))
+	v.OnLogin((&counter{priority: 20}).login, login.ID("fast"))
 	if c := mustSelect(t, v); c.Key != "fast" {
-		t.Errorf("Select() = %v, want fast's credential while slow still logs in", c)
+		t.Errorf("Select() = %v, want fast's credential at once", c)
 	}
 }
 

@@ -55,6 +55,18 @@ type Options struct {
 	// soon as they are idle. Default: 1 min; negative: none.
 	TransportGrace time.Duration
 
+	// FirstLoginWait bounds how long a login on an empty vault holds its
+	// credentials back for handlers that have not finished their first
+	// attempt: callers are released once every handler of the round has
+	// finished its first attempt (each bounded by its timeout), and get the
+	// highest priority present, so that a fast, low-priority handler (the
+	// in-cluster ServiceAccount) does not serve while a slower, higher one
+	// (a kubeconfig's exec plugin) is about to give its credential; a
+	// handler that hangs holds them no longer than this, counted from the
+	// start of the round. Default: 10 s; negative: no wait, the first
+	// credential is handed out at once.
+	FirstLoginWait time.Duration
+
 	// Registerer receives the vault's Prometheus metrics (authvault_*).
 	// Default: nil, which registers nothing. Two vaults on one registerer
 	// need prometheus.WrapRegistererWith to tell them apart.
@@ -64,6 +76,8 @@ type Options struct {
 const (
 	defaultLeeway     = 10 * time.Second
 	defaultRemembered = 5
+	// defaultFirstLoginWait: see Options.FirstLoginWait.
+	defaultFirstLoginWait = 10 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -75,6 +89,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Remembered <= 0 {
 		o.Remembered = defaultRemembered
+	}
+	switch {
+	case o.FirstLoginWait == 0:
+		o.FirstLoginWait = defaultFirstLoginWait
+	case o.FirstLoginWait < 0:
+		o.FirstLoginWait = 0
 	}
 	switch {
 	case o.TransportGrace == 0:
@@ -124,6 +144,11 @@ type Vault struct {
 	expiry     clock.Timer // marks the current snapshot stale at its soonest
 	lastServer string      // server of the last invalidated credential
 	lastCause  error       // why it was invalidated
+	// settling holds the credentials of a login on an empty vault back
+	// until every handler of the round has finished its first attempt, or
+	// settleTimer (Options.FirstLoginWait) fires: see startDue.
+	settling    bool
+	settleTimer clock.Timer
 
 	// ctx ends every login when the vault closes.
 	ctx    context.Context
@@ -162,6 +187,10 @@ type handler struct {
 	// abandoned tells that an attempt gave up on that last call at its
 	// timeout (authvault_abandoned_calls shows it until the call returns).
 	abandoned bool
+	// firstPending tells that it is in a login round on an empty vault and
+	// has not finished its first attempt: the round's credentials are held
+	// back until it has (see Vault.settling).
+	firstPending bool
 }
 
 // New returns a vault. It logs in only when a credential is first needed.
@@ -290,6 +319,7 @@ func (v *Vault) publish() {
 		}
 	}
 	s := newSnapshot(creds)
+	s.held = v.settling
 	if v.expiry != nil {
 		v.expiry.Stop()
 		v.expiry = nil
@@ -337,6 +367,7 @@ func (v *Vault) Close() {
 	v.closeOnce.Do(func() {
 		v.mu.Lock()
 		v.closed = true
+		v.endSettlingLocked()
 		for _, h := range v.all() {
 			v.drop(h)
 		}

@@ -185,15 +185,24 @@ func (cfg *ExecConfig) interactive() (bool, error) {
 		mode = clientcmdapi.IfAvailableExecInteractiveMode
 	}
 	stdin := cfg.stdin()
-	terminal := !cfg.StdinUnavailable && stdin != nil && term.IsTerminal(int(stdin.Fd()))
+	terminal := stdin != nil && term.IsTerminal(int(stdin.Fd()))
 	switch mode {
 	case clientcmdapi.NeverExecInteractiveMode:
 		return false, nil
 	case clientcmdapi.IfAvailableExecInteractiveMode:
-		return terminal, nil
+		return terminal && !cfg.StdinUnavailable, nil
 	case clientcmdapi.AlwaysExecInteractiveMode:
+		// As client-go: the terminal first, then whether the kubeconfig
+		// says it is unavailable, with its message.
 		if !terminal {
 			return false, errors.New("interactiveMode is Always, but stdin is not a terminal")
+		}
+		if cfg.StdinUnavailable {
+			msg := "interactiveMode is Always, but standard input is unavailable"
+			if cfg.StdinUnavailableMessage != "" {
+				msg += ": " + cfg.StdinUnavailableMessage
+			}
+			return false, errors.New(msg)
 		}
 		return true, nil
 	default:

@@ -49,6 +49,10 @@ type ExecConfig struct {
 	// its cluster information when ProvideClusterInfo is set.
 	// DefaultNamespace and Priority are copied too.
 	Cluster login.ConnectionInfo
+	// DisableCompression is the cluster's disable-compression, which
+	// client-go sends to the plugin with the rest of the cluster
+	// information when ProvideClusterInfo is set. Default: false.
+	DisableCompression bool
 
 	// Stdin is handed to the plugin in interactive mode, and only when it
 	// is a terminal. Default: os.Stdin.
@@ -261,7 +265,7 @@ func (cfg *ExecConfig) execInfo(interactive bool) ([]byte, error) {
 			spec.Cluster = &clientauthv1beta1.Cluster{
 				Server: cluster.Server, TLSServerName: cluster.TLSServerName,
 				InsecureSkipTLSVerify: cluster.InsecureSkipTLSVerify, CertificateAuthorityData: cluster.CertificateAuthorityData,
-				ProxyURL: cluster.ProxyURL, Config: cluster.Config,
+				ProxyURL: cluster.ProxyURL, DisableCompression: cluster.DisableCompression, Config: cluster.Config,
 			}
 		}
 		return json.Marshal(&clientauthv1beta1.ExecCredential{TypeMeta: typeMeta(execV1beta1), Spec: spec})
@@ -289,6 +293,7 @@ func (cfg *ExecConfig) cluster() (*clientauthv1.Cluster, error) {
 		InsecureSkipTLSVerify:    cfg.Cluster.Insecure,
 		CertificateAuthorityData: ca,
 		ProxyURL:                 cfg.Cluster.ProxyURL,
+		DisableCompression:       cfg.DisableCompression,
 	}
 	if cfg.Config != nil {
 		c.Config = runtime.RawExtension{Object: cfg.Config}

@@ -50,3 +50,21 @@ func isExecOutputError(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "output has") && strings.HasPrefix(s, "handlers: exec plugin") && !strings.Contains(s, "wrong-case-token")
 }
+
+// The cluster's disable-compression reaches the plugin, as client-go sends
+// it, in both versions.
+func TestExecInfoDisableCompression(t *testing.T) {
+	for _, version := range []string{execV1, execV1beta1} {
+		cfg, _ := plugin(t, "echo-info")
+		cfg.APIVersion = version
+		cfg.ProvideClusterInfo = true
+		cfg.DisableCompression = true
+		info, err := run(t, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := execInfoOf(t, info); !strings.Contains(got, `"disable-compression":true`) {
+			t.Errorf("%s: KUBERNETES_EXEC_INFO = %s, want disable-compression", version, got)
+		}
+	}
+}

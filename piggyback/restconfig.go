@@ -57,7 +57,7 @@ func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace s
 
 	switch {
 	case cfg.ExecProvider != nil:
-		return handlers.Exec(handlers.ExecConfig{ExecConfig: *cfg.ExecProvider, Cluster: info})(ctx)
+		return handlers.Exec(handlers.ExecConfig{ExecConfig: *cfg.ExecProvider, Cluster: info, DisableCompression: cfg.DisableCompression})(ctx)
 	case cfg.BearerTokenFile != "":
 		return handlers.TokenFile(cfg.BearerTokenFile, info)(ctx)
 	case cfg.BearerToken != "":

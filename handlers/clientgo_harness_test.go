@@ -118,17 +118,23 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// devNull is os.DevNull opened for the test: a stdin that is no terminal.
+func devNull(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 // viaExec runs cfg through handlers.Exec, with stdin as its Stdin (a
 // non-terminal when nil).
 func viaExec(t *testing.T, cfg ExecConfig, stdin *os.File) (*login.ConnectionInfo, error) {
 	t.Helper()
 	if stdin == nil {
-		devNull, err := os.Open(os.DevNull)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer devNull.Close()
-		stdin = devNull
+		stdin = devNull(t)
 	}
 	cfg.Stdin = stdin
 	if cfg.Stderr == nil {

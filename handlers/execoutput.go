@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,6 +81,14 @@ func parseExecCredential(apiVersion string, out []byte) (*execResult, error) {
 		return nil, errors.New("output has a client key without its certificate (status.clientCertificateData)")
 	case r.token == "" && len(r.cert) == 0:
 		return nil, errors.New("output has neither a token nor a client certificate in its status")
+	}
+	if len(r.cert) > 0 {
+		// As client-go: a pair that does not parse fails the login, not
+		// the first TLS handshake. tls's error is not quoted: it is about
+		// the key.
+		if _, err := tls.X509KeyPair(r.cert, r.key); err != nil {
+			return nil, errors.New("output has a client certificate and key that are no PEM key pair (status.clientCertificateData, status.clientKeyData)")
+		}
 	}
 	if status.ExpirationTimestamp != nil {
 		r.expiration = status.ExpirationTimestamp.Time

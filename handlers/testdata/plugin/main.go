@@ -38,8 +38,7 @@ func main() {
 
 	switch os.Getenv("PLUGIN_MODE") {
 	case "", "token":
-	case "replay": // prints PLUGIN_OUTPUT as it is and exits with PLUGIN_EXIT_CODE
-		count()
+	case "replay": // prints PLUGIN_OUTPUT as it is and exits with PLUGIN_EXIT_CODE (runs counted above)
 		fmt.Print(os.Getenv("PLUGIN_OUTPUT"))
 		code, _ := strconv.Atoi(os.Getenv("PLUGIN_EXIT_CODE"))
 		os.Exit(code)

@@ -14,6 +14,22 @@
 // caller waits for it. The plugin runs in a process group of its own (on
 // unix), which ends when the plugin exits or its login's context ends.
 //
+// # Parity with client-go
+//
+// [Exec] behaves as client-go's exec authenticator does, and the tests run
+// client-go's own exec-plugin cases through both (TestClientGoExecParity):
+// the same KUBERNETES_EXEC_INFO (every cluster field client-go sends, with
+// [ExecConfig].DisableCompression), the same interactive decision and
+// errors ("standard input is unavailable: <message>"), field names decoded
+// case-sensitively ("Token" is no token), unknown fields ignored, and a
+// client certificate and key that are no PEM key pair refused at login.
+// It differs on purpose in two ways:
+//
+//   - JSON only: the plugin's output must be JSON, as the protocol says;
+//     client-go's decoder also takes YAML.
+//   - kind is required: output without "kind": "ExecCredential" is refused;
+//     client-go takes the kind from the object it decodes into.
+//
 // # Files and fixed credentials
 //
 // [TokenFile] reads a bearer token from a file on every login and makes sure

@@ -49,6 +49,10 @@ type ExecConfig struct {
 	// its cluster information when ProvideClusterInfo is set.
 	// DefaultNamespace and Priority are copied too.
 	Cluster login.ConnectionInfo
+	// DisableCompression is the cluster's disable-compression, which
+	// client-go sends to the plugin with the rest of the cluster
+	// information when ProvideClusterInfo is set. Default: false.
+	DisableCompression bool
 
 	// Stdin is handed to the plugin in interactive mode, and only when it
 	// is a terminal. Default: os.Stdin.
@@ -185,15 +189,24 @@ func (cfg *ExecConfig) interactive() (bool, error) {
 		mode = clientcmdapi.IfAvailableExecInteractiveMode
 	}
 	stdin := cfg.stdin()
-	terminal := !cfg.StdinUnavailable && stdin != nil && term.IsTerminal(int(stdin.Fd()))
+	terminal := stdin != nil && term.IsTerminal(int(stdin.Fd()))
 	switch mode {
 	case clientcmdapi.NeverExecInteractiveMode:
 		return false, nil
 	case clientcmdapi.IfAvailableExecInteractiveMode:
-		return terminal, nil
+		return terminal && !cfg.StdinUnavailable, nil
 	case clientcmdapi.AlwaysExecInteractiveMode:
+		// As client-go: the terminal first, then whether the kubeconfig
+		// says it is unavailable, with its message.
 		if !terminal {
 			return false, errors.New("interactiveMode is Always, but stdin is not a terminal")
+		}
+		if cfg.StdinUnavailable {
+			msg := "interactiveMode is Always, but standard input is unavailable"
+			if cfg.StdinUnavailableMessage != "" {
+				msg += ": " + cfg.StdinUnavailableMessage
+			}
+			return false, errors.New(msg)
 		}
 		return true, nil
 	default:
@@ -252,7 +265,7 @@ func (cfg *ExecConfig) execInfo(interactive bool) ([]byte, error) {
 			spec.Cluster = &clientauthv1beta1.Cluster{
 				Server: cluster.Server, TLSServerName: cluster.TLSServerName,
 				InsecureSkipTLSVerify: cluster.InsecureSkipTLSVerify, CertificateAuthorityData: cluster.CertificateAuthorityData,
-				ProxyURL: cluster.ProxyURL, Config: cluster.Config,
+				ProxyURL: cluster.ProxyURL, DisableCompression: cluster.DisableCompression, Config: cluster.Config,
 			}
 		}
 		return json.Marshal(&clientauthv1beta1.ExecCredential{TypeMeta: typeMeta(execV1beta1), Spec: spec})
@@ -280,6 +293,7 @@ func (cfg *ExecConfig) cluster() (*clientauthv1.Cluster, error) {
 		InsecureSkipTLSVerify:    cfg.Cluster.Insecure,
 		CertificateAuthorityData: ca,
 		ProxyURL:                 cfg.Cluster.ProxyURL,
+		DisableCompression:       cfg.DisableCompression,
 	}
 	if cfg.Config != nil {
 		c.Config = runtime.RawExtension{Object: cfg.Config}

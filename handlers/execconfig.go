@@ -33,6 +33,7 @@ type execView struct {
 	StdinUnavailableMessage string        `json:"stdinUnavailableMessage,omitempty"`
 	PluginPolicy            string        `json:"pluginPolicy,omitempty"`
 	Cluster                 any           `json:"cluster"`
+	DisableCompression      bool          `json:"disableCompression,omitempty"`
 	Stdin                   string        `json:"stdin,omitempty"`
 	Stderr                  string        `json:"stderr,omitempty"`
 }
@@ -53,6 +54,7 @@ func (cfg ExecConfig) view() execView {
 		StdinUnavailableMessage: cfg.StdinUnavailableMessage,
 		PluginPolicy:            string(cfg.PluginPolicy.PolicyType),
 		Cluster:                 cfg.Cluster.MarshalLog(),
+		DisableCompression:      cfg.DisableCompression,
 	}
 	for range cfg.Args {
 		v.Args = append(v.Args, login.Redacted)
@@ -110,6 +112,9 @@ func (cfg ExecConfig) String() string {
 	field("StdinUnavailableMessage", quoteNonEmpty(v.StdinUnavailableMessage))
 	field("PluginPolicy", quoteNonEmpty(v.PluginPolicy))
 	field("Cluster", cfg.Cluster.String())
+	if v.DisableCompression {
+		field("DisableCompression", "true")
+	}
 	field("Stdin", v.Stdin)
 	field("Stderr", v.Stderr)
 	b.WriteString("}")

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 )
@@ -30,8 +32,11 @@ type execResult struct {
 }
 
 // parseExecCredential reads a plugin's stdout, which must be an
-// ExecCredential of apiVersion. Errors say what is wrong and never repeat
-// the output: it holds the credential.
+// ExecCredential of apiVersion. It decodes as client-go's decoder does:
+// apiVersion and kind are found whatever their case (client-go's meta
+// factory uses encoding/json), the object's fields only under their exact
+// names ("Token" is no token), and unknown fields are ignored. Errors say
+// what is wrong and never repeat the output: it holds the credential.
 func parseExecCredential(apiVersion string, out []byte) (*execResult, error) {
 	var meta metav1.TypeMeta
 	if err := json.Unmarshal(out, &meta); err != nil {
@@ -47,13 +52,13 @@ func parseExecCredential(apiVersion string, out []byte) (*execResult, error) {
 	switch apiVersion {
 	case execV1:
 		var cred clientauthv1.ExecCredential
-		if err := json.Unmarshal(out, &cred); err != nil {
+		if err := utiljson.Unmarshal(out, &cred); err != nil {
 			return nil, fmt.Errorf("output is not an ExecCredential%s", jsonErrorPlace(err))
 		}
 		status = cred.Status
 	case execV1beta1:
 		var cred clientauthv1beta1.ExecCredential
-		if err := json.Unmarshal(out, &cred); err != nil {
+		if err := utiljson.Unmarshal(out, &cred); err != nil {
 			return nil, fmt.Errorf("output is not an ExecCredential%s", jsonErrorPlace(err))
 		}
 		if s := cred.Status; s != nil {
@@ -76,6 +81,14 @@ func parseExecCredential(apiVersion string, out []byte) (*execResult, error) {
 		return nil, errors.New("output has a client key without its certificate (status.clientCertificateData)")
 	case r.token == "" && len(r.cert) == 0:
 		return nil, errors.New("output has neither a token nor a client certificate in its status")
+	}
+	if len(r.cert) > 0 {
+		// As client-go: a pair that does not parse fails the login, not
+		// the first TLS handshake. tls's error is not quoted: it is about
+		// the key.
+		if _, err := tls.X509KeyPair(r.cert, r.key); err != nil {
+			return nil, errors.New("output has a client certificate and key that are no PEM key pair (status.clientCertificateData, status.clientKeyData)")
+		}
 	}
 	if status.ExpirationTimestamp != nil {
 		r.expiration = status.ExpirationTimestamp.Time

@@ -13,6 +13,11 @@
 // [ClientGo] finds a configuration in controller-runtime's order, and
 // [FromRESTConfig] turns any *rest.Config into a credential.
 //
+// A user with an exec plugin and also a token, token file, username or
+// client certificate and key authenticates with those and never runs the
+// plugin, as client-go does. A cluster with insecure-skip-tls-verify and a
+// CA, which client-go refuses, is a permanent error naming the entry.
+//
 // Each returns (nil, nil) when its source is absent, so that several can be
 // registered and the vault uses whichever has something.
 //

@@ -101,6 +101,9 @@ func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 	if _, err := serverURL(cfg); err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: %s: %w", clusterWhere, err))
 	}
+	if err := insecureWithCA(cfg); err != nil {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: %w", clusterWhere, err))
+	}
 	namespace, _, err := clientConfig.Namespace()
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))

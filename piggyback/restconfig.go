@@ -2,6 +2,7 @@ package piggyback
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -34,6 +35,9 @@ func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace s
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: rest.Config: %w", err))
 	}
+	if err := insecureWithCA(cfg); err != nil {
+		return nil, login.Permanent(fmt.Errorf("piggyback: rest.Config: %w", err))
+	}
 	info := login.ConnectionInfo{
 		Server:           u.String(),
 		DefaultNamespace: namespace,
@@ -55,17 +59,31 @@ func fromRESTConfig(ctx context.Context, cfg *rest.Config, proxyURL, namespace s
 	info.CertificateData, info.CertificatePath = dataOrFile(tls.CertData, tls.CertFile)
 	info.PrivateKeyData, info.PrivateKeyPath = dataOrFile(tls.KeyData, tls.KeyFile)
 
+	// client-go's precedence: its exec authenticator steps aside when the
+	// config has a token (or token file), a username or a client
+	// certificate with its key, and the plugin never runs.
+	hasCert := (len(tls.CertData) > 0 || tls.CertFile != "") && (len(tls.KeyData) > 0 || tls.KeyFile != "")
 	switch {
-	case cfg.ExecProvider != nil:
-		return handlers.Exec(handlers.ExecConfig{ExecConfig: *cfg.ExecProvider, Cluster: info})(ctx)
 	case cfg.BearerTokenFile != "":
 		return handlers.TokenFile(cfg.BearerTokenFile, info)(ctx)
 	case cfg.BearerToken != "":
 		info.Token = cfg.BearerToken
+	case cfg.ExecProvider != nil && cfg.Username == "" && !hasCert:
+		return handlers.Exec(handlers.ExecConfig{ExecConfig: *cfg.ExecProvider, Cluster: info, DisableCompression: cfg.DisableCompression})(ctx)
 	case cfg.Username != "" || cfg.Password != "":
 		info.Username, info.Password = cfg.Username, cfg.Password
 	}
 	return &info, nil
+}
+
+// insecureWithCA refuses what client-go's transport refuses: skipping
+// verification while naming a CA to verify with.
+func insecureWithCA(cfg *rest.Config) error {
+	if cfg.Insecure && (len(cfg.CAData) > 0 || cfg.CAFile != "") {
+		return errors.New("insecure-skip-tls-verify is set together with a CA (certificate-authority or certificate-authority-data), " +
+			"which client-go refuses: keep one of them")
+	}
+	return nil
 }
 
 // serverURL is cfg's server as client-go resolves it, refused when it is

@@ -22,6 +22,9 @@ func main() {
 		APIVersion string `json:"apiVersion"`
 	}
 	_ = json.Unmarshal([]byte(os.Getenv("KUBERNETES_EXEC_INFO")), &info)
+	if path := os.Getenv("PLUGIN_INFO_FILE"); path != "" { // KUBERNETES_EXEC_INFO as it came
+		_ = os.WriteFile(path, []byte(os.Getenv("KUBERNETES_EXEC_INFO")), 0o600)
+	}
 	version := info.APIVersion
 	if version == "" {
 		version = "client.authentication.k8s.io/v1"
@@ -35,6 +38,10 @@ func main() {
 
 	switch os.Getenv("PLUGIN_MODE") {
 	case "", "token":
+	case "replay": // prints PLUGIN_OUTPUT as it is and exits with PLUGIN_EXIT_CODE (runs counted above)
+		fmt.Print(os.Getenv("PLUGIN_OUTPUT"))
+		code, _ := strconv.Atoi(os.Getenv("PLUGIN_EXIT_CODE"))
+		os.Exit(code)
 	case "cert":
 		cert, _ := os.ReadFile(os.Getenv("PLUGIN_CERT"))
 		key, _ := os.ReadFile(os.Getenv("PLUGIN_KEY"))

@@ -9,8 +9,12 @@
 // # Logging in
 //
 // When no usable credential is left, the next Select starts a login: every
-// handler runs once, concurrently, however many callers are waiting, and the
-// callers go on with the first credential that arrives. A handler that fails
+// handler runs once, concurrently, however many callers are waiting. The
+// callers go on once every handler has finished its first attempt, with the
+// highest priority present, or, if a handler takes longer, once
+// [Options.FirstLoginWait] has passed and a credential is present: a fast,
+// low-priority handler does not serve while a slower, higher one is about to
+// give its credential. A handler that fails
 // is retried according to its options (see the login package); while it
 // retries, callers wait, each no longer than its own context. A login that
 // ends without a credential gives the waiting callers a [*LoginError] that
@@ -36,10 +40,11 @@
 // 30 s, at most half of it, moved earlier by a random part of up to half that
 // window), and keeps serving the old credential until the new one arrives. A
 // failed refresh is retried with backoff; the old credential serves until it
-// expires. In steady state, no caller ever waits for a login. A credential
-// that arrives already inside its refresh window (it lives less than a few
-// backoffs) is refreshed after the handler's next backoff step instead of at
-// once, and the step grows until a credential with a sound lifetime comes.
+// expires. In steady state, no caller ever waits for a login. A refresh
+// that would come sooner than the login floor comes at the floor; a
+// credential that would not even outlive the floor (it lives milliseconds)
+// is refreshed after the handler's next backoff step instead, and the step
+// grows until a credential with a sound lifetime comes.
 //
 // # Rejected credentials
 //

@@ -256,12 +256,13 @@ func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 // scheduleRefresh arms the proactive refresh of c, if it expires, and
 // resets h's backoff when c is sound; v.mu is held.
 //
-// A credential whose refresh would come sooner than the login floor arrived
-// inside its own refresh window (it lives a few milliseconds, or a source
-// hands out the same short remainder again): refreshing it at once would
-// only repeat that, so its refresh waits for the handler's next backoff
-// step instead, and the backoff keeps growing until a sound credential
-// comes. A credential from a handler with strikes resets nothing either:
+// A credential whose refresh would come sooner than the login floor is
+// refreshed at the floor when it still serves then. One that would not
+// outlive the floor arrived inside its own refresh window (it lives a few
+// milliseconds, or a source hands out the same short remainder again):
+// refreshing it soon would only repeat that, so its refresh waits for the
+// handler's next backoff step instead, and the backoff keeps growing until
+// a sound credential comes. A credential from a handler with strikes resets nothing either:
 // only one that serves does (see served).
 func (v *Vault) scheduleRefresh(h *handler, c *Credential, now time.Time) time.Time {
 	var delay time.Duration
@@ -270,9 +271,12 @@ func (v *Vault) scheduleRefresh(h *handler, c *Credential, now time.Time) time.T
 		life := c.usableUntil.Sub(now)
 		window := min(max(life/refreshWindowPart, refreshWindowMin), life/2)
 		delay = life - window - time.Duration(v.jitter(int64(window/2)+1))
-		if delay < h.settings.BackoffInitial {
+		switch {
+		case life <= h.settings.BackoffInitial:
 			sound = false
 			delay = max(delay, h.backoff.Step())
+		case delay < h.settings.BackoffInitial:
+			delay = h.settings.BackoffInitial // the login floor; it still serves then
 		}
 	}
 	if sound && h.strikes == 0 {

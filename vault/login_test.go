@@ -195,11 +195,15 @@ func TestShortLivedCredentialsCauseNoLoginStorm(t *testing.T) {
 		opts     []login.Option
 		maxCalls int64
 	}{
-		// The default floor (1 s) allows the first login and one refresh.
+		// The default floor (1 s) is longer than the credentials live:
+		// the first login, and refreshes 1, 2, 4 s apart: one in 0.5 s.
 		{"default options", nil, 2},
-		// A 10-ms floor would allow 50 logins in half a second; the
-		// refresh backoff doubles up to 80 ms, which allows about ten.
-		{"10ms floor", []login.Option{login.Backoff(10*time.Millisecond, 80*time.Millisecond)}, 15},
+		// A 50-ms floor is longer too: 50 logins a second without the
+		// refresh backoff, which doubles to 400 ms: at most 5 in 0.5 s.
+		{"50ms floor", []login.Option{login.Backoff(50*time.Millisecond, 400*time.Millisecond)}, 5},
+		// A 10-ms floor is shorter than the credentials live: they are
+		// refreshed at the floor, which the handler's options chose.
+		{"10ms floor", []login.Option{login.Backoff(10*time.Millisecond, 80*time.Millisecond)}, 51},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := New(Options{NoFallback: true})

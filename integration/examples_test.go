@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,11 +39,24 @@ var _ = Describe("The examples", func() {
 		}
 		kubeconfig := writeKubeconfig(fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))
 		dir := filepath.Dir(kubeconfig)
-		cmd := exec.CommandContext(ctx, buildExample("operator"), "--kubeconfig", kubeconfig, "--namespace", ns, "--run-for", "15s")
+		probe := freeAddress()
+		cmd := exec.CommandContext(ctx, buildExample("operator"), "--kubeconfig", kubeconfig, "--namespace", ns, "--run-for", "15s",
+			"--health-probe-bind-address", probe)
 		cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+dir) // nothing but the flag to fall back on
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, GinkgoWriter
-		Expect(cmd.Run()).To(Succeed())
+		Expect(cmd.Start()).To(Succeed())
+		// The vault's readiness check, through the manager's /readyz.
+		Eventually(func() (string, error) {
+			resp, err := http.Get("http://" + probe + "/readyz/authvault")
+			if err != nil {
+				return "", err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			return fmt.Sprintf("%d %s", resp.StatusCode, body), err
+		}).WithTimeout(10 * time.Second).Should(Equal("200 ok"))
+		Expect(cmd.Wait()).To(Succeed())
 		Expect(out.String()).To(ContainSubstring("failed 0"))
 		list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -74,3 +90,11 @@ var _ = Describe("The examples", func() {
 		Expect(stderr.String()).To(ContainSubstring(`"attempt"=3`), "the third retry was the last")
 	}, NodeTimeout(time.Minute))
 })
+
+// freeAddress is a loopback address with a port nothing listens on.
+func freeAddress() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -74,6 +74,14 @@
 // itself), through a plain transport that trusts the system's roots. After Close, every connection closes as soon as the last
 // response on it finishes.
 //
+// # Readiness
+//
+// [Vault.Ready] is a readiness check with the signature of
+// controller-runtime's healthz.Checker: a pod whose operator cannot
+// authenticate (its login round failed, or a login has hung past
+// [Options.ReadyGrace]) is taken out of service, with the LoginError as the
+// reason, instead of restarted.
+//
 // # Concurrency
 //
 // Select reads an immutable snapshot without a lock and allocates nothing;

@@ -221,6 +221,7 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 	v.drop(h)
 	h.cred = c
 	h.running, h.outcome, h.retryAt = false, nil, time.Time{}
+	v.roundStart = time.Time{}
 	refreshAt := v.scheduleRefresh(h, c, now)
 	v.addBase(r.base())
 	v.publish()

@@ -100,6 +100,9 @@ func (v *Vault) startDue() {
 			}
 		}
 	}
+	if started && v.roundStart.IsZero() {
+		v.roundStart = now
+	}
 	if started && !v.settling && v.opts.FirstLoginWait > 0 && len(v.active()) > 1 {
 		v.settling = true
 		// The callback takes no lock: a fake clock calls it under its own.

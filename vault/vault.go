@@ -67,6 +67,12 @@ type Options struct {
 	// credential is handed out at once.
 	FirstLoginWait time.Duration
 
+	// ReadyGrace is how long a login on a vault without a usable
+	// credential counts as ready (see Vault.Ready): long enough for a slow
+	// first login, short enough that a pod whose logins hang is taken out
+	// of service. Default: 1 min.
+	ReadyGrace time.Duration
+
 	// Registerer receives the vault's Prometheus metrics (authvault_*).
 	// Default: nil, which registers nothing. Two vaults on one registerer
 	// need prometheus.WrapRegistererWith to tell them apart.
@@ -78,6 +84,8 @@ const (
 	defaultRemembered = 5
 	// defaultFirstLoginWait: see Options.FirstLoginWait.
 	defaultFirstLoginWait = 10 * time.Second
+	// defaultReadyGrace: see Options.ReadyGrace.
+	defaultReadyGrace = time.Minute
 )
 
 func (o Options) withDefaults() Options {
@@ -89,6 +97,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Remembered <= 0 {
 		o.Remembered = defaultRemembered
+	}
+	if o.ReadyGrace <= 0 {
+		o.ReadyGrace = defaultReadyGrace
 	}
 	switch {
 	case o.FirstLoginWait == 0:
@@ -149,6 +160,9 @@ type Vault struct {
 	// settleTimer (Options.FirstLoginWait) fires: see startDue.
 	settling    bool
 	settleTimer clock.Timer
+	// roundStart is when the vault, holding no usable credential, last
+	// started logins (for Ready); zero once a credential arrives.
+	roundStart time.Time
 
 	// ctx ends every login when the vault closes.
 	ctx    context.Context

@@ -39,6 +39,7 @@ func main() {
 	caFile := flag.String("ca-file", "", "with --token-file: the API server's CA")
 	leaderElect := flag.Bool("leader-elect", true, "elect a leader among replicas")
 	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	probeAddr := flag.String("health-probe-bind-address", "0", "serve /readyz and /healthz here, e.g. :8081 (0: off)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	log := ctrl.Log.WithName("operator")
@@ -67,9 +68,16 @@ func main() {
 		LeaderElectionNamespace: *namespace,
 		Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}},
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  *probeAddr,
 	})
 	if err != nil {
 		log.Error(err, "creating the manager")
+		os.Exit(1)
+	}
+	// Unready while the operator cannot authenticate: a login round failed,
+	// or a re-login has hung for a minute (vault.Options.ReadyGrace).
+	if err := mgr.AddReadyzCheck("authvault", v.Ready); err != nil {
+		log.Error(err, "adding the readiness check")
 		os.Exit(1)
 	}
 	r := &annotator.Reconciler{Client: mgr.GetClient()}

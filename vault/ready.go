@@ -1,0 +1,55 @@
+package vault
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Ready reports whether the vault can authenticate requests, as a readiness
+// check: its signature is controller-runtime's healthz.Checker, so
+//
+//	mgr.AddReadyzCheck("authvault", v.Ready)
+//
+// makes a pod unready while its operator cannot reach the API server as
+// itself. It returns nil while a credential is usable, or while a login is
+// under way that began less than [Options.ReadyGrace] ago (the first login
+// of a starting process: the probe itself starts it if nothing has). Once a
+// login round has ended without a credential, or one runs longer than the
+// grace, it returns the *LoginError that a caller would get. It never waits.
+func (v *Vault) Ready(_ *http.Request) error {
+	if v.snap.Load().pick() != nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return ErrClosed
+	}
+	v.dropExpired()
+	if v.usableLocked() {
+		return nil
+	}
+	if !v.settling {
+		v.startDue()
+	}
+	if !v.loggingIn() {
+		return v.loginError(nil)
+	}
+	if v.roundStart.IsZero() || v.clock.Since(v.roundStart) < v.opts.ReadyGrace {
+		return nil
+	}
+	return v.loginError(fmt.Errorf("vault: still logging in after %s", v.clock.Since(v.roundStart).Round(time.Millisecond)))
+}
+
+// usableLocked tells whether any handler holds a usable credential, held
+// back for the first-login wait or not; v.mu is held.
+func (v *Vault) usableLocked() bool {
+	now := v.clock.Now()
+	for _, h := range v.all() {
+		if h.cred != nil && h.cred.usable(now) {
+			return true
+		}
+	}
+	return false
+}

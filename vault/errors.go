@@ -67,12 +67,16 @@ type Outcome struct {
 	Running bool
 	// RetryAt is when the handler is run again, if it failed.
 	RetryAt time.Time
+	// Held tells that its credential is held back for other handlers' first attempts.
+	Held bool
 }
 
 func (o Outcome) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "handler %q ", o.Handler)
 	switch {
+	case o.Held:
+		b.WriteString("gave a credential, held back until the other handlers finish their first attempt")
 	case o.Running && o.Err == nil:
 		b.WriteString("is still logging in")
 	case o.Running:

@@ -33,7 +33,11 @@ const DefaultNamespace = "default"
 // Namespace is the DefaultNamespace of the credentials the vault hands out
 // now: the first one of the highest priority that names one, else "default".
 func (v *Vault) Namespace() string {
-	for _, group := range v.snap.Load().groups {
+	s := v.snap.Load()
+	if s.held {
+		return DefaultNamespace
+	}
+	for _, group := range s.groups {
 		for _, c := range group {
 			if c.Info.DefaultNamespace != "" {
 				return c.Info.DefaultNamespace

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 )
 
 // Select returns a random usable credential of the highest priority present.
@@ -105,18 +106,20 @@ func (v *Vault) startDue() {
 	}
 	if started && !v.settling && v.opts.FirstLoginWait > 0 && len(v.active()) > 1 {
 		v.settling = true
+		var timer clock.Timer
 		// The callback takes no lock: a fake clock calls it under its own.
-		v.settleTimer = v.clock.AfterFunc(v.opts.FirstLoginWait, func() {
+		timer = v.clock.AfterFunc(v.opts.FirstLoginWait, func() {
 			v.spawn(func() {
 				v.mu.Lock()
 				defer v.mu.Unlock()
-				if v.settling {
+				if v.settling && v.settleTimer == timer {
 					v.log.Info("handing out credentials before every handler finished its first attempt: the wait is bounded",
 						"firstLoginWait", v.opts.FirstLoginWait, "waitingFor", v.pendingIDs())
 					v.endSettlingLocked()
 				}
 			})
 		})
+		v.settleTimer = timer
 	}
 }
 
@@ -180,6 +183,7 @@ func (v *Vault) loginError(callerErr error) *LoginError {
 			Handler: h.settings.ID,
 			Err:     h.outcome,
 			Running: h.running,
+			Held:    v.settling && h.cred != nil,
 			RetryAt: h.retryAt,
 		})
 	}
@@ -226,6 +230,10 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, s
 		v.strikeLocked(h, cred)
 	}
 	v.publish()
+	if s := v.snap.Load(); len(s.groups) > 0 && cred.Info.Priority > s.groups[0][0].Info.Priority &&
+		!h.running && !h.retryAt.After(v.clock.Now()) && slices.Contains(v.active(), h) {
+		v.start(h, "rejected, above every credential left")
+	}
 	left := v.snap.Load().size()
 	v.mu.Unlock()
 

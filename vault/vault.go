@@ -63,8 +63,12 @@ type Options struct {
 	// in-cluster ServiceAccount) does not serve while a slower, higher one
 	// (a kubeconfig's exec plugin) is about to give its credential; a
 	// handler that hangs holds them no longer than this, counted from the
-	// start of the round. Default: 10 s; negative: no wait, the first
-	// credential is handed out at once.
+	// start of the round. It applies to every login on an empty vault (the
+	// first, and a re-login after the last credential went), and only when
+	// more than one handler is registered. A caller whose deadline comes
+	// first gets a LoginError that says which credential is held back.
+	// Default: 10 s; negative: no wait, the first credential is handed out
+	// at once.
 	FirstLoginWait time.Duration
 
 	// ReadyGrace is how long a login on a vault without a usable
@@ -439,7 +443,7 @@ func (v *Vault) addBase(b base) {
 // logFallbackWinner says, once for each change, which fallback handler's
 // credentials the vault hands out; v.mu is held.
 func (v *Vault) logFallbackWinner(s *snapshot) {
-	if len(v.handlers) > 0 || len(s.groups) == 0 || v.closed {
+	if len(v.handlers) > 0 || len(s.groups) == 0 || v.closed || s.held {
 		return
 	}
 	top := s.groups[0][0]

@@ -20,6 +20,14 @@
 // A handler that panics fails its attempt with a [*PanicError], which prints
 // the panic value's type, never its content; the process goes on.
 //
+// # Why a handler runs
+//
+// The vault calls a handler with a context that says why ([ReasonFrom]): its
+// first login, a refresh before expiry, an expired credential, or a
+// credential the server rejected, with the response's status code and
+// WWW-Authenticate header. A handler that caches can skip its cache after a
+// rejection; the vault logs the reason with each login.
+//
 // # Secrets
 //
 // Every way of printing a ConnectionInfo (fmt's verbs, String, GoString,

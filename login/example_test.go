@@ -59,3 +59,26 @@ func ExampleHandler() {
 	fmt.Println(s.ID, s.Retries, s.Timeout)
 	// Output: secret-store 3 10s
 }
+
+// A handler that caches its token skips the cache when the server has just
+// rejected it.
+func ExampleReasonFrom() {
+	cached := "cached-token"
+	handler := func(ctx context.Context) (*login.ConnectionInfo, error) {
+		token := cached
+		if r, ok := login.ReasonFrom(ctx); ok && r.Kind == login.Rejected {
+			fmt.Println("logging in because:", r)
+			token = "fresh-token" // ask the issuer, not the cache
+		}
+		return &login.ConnectionInfo{Server: "https://api.example:6443", Token: token}, nil
+	}
+	// The vault calls handlers with the reason; a test can too.
+	ctx := login.WithReason(context.Background(), login.Reason{
+		Kind: login.Rejected, StatusCode: 401, Challenge: `Bearer error="invalid_token"`,
+	})
+	info, _ := handler(ctx)
+	fmt.Println(info.Token)
+	// Output:
+	// logging in because: rejected by the server (401, WWW-Authenticate: Bearer error="invalid_token")
+	// fresh-token
+}

@@ -22,7 +22,7 @@ const (
 )
 
 // start begins a login of h in the background; v.mu is held.
-func (v *Vault) start(h *handler, reason string) {
+func (v *Vault) start(h *handler, reason login.Reason) {
 	h.running = true
 	if !v.spawn(func() { v.login(h, reason) }) {
 		h.running = false
@@ -34,9 +34,10 @@ func (v *Vault) start(h *handler, reason string) {
 // than the handler's initial backoff after its previous call (the login
 // floor), so that credentials that live a few milliseconds cannot make a
 // handler run in a loop.
-func (v *Vault) login(h *handler, reason string) {
+func (v *Vault) login(h *handler, reason login.Reason) {
 	log := v.log.WithValues("handler", h.settings.ID)
-	log.V(1).Info("logging in", "reason", reason)
+	log.V(1).Info("logging in", "reason", reason.String())
+	ctx := login.WithReason(v.ctx, reason)
 	if !v.sleep(v.untilFloor(h)) {
 		v.finish(h, ErrClosed, 0)
 		return
@@ -47,7 +48,7 @@ func (v *Vault) login(h *handler, reason string) {
 			return
 		}
 		start := time.Now()
-		err := v.attempt(h)
+		err := v.attempt(ctx, h)
 		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
 		if attempt == 1 {
 			v.mu.Lock()
@@ -120,13 +121,13 @@ func (v *Vault) awaitReturn(h *handler, log logr.Logger) error {
 	}
 }
 
-// attempt runs h once and offers its credential to the vault.
-func (v *Vault) attempt(h *handler) error {
+// attempt runs h once, with ctx, and offers its credential to the vault.
+func (v *Vault) attempt(ctx context.Context, h *handler) error {
 	returned := make(chan struct{})
 	v.mu.Lock()
 	h.returned, h.lastCall, h.abandoned = returned, v.clock.Now(), false
 	v.mu.Unlock()
-	info, err := h.settings.Attempt(v.ctx, func(ctx context.Context) (*login.ConnectionInfo, error) {
+	info, err := h.settings.Attempt(ctx, func(ctx context.Context) (*login.ConnectionInfo, error) {
 		defer close(returned)
 		return h.fn(ctx)
 	})
@@ -312,5 +313,5 @@ func (v *Vault) refresh(h *handler, c *Credential) {
 	if v.closed || h.cred != c || h.running {
 		return
 	}
-	v.start(h, "refresh before expiry")
+	v.start(h, login.Reason{Kind: login.Refresh})
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/go-logr/logr"
+
+	"github.com/authvault/authvault/login"
 	"k8s.io/utils/clock"
 )
 
@@ -74,6 +76,7 @@ func (v *Vault) dropExpired() {
 			v.log.V(1).Info("credential expired", "handler", h.settings.ID, "fingerprint", h.cred.fingerprint,
 				"expiration", h.cred.Info.Expiration)
 			v.drop(h)
+			h.loss = login.Reason{Kind: login.Expired}
 			dropped = true
 		}
 	}
@@ -95,7 +98,7 @@ func (v *Vault) startDue() {
 	started := false
 	for _, h := range v.active() {
 		if h.cred == nil && !h.running && !h.retryAt.After(now) {
-			v.start(h, "no usable credential")
+			v.start(h, h.lossReason())
 			if h.running {
 				h.firstPending, started = true, true
 			}
@@ -220,6 +223,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, s
 		return false
 	}
 	v.drop(h)
+	h.loss = rejection(cause)
 	h.forgotten = append(h.forgotten, cred.digest)
 	if extra := len(h.forgotten) - v.opts.Remembered; extra > 0 {
 		h.forgotten = slices.Delete(h.forgotten, 0, extra)
@@ -232,7 +236,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, s
 	v.publish()
 	if s := v.snap.Load(); len(s.groups) > 0 && cred.Info.Priority > s.groups[0][0].Info.Priority &&
 		!h.running && !h.retryAt.After(v.clock.Now()) && slices.Contains(v.active(), h) {
-		v.start(h, "rejected, above every credential left")
+		v.start(h, h.lossReason())
 	}
 	left := v.snap.Load().size()
 	v.mu.Unlock()
@@ -257,4 +261,23 @@ func causeText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// lossReason is why h logs in when it has no credential; v.mu is held.
+func (h *handler) lossReason() login.Reason {
+	if h.loss.Kind == "" {
+		return login.Reason{Kind: login.FirstLogin}
+	}
+	return h.loss
+}
+
+// rejection is the Reason of a login after cred was invalidated for cause:
+// with the response's status and challenge when cause is the transport's.
+func rejection(cause error) login.Reason {
+	r := login.Reason{Kind: login.Rejected}
+	var ue *UnauthorizedError
+	if errors.As(cause, &ue) {
+		r.StatusCode, r.Challenge = ue.StatusCode, ue.Challenge
+	}
+	return r
 }

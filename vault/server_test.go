@@ -156,6 +156,7 @@ func (s *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case rec.Status == http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="test-api"`)
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
 	case rec.Status == http.StatusForbidden:

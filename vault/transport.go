@@ -19,8 +19,11 @@ const maxAttempts = 8
 // UnauthorizedError is why the transport invalidated a credential: the
 // server answered 401.
 type UnauthorizedError struct {
-	Server string
-	Status string // "401 Unauthorized"
+	Server     string
+	Status     string // "401 Unauthorized"
+	StatusCode int    // 401
+	// Challenge is the response's WWW-Authenticate header, if any.
+	Challenge string
 }
 
 func (e *UnauthorizedError) Error() string {
@@ -84,7 +87,10 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // rejected invalidates cred, which the server answered with a 401.
 func (v *Vault) rejected(ctx context.Context, cred *Credential, resp *http.Response) {
-	v.invalidate(ctx, cred, &UnauthorizedError{Server: cred.Info.Server, Status: resp.Status}, true)
+	v.invalidate(ctx, cred, &UnauthorizedError{
+		Server: cred.Info.Server, Status: resp.Status, StatusCode: resp.StatusCode,
+		Challenge: resp.Header.Get("WWW-Authenticate"),
+	}, true)
 }
 
 // served notes that cred got an answer other than 401. The first time, its

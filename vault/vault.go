@@ -205,6 +205,9 @@ type handler struct {
 	// abandoned tells that an attempt gave up on that last call at its
 	// timeout (authvault_abandoned_calls shows it until the call returns).
 	abandoned bool
+	// loss is why it last lost its credential; zero while it never had
+	// one. Its next login tells the handler (login.ReasonFrom).
+	loss login.Reason
 	// firstPending tells that it is in a login round on an empty vault and
 	// has not finished its first attempt: the round's credentials are held
 	// back until it has (see Vault.settling).

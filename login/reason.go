@@ -31,6 +31,10 @@ const (
 	Rejected ReasonKind = "rejected by the server"
 	// Expired: its credential expired before a refresh replaced it.
 	Expired ReasonKind = "expired"
+	// TLSFailure: the server's certificate failed verification against the
+	// credential's CA, or the server refused its client certificate: a CA
+	// rotated, and the handler should give the new one.
+	TLSFailure ReasonKind = "TLS failure"
 )
 
 func (r Reason) String() string {

@@ -65,6 +65,16 @@
 // every credential left logs in again at once (after its login floor), so
 // that the lower priority serves only until it is back.
 //
+// # CA rotation
+//
+// A request that fails TLS verification against its credential's server
+// (its certificate is not signed by the credential's CA, or the server
+// refuses the client certificate) invalidates the credential with a
+// [*TLSError] and makes its handler run again after its backoff, told why
+// (login.TLSFailure). Verification is never relaxed: a handler that gives
+// the new CA heals the vault; one that gives the old CA again is asked once
+// per backoff.
+//
 // # Where credentials go
 //
 // A request gets a credential only when its URL is below a server the vault

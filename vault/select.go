@@ -206,7 +206,7 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 	if cred == nil {
 		return errors.New("vault: Invalidate of a nil credential")
 	}
-	if !v.invalidate(ctx, cred, cause, false) && v.isClosed() {
+	if !v.invalidate(ctx, cred, cause, byCaller) && v.isClosed() {
 		return ErrClosed
 	}
 	return nil
@@ -215,7 +215,7 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 // invalidate removes cred and tells whether it did: of many callers that
 // invalidate the same credential, exactly one does. strike counts it
 // against its handler when it never served (see strikeLocked).
-func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, strike bool) bool {
+func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, by invalidation) bool {
 	h := cred.handler
 	v.mu.Lock()
 	if v.closed || h == nil || h.cred != cred {
@@ -223,15 +223,26 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, s
 		return false
 	}
 	v.drop(h)
-	h.loss = rejection(cause)
-	h.forgotten = append(h.forgotten, cred.digest)
-	if extra := len(h.forgotten) - v.opts.Remembered; extra > 0 {
-		h.forgotten = slices.Delete(h.forgotten, 0, extra)
-	}
 	v.lastServer, v.lastCause = cred.Info.Server, cause
 	v.metrics.invalidations.WithLabelValues(cred.Key).Inc()
-	if strike {
-		v.strikeLocked(h, cred)
+	switch by {
+	case byTLSFailure:
+		// The token is not at fault but the CA: the handler may give it
+		// again with the new CA. Its next login waits for its backoff, so
+		// that a CA that has not rotated yet costs a login per backoff,
+		// not one per request.
+		h.loss = login.Reason{Kind: login.TLSFailure}
+		h.outcome = cause
+		h.retryAt = v.clock.Now().Add(h.backoff.Step())
+	default:
+		h.loss = rejection(cause)
+		h.forgotten = append(h.forgotten, cred.digest)
+		if extra := len(h.forgotten) - v.opts.Remembered; extra > 0 {
+			h.forgotten = slices.Delete(h.forgotten, 0, extra)
+		}
+		if by == by401 {
+			v.strikeLocked(h, cred)
+		}
 	}
 	v.publish()
 	if s := v.snap.Load(); len(s.groups) > 0 && cred.Info.Priority > s.groups[0][0].Info.Priority &&
@@ -281,3 +292,13 @@ func rejection(cause error) login.Reason {
 	}
 	return r
 }
+
+// invalidation says who invalidates a credential, and so what it costs its
+// handler.
+type invalidation int
+
+const (
+	byCaller     invalidation = iota // Vault.Invalidate: the digest is refused for a while
+	by401                            // the transport met a 401: refused, and a strike if it never served
+	byTLSFailure                     // the transport failed TLS verification: the handler backs off
+)

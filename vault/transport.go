@@ -65,6 +65,9 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := rt.RoundTrip(out)
+		if err != nil && carriesCred && isTLSFailure(err) {
+			v.invalidate(req.Context(), cred, &TLSError{Server: cred.Info.Server, Err: err}, byTLSFailure)
+		}
 		if err != nil || !carriesCred {
 			return resp, err
 		}
@@ -90,7 +93,7 @@ func (v *Vault) rejected(ctx context.Context, cred *Credential, resp *http.Respo
 	v.invalidate(ctx, cred, &UnauthorizedError{
 		Server: cred.Info.Server, Status: resp.Status, StatusCode: resp.StatusCode,
 		Challenge: resp.Header.Get("WWW-Authenticate"),
-	}, true)
+	}, by401)
 }
 
 // served notes that cred got an answer other than 401. The first time, its

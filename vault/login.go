@@ -256,7 +256,8 @@ func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 }
 
 // scheduleRefresh arms the proactive refresh of c, if it expires, and
-// resets h's backoff when c is sound; v.mu is held.
+// resets h's backoff when c is sound and h has no strikes or TLS failure
+// against it (those are cleared by a credential that serves); v.mu is held.
 //
 // A credential whose refresh would come sooner than the login floor is
 // refreshed at the floor when it still serves then. One that would not
@@ -281,7 +282,7 @@ func (v *Vault) scheduleRefresh(h *handler, c *Credential, now time.Time) time.T
 			delay = h.settings.BackoffInitial // the login floor; it still serves then
 		}
 	}
-	if sound && h.strikes == 0 {
+	if sound && h.strikes == 0 && h.loss.Kind != login.TLSFailure {
 		h.backoff = newBackoff(h.settings)
 	}
 	if c.usableUntil.IsZero() {

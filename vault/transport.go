@@ -11,6 +11,8 @@ import (
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/authvault/authvault/login"
 )
 
 // maxAttempts bounds how often one request is sent, whatever happens.
@@ -97,8 +99,9 @@ func (v *Vault) rejected(ctx context.Context, cred *Credential, resp *http.Respo
 }
 
 // served notes that cred got an answer other than 401. The first time, its
-// handler's strikes and their backoff are cleared: it gives credentials that
-// work, so the next rejection is an ordinary revocation.
+// handler's strikes, or its TLS failures, and their backoff are cleared: it
+// gives credentials that work, so the next rejection is an ordinary
+// revocation.
 func (v *Vault) served(cred *Credential) {
 	if cred.served.Load() || !cred.served.CompareAndSwap(false, true) {
 		return
@@ -109,10 +112,10 @@ func (v *Vault) served(cred *Credential) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if h.strikes == 0 {
+	if h.strikes == 0 && h.loss.Kind != login.TLSFailure {
 		return
 	}
-	h.strikes = 0
+	h.strikes, h.loss = 0, login.Reason{}
 	h.backoff = newBackoff(h.settings)
 	if errors.Is(h.outcome, ErrRejectedAtOnce) {
 		h.outcome, h.retryAt = nil, time.Time{}

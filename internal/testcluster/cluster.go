@@ -108,6 +108,28 @@ func (c *Cluster) RestartAPIServer(down time.Duration) error {
 	return nil
 }
 
+// RotateServingCA stops the API server, removes its serving certificate so
+// that it starts again, after down, with one from a new CA, and returns that
+// CA (PEM); Token uses it from then on. The client CA and admin credentials
+// may change with it: use the vault's own credentials afterwards.
+func (c *Cluster) RotateServingCA(down time.Duration) ([]byte, error) {
+	api := c.Env.ControlPlane.GetAPIServer()
+	if err := api.Stop(); err != nil {
+		return nil, fmt.Errorf("testcluster: stopping the API server: %w", err)
+	}
+	for _, f := range []string{"apiserver.crt", "apiserver.key"} {
+		if err := os.Remove(filepath.Join(api.CertDir, f)); err != nil {
+			return nil, fmt.Errorf("testcluster: removing the serving certificate: %w", err)
+		}
+	}
+	time.Sleep(down)
+	if err := api.Start(); err != nil {
+		return nil, fmt.Errorf("testcluster: starting the API server with a new CA: %w", err)
+	}
+	c.CAData = api.SecureServing.CA
+	return c.CAData, nil
+}
+
 // Token is a credential for the cluster with tok.
 func (c *Cluster) Token(tok string) login.ConnectionInfo {
 	return login.ConnectionInfo{Server: c.Server, CAData: c.CAData, Token: tok}

@@ -30,6 +30,24 @@
 //   - kind is required: output without "kind": "ExecCredential" is refused;
 //     client-go takes the kind from the object it decodes into.
 //
+// # Telling the plugin why it runs
+//
+// With [ExecConfig].ProvideResponse set, a plugin that the vault runs again
+// because the server rejected its credential (login.ReasonFrom gives
+// [login.Rejected] with a status code) is told the response: its
+// KUBERNETES_EXEC_INFO carries spec.response with the status code and the
+// WWW-Authenticate header, and nothing else of the response or the request:
+//
+//	{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1",
+//	 "spec":{"interactive":false,
+//	  "response":{"code":401,"header":{"WWW-Authenticate":["Bearer realm=\"api\""]}}}}
+//
+// The shape is the ExecInfo response of client-go's original exec plugin
+// proposal, which client-go dropped: neither v1 nor v1beta1 defines it, so a
+// plugin that decodes strictly would refuse it, and it is off by default. A
+// first login, a refresh, an expired credential or a rejection whose response
+// is unknown (a caller's Invalidate) send no response.
+//
 // # Files and fixed credentials
 //
 // [TokenFile] reads a bearer token from a file on every login and makes sure

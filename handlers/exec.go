@@ -53,6 +53,22 @@ type ExecConfig struct {
 	// client-go sends to the plugin with the rest of the cluster
 	// information when ProvideClusterInfo is set. Default: false.
 	DisableCompression bool
+	// ProvideResponse tells the plugin, when the vault runs it because the
+	// server rejected its previous credential (login.ReasonFrom gives Kind
+	// login.Rejected with a StatusCode), the response that did: the
+	// KUBERNETES_EXEC_INFO it gets carries spec.response with the status
+	// code and the WWW-Authenticate header, nothing else of the response
+	// and nothing of the request:
+	//
+	//	"response":{"code":401,"header":{"WWW-Authenticate":["Bearer realm=..."]}}
+	//
+	// This is the ExecInfo response of client-go's original exec plugin
+	// proposal, which client-go never shipped: no apiVersion defines it,
+	// and a plugin that decodes strictly refuses the unknown field. Set it
+	// only for a plugin that expects it. Any other login (first, refresh,
+	// expired, a rejection without the response) sends no response.
+	// Default: false.
+	ProvideResponse bool
 
 	// Stdin is handed to the plugin in interactive mode, and only when it
 	// is a terminal. Default: os.Stdin.
@@ -116,7 +132,7 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", name, err))
 	}
-	info, err := cfg.execInfo(interactive)
+	info, err := cfg.execInfo(interactive, cfg.response(ctx))
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", name, err))
 	}
@@ -243,8 +259,9 @@ func (cfg *ExecConfig) stderrName() string {
 	}
 }
 
-// execInfo is KUBERNETES_EXEC_INFO: an ExecCredential with the spec only.
-func (cfg *ExecConfig) execInfo(interactive bool) ([]byte, error) {
+// execInfo is KUBERNETES_EXEC_INFO: an ExecCredential with the spec only,
+// and spec.response when response is not nil.
+func (cfg *ExecConfig) execInfo(interactive bool, response *execResponse) ([]byte, error) {
 	var cluster *clientauthv1.Cluster
 	if cfg.ProvideClusterInfo {
 		c, err := cfg.cluster()
@@ -253,25 +270,30 @@ func (cfg *ExecConfig) execInfo(interactive bool) ([]byte, error) {
 		}
 		cluster = c
 	}
+	var spec any
 	switch cfg.APIVersion {
 	case execV1:
-		return json.Marshal(&clientauthv1.ExecCredential{
-			TypeMeta: typeMeta(execV1),
-			Spec:     clientauthv1.ExecCredentialSpec{Interactive: interactive, Cluster: cluster},
-		})
+		spec = specV1{
+			ExecCredentialSpec: clientauthv1.ExecCredentialSpec{Interactive: interactive, Cluster: cluster},
+			Response:           response,
+		}
 	case execV1beta1:
-		spec := clientauthv1beta1.ExecCredentialSpec{Interactive: interactive}
+		s := clientauthv1beta1.ExecCredentialSpec{Interactive: interactive}
 		if cluster != nil {
-			spec.Cluster = &clientauthv1beta1.Cluster{
+			s.Cluster = &clientauthv1beta1.Cluster{
 				Server: cluster.Server, TLSServerName: cluster.TLSServerName,
 				InsecureSkipTLSVerify: cluster.InsecureSkipTLSVerify, CertificateAuthorityData: cluster.CertificateAuthorityData,
 				ProxyURL: cluster.ProxyURL, DisableCompression: cluster.DisableCompression, Config: cluster.Config,
 			}
 		}
-		return json.Marshal(&clientauthv1beta1.ExecCredential{TypeMeta: typeMeta(execV1beta1), Spec: spec})
+		spec = specV1beta1{ExecCredentialSpec: s, Response: response}
 	default:
 		return nil, fmt.Errorf("apiVersion %q is not supported (want %s or %s)", cfg.APIVersion, execV1, execV1beta1)
 	}
+	return json.Marshal(struct {
+		metav1.TypeMeta `json:",inline"`
+		Spec            any `json:"spec"`
+	}{typeMeta(cfg.APIVersion), spec})
 }
 
 // cluster is the cluster information handed to the plugin.

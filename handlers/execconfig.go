@@ -34,6 +34,7 @@ type execView struct {
 	PluginPolicy            string        `json:"pluginPolicy,omitempty"`
 	Cluster                 any           `json:"cluster"`
 	DisableCompression      bool          `json:"disableCompression,omitempty"`
+	ProvideResponse         bool          `json:"provideResponse,omitempty"`
 	Stdin                   string        `json:"stdin,omitempty"`
 	Stderr                  string        `json:"stderr,omitempty"`
 }
@@ -55,6 +56,7 @@ func (cfg ExecConfig) view() execView {
 		PluginPolicy:            string(cfg.PluginPolicy.PolicyType),
 		Cluster:                 cfg.Cluster.MarshalLog(),
 		DisableCompression:      cfg.DisableCompression,
+		ProvideResponse:         cfg.ProvideResponse,
 	}
 	for range cfg.Args {
 		v.Args = append(v.Args, login.Redacted)
@@ -114,6 +116,9 @@ func (cfg ExecConfig) String() string {
 	field("Cluster", cfg.Cluster.String())
 	if v.DisableCompression {
 		field("DisableCompression", "true")
+	}
+	if v.ProvideResponse {
+		field("ProvideResponse", "true")
 	}
 	field("Stdin", v.Stdin)
 	field("Stderr", v.Stderr)

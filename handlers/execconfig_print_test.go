@@ -127,3 +127,31 @@ func TestExecConfigPrintsWhatItHas(t *testing.T) {
 		t.Errorf("JSON = %s, want command and apiVersion", b)
 	}
 }
+
+// ProvideResponse shows in every printed form, as the other fields do.
+func TestExecConfigPrintsProvideResponse(t *testing.T) {
+	cfg := ExecConfig{ExecConfig: clientcmdapi.ExecConfig{Command: "kubelogin", APIVersion: execV1}, ProvideResponse: true}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged, err := json.Marshal(cfg.MarshalLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forms := map[string]struct{ got, want string }{
+		"String()":     {cfg.String(), "ProvideResponse: true"},
+		"%+v":          {fmt.Sprintf("%+v", cfg), "ProvideResponse: true"},
+		"JSON":         {string(b), `"provideResponse":true`},
+		"MarshalLog()": {string(logged), `"provideResponse":true`},
+	}
+	for form, f := range forms {
+		if !strings.Contains(f.got, f.want) {
+			t.Errorf("%s = %s, want %s", form, f.got, f.want)
+		}
+	}
+	cfg.ProvideResponse = false
+	if s := cfg.String(); strings.Contains(s, "ProvideResponse") {
+		t.Errorf("String() = %s with ProvideResponse off, want it left out as other unset fields are", s)
+	}
+}

@@ -45,8 +45,14 @@ func (cfg *ExecConfig) response(ctx context.Context) *execResponse {
 		return nil
 	}
 	resp := &execResponse{Code: int32(r.StatusCode)}
-	if r.Challenge != "" {
+	if r.Challenge != "" && len(r.Challenge) <= maxChallenge {
 		resp.Header = map[string][]string{"WWW-Authenticate": {r.Challenge}}
 	}
 	return resp
 }
+
+// maxChallenge bounds the WWW-Authenticate header passed to a plugin: the
+// server (or a proxy) writes it, and one environment string may not pass
+// 128 KiB on Linux, or the plugin cannot be started at all. A longer one is
+// left out rather than cut, which could change its meaning.
+const maxChallenge = 4 << 10

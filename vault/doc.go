@@ -61,9 +61,10 @@
 // strike against its handler, counted once however many requests met its
 // 401; the second strike in a row makes the handler back off (a broken
 // handler, an authenticator outage). A credential that serves clears the
-// strikes and the backoff. A handler whose rejected credential ranked above
-// every credential left logs in again at once (after its login floor), so
-// that the lower priority serves only until it is back.
+// strikes and the backoff. A handler whose credential ranked above every
+// credential left logs in again at once after a rejection (after its login
+// floor), or once its backoff has passed after a TLS failure or a failed
+// login, so that the lower priority serves only until it is back.
 //
 // # CA rotation
 //

@@ -220,7 +220,11 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 		return ErrUnchanged
 	}
 	v.drop(h)
-	h.cred = c
+	h.cred, h.lastPriority = c, info.Priority
+	if h.retryTimer != nil {
+		h.retryTimer.Stop()
+		h.retryTimer = nil
+	}
 	h.running, h.outcome, h.retryAt = false, nil, time.Time{}
 	v.roundStart = time.Time{}
 	refreshAt := v.scheduleRefresh(h, c, now)
@@ -245,6 +249,7 @@ func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 		// credential keeps serving.
 		v.armRefresh(h, c, delay)
 	}
+	v.retryAboveLocked(h) // a higher priority that failed: not only on an empty vault
 	v.broadcast()
 	switch {
 	case v.closed:

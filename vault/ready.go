@@ -36,7 +36,12 @@ func (v *Vault) Ready(_ *http.Request) error {
 	if !v.loggingIn() {
 		return v.loginError(nil)
 	}
-	if v.roundStart.IsZero() || v.clock.Since(v.roundStart) < v.opts.ReadyGrace {
+	if v.roundStart.IsZero() {
+		// A login that began as a refresh, whose credential has gone
+		// since: the grace counts from now.
+		v.roundStart = v.clock.Now()
+	}
+	if v.clock.Since(v.roundStart) < v.opts.ReadyGrace {
 		return nil
 	}
 	return v.loginError(fmt.Errorf("vault: still logging in after %s", v.clock.Since(v.roundStart).Round(time.Millisecond)))

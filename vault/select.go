@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -71,14 +72,23 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 func (v *Vault) dropExpired() {
 	now := v.clock.Now()
 	dropped := false
+	var lastUsable time.Time
 	for _, h := range v.all() {
 		if h.cred != nil && !h.cred.usable(now) {
+			if h.cred.usableUntil.After(lastUsable) {
+				lastUsable = h.cred.usableUntil
+			}
 			v.log.V(1).Info("credential expired", "handler", h.settings.ID, "fingerprint", h.cred.fingerprint,
 				"expiration", h.cred.Info.Expiration)
 			v.drop(h)
 			h.loss = login.Reason{Kind: login.Expired}
 			dropped = true
 		}
+	}
+	if dropped && v.roundStart.IsZero() && !v.usableLocked() {
+		// The vault has had nothing to serve since then, whatever logins
+		// (a failing refresh) are under way: Ready counts from it.
+		v.roundStart = lastUsable
 	}
 	// A stale snapshot with nothing expired (the wall clock went back)
 	// is published anew, with a new timer.
@@ -245,10 +255,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 		}
 	}
 	v.publish()
-	if s := v.snap.Load(); len(s.groups) > 0 && cred.Info.Priority > s.groups[0][0].Info.Priority &&
-		!h.running && !h.retryAt.After(v.clock.Now()) && slices.Contains(v.active(), h) {
-		v.start(h, h.lossReason())
-	}
+	v.retryAboveLocked(h)
 	left := v.snap.Load().size()
 	v.mu.Unlock()
 
@@ -282,6 +289,12 @@ func (h *handler) lossReason() login.Reason {
 	return h.loss
 }
 
+// maxChallenge bounds the WWW-Authenticate header a Reason carries: a
+// server or a proxy may send megabytes, which an exec plugin's environment
+// (128 KiB a string on Linux) or a log line must not carry. A longer one is
+// dropped rather than cut, which could change its meaning.
+const maxChallenge = 4 << 10
+
 // rejection is the Reason of a login after cred was invalidated for cause:
 // with the response's status and challenge when cause is the transport's.
 func rejection(cause error) login.Reason {
@@ -289,6 +302,9 @@ func rejection(cause error) login.Reason {
 	var ue *UnauthorizedError
 	if errors.As(cause, &ue) {
 		r.StatusCode, r.Challenge = ue.StatusCode, ue.Challenge
+		if len(r.Challenge) > maxChallenge {
+			r.Challenge = ""
+		}
 	}
 	return r
 }
@@ -302,3 +318,31 @@ const (
 	by401                            // the transport met a 401: refused, and a strike if it never served
 	byTLSFailure                     // the transport failed TLS verification: the handler backs off
 )
+
+// retryAboveLocked makes sure that h, which has no credential, logs in again
+// while credentials of a lower priority than its last one serve: otherwise
+// only an empty vault would start its login, and the lower priority (another
+// cluster, with the fallback defaults) would serve for good. It starts the
+// login now, or arms h's retry timer for its retryAt; v.mu is held.
+func (v *Vault) retryAboveLocked(h *handler) {
+	s := v.snap.Load()
+	if v.closed || h.cred != nil || h.running || len(s.groups) == 0 || !slices.Contains(v.active(), h) ||
+		h.lastPriority <= s.groups[0][0].Info.Priority {
+		return
+	}
+	if wait := h.retryAt.Sub(v.clock.Now()); wait > 0 {
+		if h.retryTimer != nil {
+			h.retryTimer.Stop()
+		}
+		// The callback takes no lock: a fake clock calls it under its own.
+		h.retryTimer = v.clock.AfterFunc(wait, func() {
+			v.spawn(func() {
+				v.mu.Lock()
+				defer v.mu.Unlock()
+				v.retryAboveLocked(h)
+			})
+		})
+		return
+	}
+	v.start(h, h.lossReason())
+}

@@ -205,6 +205,11 @@ type handler struct {
 	// abandoned tells that an attempt gave up on that last call at its
 	// timeout (authvault_abandoned_calls shows it until the call returns).
 	abandoned bool
+	// lastPriority is the priority of its last credential, and retryTimer
+	// starts its next login at retryAt while lower priorities serve (see
+	// Vault.retryAboveLocked).
+	lastPriority int
+	retryTimer   clock.Timer
 	// loss is why it last lost its credential; zero while it never had
 	// one. Its next login tells the handler (login.ReasonFrom).
 	loss login.Reason
@@ -391,6 +396,9 @@ func (v *Vault) Close() {
 		v.endSettlingLocked()
 		for _, h := range v.all() {
 			v.drop(h)
+			if h.retryTimer != nil {
+				h.retryTimer.Stop()
+			}
 		}
 		v.publish()
 		v.mu.Unlock()

@@ -28,6 +28,7 @@ var _ = Describe("Rotation under load", func() {
 		cfg, err := v.RESTConfig(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit: all the load reaches the server
+		cfg.Wrap(rotation.Traced)  // the longest request's trace shows its time in the vault
 		cs, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())
 
@@ -35,8 +36,8 @@ var _ = Describe("Rotation under load", func() {
 		stats := rotation.Run(ctx, cs, ns, 8, duration, nil)
 		retries := metric(reg, "authvault_request_retries_total")
 		logins := cluster.Issuer.Issued() - issuedBefore
-		report("rotation under load: %d requests in %v, %d caller-visible 401s, %d other errors, %d logins, %.0f retried requests, p50 %v, p99 %v, longest %v",
-			stats.Requests, duration, stats.Unauthorized, stats.OtherErrors, logins, retries, stats.P50, stats.P99, stats.Longest)
+		report("rotation under load: %d requests in %v, %d caller-visible 401s, %d other errors, %d logins, %.0f retried requests, p50 %v, p99 %v, longest %v\nthe longest request: %s",
+			stats.Requests, duration, stats.Unauthorized, stats.OtherErrors, logins, retries, stats.P50, stats.P99, stats.Longest, stats.LongestTrace)
 
 		Expect(stats.FirstError).NotTo(HaveOccurred())
 		Expect(stats.Unauthorized).To(BeZero())

@@ -25,6 +25,8 @@ type Stats struct {
 	OtherErrors  int64
 	P50, P99     time.Duration
 	Longest      time.Duration // the longest single request: a stall
+	// LongestTrace is what the longest request went through (see trace).
+	LongestTrace string
 	// FirstError is the first error of any kind, for the report.
 	FirstError error
 	// Reasons counts the errors by the API's reason (Unauthorized,
@@ -44,10 +46,12 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 	var mu sync.Mutex // guards latencies and first
 	var latencies []time.Duration
 	var first error
+	var longest time.Duration
+	var longestTrace string
 	reasons := map[string]int64{}
 
-	record := func(start time.Time, err error) {
-		took := time.Since(start)
+	record := func(tr *trace, err error) {
+		took := time.Since(tr.start)
 		requests.Add(1)
 		switch {
 		case err == nil:
@@ -61,6 +65,10 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 		}
 		mu.Lock()
 		latencies = append(latencies, took)
+		if took > longest {
+			longest = took
+			longestTrace = fmt.Sprintf("%s: %s, end %s err=%v", tr.op, tr, took.Round(100*time.Microsecond), err)
+		}
 		if err != nil {
 			reasons[reason(err)]++
 			if first == nil {
@@ -77,25 +85,25 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 			cms := cs.CoreV1().ConfigMaps(namespace)
 			for i := 0; ctx.Err() == nil; i++ {
 				name := fmt.Sprintf("rotation-%d-w%d-%d", run, w, i)
-				start := time.Now()
-				cm, err := cms.Create(ctx, &corev1.ConfigMap{
+				tr := newTrace("create")
+				cm, err := cms.Create(tr.with(ctx), &corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{Name: name},
 					Data:       map[string]string{"step": "created"},
 				}, metav1.CreateOptions{})
-				record(start, err)
+				record(tr, err)
 				if err != nil {
 					continue
 				}
 				cm.Data["step"] = "updated"
-				start = time.Now()
-				_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-				record(start, err)
-				start = time.Now()
-				_, err = cms.List(ctx, metav1.ListOptions{Limit: 20})
-				record(start, err)
-				start = time.Now()
-				err = cms.Delete(ctx, name, metav1.DeleteOptions{})
-				record(start, err)
+				tr = newTrace("update")
+				_, err = cms.Update(tr.with(ctx), cm, metav1.UpdateOptions{})
+				record(tr, err)
+				tr = newTrace("list")
+				_, err = cms.List(tr.with(ctx), metav1.ListOptions{Limit: 20})
+				record(tr, err)
+				tr = newTrace("delete")
+				err = cms.Delete(tr.with(ctx), name, metav1.DeleteOptions{})
+				record(tr, err)
 			}
 		})
 	}
@@ -120,7 +128,8 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 	reporter.Wait()
 
 	slices.Sort(latencies)
-	s := Stats{Requests: requests.Load(), Unauthorized: unauthorized.Load(), OtherErrors: other.Load(), FirstError: first, Reasons: reasons}
+	s := Stats{Requests: requests.Load(), Unauthorized: unauthorized.Load(), OtherErrors: other.Load(), FirstError: first, Reasons: reasons,
+		LongestTrace: longestTrace}
 	if n := len(latencies); n > 0 {
 		s.P50, s.P99, s.Longest = latencies[n/2], latencies[n*99/100], latencies[n-1]
 	}

@@ -52,7 +52,9 @@ func TestHandlerKnowsWhyItRuns(t *testing.T) {
 	v.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: time.Hour, now: clk.Now}
 	var r reasons
-	v.OnLogin(r.wrap(h.login), login.ID("h"))
+	// No retries within a login: a failed refresh ends, and nothing runs
+	// behind the test's back on the fake clock.
+	v.OnLogin(r.wrap(h.login), login.ID("h"), login.Retries(0))
 
 	c := mustSelect(t, v)
 	if got := r.last(); got.Kind != login.FirstLogin {
@@ -66,9 +68,18 @@ func TestHandlerKnowsWhyItRuns(t *testing.T) {
 	eventually(t, "the refreshed credential", func() bool { return current(v, "h") != c })
 
 	h.failWith(errors.New("store down")) // refreshes fail until the credential expires
+	calls := r.count()
 	clk.Step(time.Hour)
+	eventually(t, "the failed refresh to end", func() bool { return r.count() > calls && idle(v) })
+	v.mu.Lock() // no backoff, no retry of the refresh: the next login is the caller's
+	hh := v.lookup("h")
+	hh.retryAt = time.Time{}
+	if hh.cred != nil && hh.cred.refresh != nil {
+		hh.cred.refresh.Stop()
+	}
+	v.mu.Unlock()
 	h.heal()
-	mustSelect(t, v)
+	selectAdvancing(t, v, clk, 100*time.Millisecond) // past the login floor
 	if got := r.last(); got.Kind != login.Expired {
 		t.Errorf("after expiry: reason %v, want %v", got, login.Expired)
 	}

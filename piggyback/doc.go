@@ -50,9 +50,12 @@
 // A broken kubeconfig — bad YAML, no current context, a context naming a
 // missing cluster or user, a file it names (certificate-authority,
 // client-certificate, client-key, tokenFile) that is missing, unreadable, a
-// directory or not a regular file — is a permanent error naming the file,
-// the entry and the field, at the handler rather than later in the vault; no
-// error quotes a secret.
+// directory or not a regular file, or a certificate or key file that holds no
+// PEM — is a permanent error naming the file, the entry and the field, at the
+// handler rather than later in the vault; no error quotes a secret. Where
+// clientcmd goes on (a context naming a missing user: anonymous; a key file
+// holding garbage: a failure at every handshake), the handler refuses at
+// once; clientcmd_parity_test.go runs every case of its table through both.
 // Errors client-go and url.Parse make quote a server or proxy-url verbatim:
 // every error of this package's handlers has URL user info redacted.
 package piggyback

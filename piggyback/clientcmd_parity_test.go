@@ -153,6 +153,21 @@ contexts:
 
 const server = `server: "https://api.example:6443"`
 
+// twoContexts is a kubeconfig of two contexts, b current.
+const twoContexts = `apiVersion: v1
+kind: Config
+current-context: b
+clusters:
+- {name: a, cluster: {server: "https://a.example"}}
+- {name: b, cluster: {server: "https://b.example"}}
+users:
+- {name: a, user: {token: token-a}}
+- {name: b, user: {token: token-b}}
+contexts:
+- {name: a, context: {cluster: a, user: a, namespace: ns-a}}
+- {name: b, context: {cluster: b, user: b, namespace: ns-b}}
+`
+
 // TestClientcmdParity runs a corpus built from the facts clientcmd's own
 // tests check (client_config_test.go, loader_test.go, validation_test.go,
 // merged_client_builder_test.go) through the handler and through client-go,
@@ -200,38 +215,14 @@ func TestClientcmdParity(t *testing.T) {
 		// Current context (client_config_test.go TestCreateClean,
 		// TestCreateMissingContext; validation_test.go).
 		{
-			name: "current-context selects the context",
-			files: map[string]string{"config": `apiVersion: v1
-kind: Config
-current-context: b
-clusters:
-- {name: a, cluster: {server: "https://a.example"}}
-- {name: b, cluster: {server: "https://b.example"}}
-users:
-- {name: a, user: {token: token-a}}
-- {name: b, user: {token: token-b}}
-contexts:
-- {name: a, context: {cluster: a, user: a, namespace: ns-a}}
-- {name: b, context: {cluster: b, user: b, namespace: ns-b}}
-`},
+			name:       "current-context selects the context",
+			files:      map[string]string{"config": twoContexts},
 			kubeconfig: []string{"config"},
 			want:       parity{server: "https://b.example", auth: "Bearer token-b", namespace: "ns-b"},
 		},
 		{
-			name: "a named context overrides current-context",
-			files: map[string]string{"config": `apiVersion: v1
-kind: Config
-current-context: b
-clusters:
-- {name: a, cluster: {server: "https://a.example"}}
-- {name: b, cluster: {server: "https://b.example"}}
-users:
-- {name: a, user: {token: token-a}}
-- {name: b, user: {token: token-b}}
-contexts:
-- {name: a, context: {cluster: a, user: a, namespace: ns-a}}
-- {name: b, context: {cluster: b, user: b, namespace: ns-b}}
-`},
+			name:       "a named context overrides current-context",
+			files:      map[string]string{"config": twoContexts},
 			kubeconfig: []string{"config"},
 			context:    "a",
 			want:       parity{server: "https://a.example", auth: "Bearer token-a", namespace: "ns-a"},

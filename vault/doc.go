@@ -84,7 +84,18 @@
 // brings its own Authorization header goes to the host it names, with no
 // credential: through the TLS settings of a credential for that host, or,
 // when the only one has its own Transport (which may authenticate by
-// itself), through a plain transport that trusts the system's roots. After Close, every connection closes as soon as the last
+// itself), through a plain transport that trusts the system's roots.
+//
+// # Connections
+//
+// Each credential has connections of its own. kube-apiserver closes an
+// HTTP/2 connection after every request it rejects with 401, so on a
+// connection shared by several tokens one revoked token would end the
+// requests of the others in flight, which net/http retries after a backoff
+// of a second and more. A rotation therefore costs one TLS handshake, and
+// the old token's connections close once idle; never under a request or a
+// watch. Requests that bring their own Authorization have connections of
+// their own too. After Close, every connection closes as soon as the last
 // response on it finishes.
 //
 // # Readiness

@@ -31,8 +31,8 @@ const (
 	defaultGrace = time.Minute
 )
 
-// pooled is the transport of one TLS identity, shared by every credential
-// with that identity.
+// pooled is the transport of one identity (TLS and Authorization), shared
+// by every credential with that identity.
 type pooled struct {
 	key identityKey
 	rt  http.RoundTripper
@@ -112,9 +112,10 @@ func (t *pooled) dialed(c net.Conn) net.Conn {
 	return cc
 }
 
-// pool keeps one transport per TLS identity. A transport whose credentials
+// pool keeps one transport per identity. A transport whose credentials
 // are all gone is kept for a grace period, for the next credential of the
-// same identity; then it is retired: its idle connections are closed at once
+// same identity, unless its identity has a token (no later credential has
+// the same); then it is retired: its idle connections are closed at once
 // and then every sweepInterval, so a connection still serving a request or a
 // watch is closed only once that is done.
 //
@@ -195,7 +196,7 @@ func (p *pool) sweepRetired() {
 	for key, t := range p.live {
 		switch {
 		case t.refs > 0:
-		case now.Sub(t.unused) < p.grace:
+		case !t.key.hasAuth() && now.Sub(t.unused) < p.grace: // no later credential has a token's identity
 			waiting = true
 		default:
 			delete(p.live, key)

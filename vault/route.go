@@ -24,20 +24,26 @@ type route struct {
 	// authenticates by TLS or its own transport. Shared by every request:
 	// read-only, and with cap == len so that an append copies.
 	auth []string
-	// rt sends the request: the TLS identity's transport, or the
+	// rt sends the request: its identity's transport, or the
 	// credential's own Transport.
 	rt http.RoundTripper
 	// pool is the pooled transport behind rt; nil for an own Transport.
 	pool *pooled
-	// bare sends requests that bring their own Authorization header: rt
-	// without the client certificate. bare is pool when rt has none.
+	// bare sends requests that bring their own Authorization header: the
+	// connections of the credential's TLS identity without its client
+	// certificate or token. bare is pool when the credential has neither.
 	bare *pooled
 }
 
 // identity is what makes two credentials need different connections: the
-// server's origin and everything about TLS and the proxy. Tokens and basic
-// auth are not part of it: credentials that differ only in those share
-// connections.
+// server's origin, everything about TLS and the proxy, and the
+// Authorization header. The header is part of it because the API server
+// closes an HTTP/2 connection after a request it rejects with 401 (its
+// mitigation for unauthenticated clients, on since Kubernetes 1.29): on a
+// connection shared by several tokens, one revoked token's 401 would end
+// the requests of every other token in flight on it, and net/http retries
+// those after a backoff of 1 s and more (docs/benchmarks.md, "The long
+// request"). A rotation costs one TLS handshake.
 type identity struct {
 	key identityKey
 	// material is the PEM the digests in key stand for, to build the
@@ -52,17 +58,23 @@ type identityKey struct {
 	insecure              bool
 	serverName            string
 	proxy                 string
+	// authDigest is the Authorization header's SHA-256, zero when absent;
+	// never printed.
+	authDigest [sha256.Size]byte
 }
+
+// hasAuth tells whether the identity is that of a token or password.
+func (k identityKey) hasAuth() bool { return k.authDigest != [sha256.Size]byte{} }
 
 type tlsMaterial struct{ ca, cert, key []byte }
 
-// hasClientCert tells whether the identity presents a client certificate.
-func (id identity) hasClientCert() bool { return len(id.material.cert) > 0 }
-
-// withoutClientCert is the identity for requests that authenticate by
-// themselves.
-func (id identity) withoutClientCert() identity {
+// bare is the identity for requests that authenticate by themselves:
+// without the client certificate and the Authorization header. Such
+// requests share their connections with no credential, so that a 401 of
+// theirs never closes a credential's connection.
+func (id identity) bare() identity {
 	id.key.certDigest, id.key.keyDigest = [sha256.Size]byte{}, [sha256.Size]byte{}
+	id.key.authDigest = [sha256.Size]byte{}
 	m := *id.material
 	m.cert, m.key = nil, nil
 	id.material = &m
@@ -132,12 +144,15 @@ func newRoute(info *login.ConnectionInfo, p *pool) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.auth != nil {
+		id.key.authDigest = sha256.Sum256([]byte(r.auth[0]))
+	}
 	if r.pool, err = p.acquire(id); err != nil {
 		return nil, err
 	}
 	r.rt, r.bare = r.pool, r.pool
-	if id.hasClientCert() {
-		if r.bare, err = p.acquire(id.withoutClientCert()); err != nil {
+	if bare := id.bare(); bare.key != id.key {
+		if r.bare, err = p.acquire(bare); err != nil {
 			p.release(r.pool)
 			return nil, err
 		}

@@ -27,6 +27,10 @@ type apiServer struct {
 	prefix string
 
 	down atomic.Bool // an authenticator outage: every request gets 401
+	// closeOn401 closes the connection after each 401, as kube-apiserver
+	// does for HTTP/2 (UnauthenticatedHTTP2DOSMitigation): a GOAWAY ends
+	// the connection once the requests it already accepted are answered.
+	closeOn401 atomic.Bool
 
 	mu       sync.Mutex // guards the fields below
 	tokens   map[string]bool
@@ -39,6 +43,7 @@ type apiServer struct {
 // seen is one request as the server saw it.
 type seen struct {
 	Method, Path, Auth, CertCN, Body, UserAgent, Impersonate string
+	RemoteAddr                                               string // tells the connection
 	Status                                                   int
 }
 
@@ -134,7 +139,7 @@ func (s *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rec := seen{
 		Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Body: string(body),
-		UserAgent: r.UserAgent(), Impersonate: r.Header.Get("Impersonate-User"),
+		UserAgent: r.UserAgent(), Impersonate: r.Header.Get("Impersonate-User"), RemoteAddr: r.RemoteAddr,
 	}
 	user := s.authenticate(r, &rec)
 	if s.down.Load() {
@@ -157,6 +162,9 @@ func (s *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case rec.Status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="test-api"`)
+		if s.closeOn401.Load() {
+			w.Header().Set("Connection", "close") // HTTP/2: a GOAWAY
+		}
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
 	case rec.Status == http.StatusForbidden:

@@ -189,7 +189,7 @@ func hasAuthorization(h http.Header) bool {
 
 // ownAuthTransport is the round tripper for a request below b that brings
 // its own Authorization: the TLS identity of a credential for b, without
-// its client certificate, or the plain transport (the system's roots) when
+// its client certificate and token, or the plain transport (the system's roots) when
 // the vault holds no such credential for b. The selected credential r is
 // the likely one.
 func (v *Vault) ownAuthTransport(b base, r *route) http.RoundTripper {

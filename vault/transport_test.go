@@ -306,20 +306,30 @@ func TestTLSVerificationIsOnUnlessInsecure(t *testing.T) {
 	}
 }
 
-// Tokens of one TLS identity share its transport: rotation opens no new
-// connection.
-func TestRotationReusesConnections(t *testing.T) {
-	v, srv, iss := issuingVault(t, Options{}, "")
+// Each token has connections of its own (a 401 of one ends no other's): a
+// rotation opens one connection, and the old token's is closed once idle,
+// without waiting for the grace period kept for client certificates.
+func TestRotationOpensOneConnectionAndClosesTheOld(t *testing.T) {
+	v, srv, iss := issuingVault(t, Options{}, "", login.Backoff(time.Millisecond, time.Millisecond)) // no login floor
 	for range 10 {
-		if status, _ := get(t, v, srv.URL()+"/x"); status != 200 {
-			t.Fatal("GET failed")
+		for range 3 { // requests of one token share its connection
+			if status, _ := get(t, v, srv.URL()+"/x"); status != 200 {
+				t.Fatal("GET failed")
+			}
 		}
 		_ = v.Invalidate(context.Background(), mustSelect(t, v), errors.New("rotate"))
 	}
-	live, retired := v.pool.openConns()
-	if live != 1 || retired != 0 || iss.count() != 10 {
-		t.Errorf("%d live and %d retired connections after %d tokens, want 1 and 0", live, retired, iss.count())
+	addrs := map[string]bool{}
+	for _, s := range srv.seen() {
+		addrs[s.RemoteAddr] = true
 	}
+	if len(addrs) != 10 || iss.count() != 10 {
+		t.Errorf("%d connections for %d tokens, want 10 for 10 used", len(addrs), iss.count())
+	}
+	eventually(t, "the old tokens' connections to close", func() bool {
+		live, retired := v.pool.openConns()
+		return live == 0 && retired == 0
+	})
 }
 
 // A watch keeps streaming while its credential is invalidated; once it ends,

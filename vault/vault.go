@@ -49,10 +49,12 @@ type Options struct {
 	// Default: 5.
 	Remembered int
 
-	// TransportGrace is how long the connections of a TLS identity that no
-	// credential uses any more are kept for the next credential with that
-	// identity (a re-login after a 401 reuses them); then they are closed as
-	// soon as they are idle. Default: 1 min; negative: none.
+	// TransportGrace is how long the connections of a credential without a
+	// token or password (a client certificate, say) are kept once no
+	// credential uses them, for the next credential with the same TLS
+	// identity; then they are closed as soon as they are idle. A token's
+	// connections are closed once idle as soon as its credential is gone:
+	// no later token uses them. Default: 1 min; negative: none.
 	TransportGrace time.Duration
 
 	// FirstLoginWait bounds how long a login on an empty vault holds its

@@ -13,7 +13,9 @@ type Reason struct {
 	// StatusCode and Challenge are those of the response that rejected the
 	// handler's previous credential (Kind Rejected): its status code and its
 	// WWW-Authenticate header. Zero when the credential was invalidated by
-	// a caller of Vault.Invalidate without the response.
+	// a caller of Vault.Invalidate without the response. The vault leaves
+	// out a Challenge longer than 4 KiB, or one that repeats the rejected
+	// credential's token or password: it logs the Reason.
 	StatusCode int
 	Challenge  string
 }

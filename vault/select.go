@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -245,7 +246,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 		h.outcome = cause
 		h.retryAt = v.clock.Now().Add(h.backoff.Step())
 	default:
-		h.loss = rejection(cause)
+		h.loss = rejection(cause, cred)
 		h.forgotten = append(h.forgotten, cred.digest)
 		if extra := len(h.forgotten) - v.opts.Remembered; extra > 0 {
 			h.forgotten = slices.Delete(h.forgotten, 0, extra)
@@ -297,16 +298,36 @@ const maxChallenge = 4 << 10
 
 // rejection is the Reason of a login after cred was invalidated for cause:
 // with the response's status and challenge when cause is the transport's.
-func rejection(cause error) login.Reason {
+func rejection(cause error, cred *Credential) login.Reason {
 	r := login.Reason{Kind: login.Rejected}
 	var ue *UnauthorizedError
 	if errors.As(cause, &ue) {
-		r.StatusCode, r.Challenge = ue.StatusCode, ue.Challenge
-		if len(r.Challenge) > maxChallenge {
-			r.Challenge = ""
-		}
+		r.StatusCode, r.Challenge = ue.StatusCode, safeChallenge(ue.Challenge, cred)
 	}
 	return r
+}
+
+// safeChallenge is a 401's WWW-Authenticate header as the vault may log it
+// and hand it on: "" when it is longer than maxChallenge, or when it
+// repeats cred's secret (a gateway's error_description="token … is
+// revoked"), which would otherwise reach the log line of the next login.
+// It is left out rather than cut or masked, which could change its meaning.
+func safeChallenge(challenge string, cred *Credential) string {
+	if len(challenge) > maxChallenge {
+		return ""
+	}
+	secrets := []string{cred.Info.Token, cred.Info.Password}
+	if r := cred.route; r != nil && len(r.auth) > 0 {
+		if _, value, ok := strings.Cut(r.auth[0], " "); ok {
+			secrets = append(secrets, value) // basic auth's base64
+		}
+	}
+	for _, secret := range secrets {
+		if secret != "" && strings.Contains(challenge, secret) {
+			return ""
+		}
+	}
+	return challenge
 }
 
 // invalidation says who invalidates a credential, and so what it costs its

@@ -24,7 +24,9 @@ type UnauthorizedError struct {
 	Server     string
 	Status     string // "401 Unauthorized"
 	StatusCode int    // 401
-	// Challenge is the response's WWW-Authenticate header, if any.
+	// Challenge is the response's WWW-Authenticate header, if any; empty
+	// when it is longer than 4 KiB or repeats the rejected credential's
+	// token or password.
 	Challenge string
 }
 
@@ -94,7 +96,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 func (v *Vault) rejected(ctx context.Context, cred *Credential, resp *http.Response) {
 	v.invalidate(ctx, cred, &UnauthorizedError{
 		Server: cred.Info.Server, Status: resp.Status, StatusCode: resp.StatusCode,
-		Challenge: resp.Header.Get("WWW-Authenticate"),
+		Challenge: safeChallenge(resp.Header.Get("WWW-Authenticate"), cred),
 	}, by401)
 }
 

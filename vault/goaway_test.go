@@ -2,7 +2,10 @@ package vault
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -103,4 +106,35 @@ func TestOwnAuthorizationRejectionLeavesTheCredentialsConnection(t *testing.T) {
 	if addrs := addrsOf(srv, "Bearer token-a"); len(addrs) != 2 || addrs[0] != addrs[1] {
 		t.Fatalf("token-a's requests used connections %v, want one", addrs)
 	}
+}
+
+// A request that selected a credential just before a 401 invalidated it
+// reaches the credential's transport after the pool has retired it and,
+// with no connection left (the server closed it after the 401), forgotten
+// it. The connection that request opens must not outlive it: the pool no
+// longer sweeps that transport, and Close no longer sees it.
+func TestLateRequestOnAForgottenTransportLeavesNoConnection(t *testing.T) {
+	v, srv, _ := tokenVault(t, "token-a")
+	cred := mustSelect(t, v) // selected; not sent yet
+	late := cred.route.pool
+	t.Cleanup(late.closeIdle) // leave no connection behind for goleak, whatever the outcome
+	_ = v.Invalidate(context.Background(), cred, errors.New("rejected by another request"))
+	v.pool.sweepRetired() // the token's transport: retired at once, and forgotten, having no connection
+	v.pool.mu.Lock()
+	forgotten := !slices.Contains(v.pool.retired, late)
+	v.pool.mu.Unlock()
+	if !forgotten {
+		t.Fatal("the token's transport, without a connection, is still among the retired ones")
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL()+"/x", nil)
+	out, rt, _ := v.prepare(req, cred, false)
+	resp, err := rt.RoundTrip(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	v.Close()
+	eventually(t, "the late request's connection to close after Close", func() bool { return late.conns.Load() == 0 })
 }

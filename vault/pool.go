@@ -43,10 +43,10 @@ type pooled struct {
 	unused    time.Time    // when refs last fell to 0; guarded by pool.mu
 	conns     atomic.Int64 // connections open now
 
-	// Once the vault is closed (closing), every connection is closed as
-	// soon as no response is in flight: closing only the idle ones would
-	// leave those of a request or a watch running at Close open until
-	// their idle timeout.
+	// Once the vault is closed or the transport retired (closing), every
+	// connection is closed as soon as no response is in flight: closing
+	// only the idle ones would leave those of a request or a watch running
+	// then open until their idle timeout.
 	inFlight atomic.Int64 // responses whose body is not yet read or closed
 	closing  atomic.Bool
 	connsMu  sync.Mutex
@@ -115,9 +115,10 @@ func (t *pooled) dialed(c net.Conn) net.Conn {
 // pool keeps one transport per identity. A transport whose credentials
 // are all gone is kept for a grace period, for the next credential of the
 // same identity, unless its identity has a token (no later credential has
-// the same); then it is retired: its idle connections are closed at once
-// and then every sweepInterval, so a connection still serving a request or a
-// watch is closed only once that is done.
+// the same); then it is retired: its idle connections are closed at once,
+// the others as soon as no response is in flight on it (and every
+// sweepInterval), so a connection still serving a request or a watch is
+// closed only once that is done.
 //
 // The pool runs on the real clock even when the vault's is fake: it only
 // closes connections.
@@ -201,6 +202,12 @@ func (p *pool) sweepRetired() {
 		default:
 			delete(p.live, key)
 			if t.closeIdle != nil {
+				// From now on its connections close as soon as no
+				// response is in flight on it, also after the pool forgets
+				// it: a request that selected its credential before it went
+				// can still open one (the token's connection closed by its
+				// 401), which no sweep and no Close would see.
+				t.closing.Store(true)
 				p.retired = append(p.retired, t)
 			}
 		}

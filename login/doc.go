@@ -23,10 +23,11 @@
 // # Why a handler runs
 //
 // The vault calls a handler with a context that says why ([ReasonFrom]): its
-// first login, a refresh before expiry, an expired credential, or a
-// credential the server rejected, with the response's status code and
+// first login, a refresh before expiry, an expired credential, a TLS
+// verification failure against its server (a rotated CA: give the new one),
+// or a credential the server rejected, with the response's status code and
 // WWW-Authenticate header. A handler that caches can skip its cache after a
-// rejection; the vault logs the reason with each login.
+// rejection or a TLS failure; the vault logs the reason with each login.
 //
 // # Secrets
 //

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,5 +116,37 @@ func TestExpiredStaticCredentialFailsFast(t *testing.T) {
 		t.Errorf("Select without a deadline still waits after 4 s on a handler that only returns an expired credential")
 		v.Close()
 		<-done
+	}
+}
+
+// nilBody401 answers its first request 401 without a body, breaking the
+// RoundTripper contract, and every later one 200.
+type nilBody401 struct{ calls atomic.Int32 }
+
+func (t *nilBody401) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.calls.Add(1) == 1 {
+		return &http.Response{StatusCode: 401, Status: "401 Unauthorized", Header: http.Header{}, Request: req}, nil
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// A credential's own Transport that answers 401 with a nil Body costs the
+// request its replay, not the process.
+func TestOwnTransportsBodilessRejectionIsReplayed(t *testing.T) {
+	v := New(Options{NoFallback: true})
+	defer v.Close()
+	shared := &nilBody401{}
+	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+		// A new round tripper per login: the same one again would be the
+		// credential just invalidated.
+		return &login.ConnectionInfo{Server: "https://own.example", Transport: &struct{ http.RoundTripper }{shared}}, nil
+	}, login.Backoff(time.Millisecond, time.Millisecond))
+	resp, err := (&http.Client{Transport: v.Transport()}).Get("https://own.example/x")
+	if err != nil {
+		t.Fatalf("GET = %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || shared.calls.Load() != 2 {
+		t.Errorf("GET = %d after %d calls, want 200 after the replay", resp.StatusCode, shared.calls.Load())
 	}
 }

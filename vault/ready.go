@@ -12,11 +12,13 @@ import (
 //	mgr.AddReadyzCheck("authvault", v.Ready)
 //
 // makes a pod unready while its operator cannot reach the API server as
-// itself. It returns nil while a credential is usable, or while a login is
-// under way that began less than [Options.ReadyGrace] ago (the first login
-// of a starting process: the probe itself starts it if nothing has). Once a
-// login round has ended without a credential, or one runs longer than the
-// grace, it returns the *LoginError that a caller would get. It never waits.
+// itself. It returns nil while a credential is usable, or while the vault
+// is logging in and has been without a usable credential for less than
+// [Options.ReadyGrace] (the first login of a starting process: the probe
+// itself starts it if nothing has). Retries after a failed round do not
+// restart the grace. Once a login round has ended without a credential, or
+// the vault has been logging in without one longer than the grace, it
+// returns the *LoginError that a caller would get. It never waits.
 func (v *Vault) Ready(_ *http.Request) error {
 	if v.snap.Load().pick() != nil {
 		return nil
@@ -44,7 +46,7 @@ func (v *Vault) Ready(_ *http.Request) error {
 	if v.clock.Since(v.roundStart) < v.opts.ReadyGrace {
 		return nil
 	}
-	return v.loginError(fmt.Errorf("vault: still logging in after %s", v.clock.Since(v.roundStart).Round(time.Millisecond)))
+	return v.loginError(fmt.Errorf("vault: without a usable credential, logging in, for %s", v.clock.Since(v.roundStart).Round(time.Millisecond)))
 }
 
 // usableLocked tells whether any handler holds a usable credential, held

@@ -232,6 +232,9 @@ func closeBody(req *http.Request) {
 // discard drains a little of a response that is not returned, so that its
 // connection can serve the retry, and closes it.
 func discard(resp *http.Response) {
+	if resp.Body == nil { // a credential's own Transport may break the RoundTripper contract
+		return
+	}
 	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
 	_ = resp.Body.Close()
 }

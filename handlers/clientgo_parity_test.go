@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/pkg/apis/clientauthentication"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
 

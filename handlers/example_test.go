@@ -15,23 +15,32 @@ import (
 	"github.com/authvault/authvault/vault"
 )
 
-// An EKS cluster's credentials from the AWS CLI, refreshed by the vault
-// before they expire.
+// An exec credential plugin, as a kubeconfig's exec section names it. The
+// plugin here is a shell printing its ExecCredential; for EKS it would be
+// Command "aws", Args "eks", "get-token", "--cluster-name", "prod". The
+// vault reruns it before its credentials expire.
 func ExampleExec() {
-	v := vault.New(vault.Options{})
-	defer v.Close()
-	v.OnLogin(handlers.Exec(handlers.ExecConfig{
+	eks := handlers.Exec(handlers.ExecConfig{
 		ExecConfig: clientcmdapi.ExecConfig{
-			Command:         "aws",
-			Args:            []string{"eks", "get-token", "--cluster-name", "prod"},
-			APIVersion:      "client.authentication.k8s.io/v1beta1",
+			Command: "sh",
+			Args: []string{"-c", `echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",` +
+				`"status":{"token":"from-the-plugin","expirationTimestamp":"2030-01-01T00:00:00Z"}}'`},
+			APIVersion:      "client.authentication.k8s.io/v1",
 			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 			InstallHint:     "install the AWS CLI: https://aws.amazon.com/cli/",
 		},
-		Cluster: login.ConnectionInfo{Server: "https://prod.eks.example", CAPath: "/etc/prod-ca.crt"},
-	}), login.ID("eks"), login.Timeout(time.Minute))
-	fmt.Println("registered")
-	// Output: registered
+		Cluster: login.ConnectionInfo{Server: "https://prod.eks.example"},
+	})
+	v := vault.New(vault.Options{NoFallback: true})
+	defer v.Close()
+	v.OnLogin(eks, login.ID("eks"), login.Timeout(time.Minute))
+	cred, err := v.Select(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cred.Handler, cred.Info.Server, cred.Info.Expiration.Year())
+	// Output: eks https://prod.eks.example 2030
 }
 
 // A projected ServiceAccount token, reread at least once a minute.

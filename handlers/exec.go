@@ -19,6 +19,7 @@ import (
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/pemdata"
 	"github.com/authvault/authvault/login"
 )
 
@@ -305,7 +306,7 @@ func (cfg *ExecConfig) cluster() (*clientauthv1.Cluster, error) {
 			return nil, fmt.Errorf("reading the cluster's CA: %w", err)
 		}
 	}
-	ca, err := login.DecodePEM(ca)
+	ca, err := pemdata.Decode(ca)
 	if err != nil {
 		return nil, fmt.Errorf("the cluster's CA is %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/authvault/authvault/internal/redact"
-	"github.com/authvault/authvault/login"
 )
 
 // An ExecConfig may carry secrets: env values (AWS_SECRET_ACCESS_KEY, a
@@ -59,17 +58,17 @@ func (cfg ExecConfig) view() execView {
 		ProvideResponse:         cfg.ProvideResponse,
 	}
 	for range cfg.Args {
-		v.Args = append(v.Args, login.Redacted)
+		v.Args = append(v.Args, redact.Marker)
 	}
 	for _, e := range cfg.Env {
 		value := ""
 		if e.Value != "" {
-			value = login.Redacted
+			value = redact.Marker
 		}
 		v.Env = append(v.Env, execEnvView{Name: e.Name, Value: value})
 	}
 	if cfg.Config != nil {
-		v.Config = login.Redacted
+		v.Config = redact.Marker
 	}
 	if cfg.Stdin != nil {
 		v.Stdin = fmt.Sprintf("%T", cfg.Stdin)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/authvault/authvault/internal/redact"
 	"os"
 	"strings"
 	"testing"
@@ -112,7 +113,7 @@ func TestExecConfigPrintsWhatItHas(t *testing.T) {
 		Env: []clientcmdapi.ExecEnvVar{{Name: "EMPTY", Value: ""}},
 	}}
 	s := cfg.String()
-	if strings.Contains(s, login.Redacted) || !strings.Contains(s, `Command: "kubelogin"`) || !strings.Contains(s, "EMPTY=") {
+	if strings.Contains(s, redact.Marker) || !strings.Contains(s, `Command: "kubelogin"`) || !strings.Contains(s, "EMPTY=") {
 		t.Errorf("String() = %s, want the command, the empty env var and nothing redacted", s)
 	}
 	b, err := json.Marshal(cfg)

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )
 
 // A projected token whose JWT has expired (the kubelet stopped rotating it,
 // or this node's clock runs ahead of the issuer's): a caller without a
-// deadline (client-go's default) gets a LoginError naming ErrExpired.
+// deadline (client-go's default) gets a LoginError saying it expired.
 func TestExpiredJWTTokenFileFailsFast(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
 	jwt := testpki.NewSigner(t).JWT(t, map[string]any{"exp": time.Now().Add(-time.Minute).Unix(), "sub": "system:serviceaccount:a:b"})
@@ -34,8 +34,9 @@ func TestExpiredJWTTokenFileFailsFast(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if !errors.Is(err, vault.ErrExpired) {
-			t.Errorf("Select() = %v, want a LoginError with ErrExpired", err)
+		var le *vault.LoginError
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), `handler "sa": vault: the handler returned an expired credential`) {
+			t.Errorf("Select() = %v, want a LoginError saying the handler's credential expired", err)
 		}
 	case <-time.After(4 * time.Second):
 		t.Errorf("Select without a deadline still waits after 4 s on a token file whose JWT has expired")
@@ -52,9 +53,9 @@ func TestTokenFileC1ControlErrorNamesThePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := handlers.TokenFile(path, login.ConnectionInfo{Server: "https://api.example:6443"})
-	info, err := login.Configure(h).Attempt(context.Background(), h)
+	info, err := h(context.Background())
 	if err == nil {
-		t.Fatalf("Attempt() = %v, want an error", info)
+		t.Fatalf("TokenFile() = %v, want an error", info)
 	}
 	if !strings.Contains(err.Error(), path) {
 		t.Errorf("error = %q, want it to name the token file %s", err, path)

@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/authvault/authvault/internal/annotator"
+	"github.com/authvault/authvault/examples/operator/annotator"
 )
 
 // buildExample builds ./examples/name and returns the binary.

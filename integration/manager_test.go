@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/authvault/authvault/internal/annotator"
+	"github.com/authvault/authvault/examples/operator/annotator"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )

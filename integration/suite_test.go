@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/authvault/authvault/internal/testcluster"
-	"github.com/authvault/authvault/internal/testplugin"
+	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/internal/testkit/testplugin"
 )
 
 var (

@@ -36,14 +36,14 @@
 // [ConnectionInfo.Fingerprint] in their place, so a credential can be followed
 // through logs without being revealed. The user info of Server and ProxyURL
 // (a proxy's user name and password, in any form: "http://u:p@h",
-// "u:p@h", "//u:p@h", with a bad port or scheme) is printed as [Redacted],
+// "u:p@h", "//u:p@h", with a bad port or scheme) is printed as "[redacted]",
 // and so is every URL's user info in Validate's errors, including the
 // url.Parse errors they wrap.
 //
 // # Data fields
 //
 // CAData, CertificateData and PrivateKeyData take PEM, or base64 of PEM as
-// kubeconfig files carry it; [DecodePEM] turns either into PEM.
+// kubeconfig files carry it.
 // [ConnectionInfo.Validate] reports what is missing or inconsistent, naming
 // the field: among others a Token, Username, Password or Scheme that holds a
 // control character (CR, LF, NUL…), which net/http would refuse to send.

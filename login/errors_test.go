@@ -1,7 +1,6 @@
 package login
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,13 +29,10 @@ func TestPanicErrorPrintsTypeOnly(t *testing.T) {
 		{map[string]string{"token": secret}, "map[string]string"},
 	} {
 		t.Run(tc.wantType, func(t *testing.T) {
-			s := Configure(nil, ID("panicky"))
-			value := tc.value
-			_, err := s.Attempt(context.Background(), func(context.Context) (*ConnectionInfo, error) { panic(value) })
-			var pe *PanicError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Attempt() error = %v, want a *PanicError", err)
-			}
+			// The vault turns a handler's panic into this error (its
+			// callHandler test); here, every way of printing it.
+			var err error = &PanicError{Handler: "panicky", Value: tc.value}
+			pe := err.(*PanicError)
 			asJSON, jerr := json.Marshal(pe)
 			if jerr != nil {
 				t.Fatal(jerr)

@@ -1,11 +1,10 @@
 package login
 
 import (
-	"encoding/pem"
 	"strings"
 	"testing"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 )
 
 // FuzzValidate feeds arbitrary fields to Validate: it must not panic, and its
@@ -30,28 +29,6 @@ func FuzzValidate(f *testing.F) {
 			if len(s) >= 12 && strings.Contains(msg, s) && !strings.Contains(server+user+proxy+string(certData)+string(caData), s) {
 				t.Errorf("Validate() error %q reveals a secret %q", msg, s)
 			}
-		}
-	})
-}
-
-// FuzzDecodePEM: DecodePEM must not panic; what it accepts is PEM, and PEM
-// comes back as it is.
-func FuzzDecodePEM(f *testing.F) {
-	cert, _ := testpki.KeyPair(f)
-	f.Add(cert)
-	f.Add([]byte("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="))
-	f.Add([]byte("not pem"))
-	f.Add([]byte("-----BEGIN X-----\n-----END X-----\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		out, err := DecodePEM(data)
-		if err != nil || len(data) == 0 {
-			return
-		}
-		if block, _ := pem.Decode(out); block == nil {
-			t.Errorf("DecodePEM(%q) = %q, which holds no PEM block", data, out)
-		}
-		if block, _ := pem.Decode(data); block != nil && string(out) != string(data) {
-			t.Errorf("DecodePEM changed PEM input %q to %q", data, out)
 		}
 	})
 }

@@ -73,21 +73,3 @@ type ConnectionInfo struct {
 	// no token, basic auth or client certificate may be set beside it.
 	Transport http.RoundTripper `json:"-"`
 }
-
-// Expires tells whether the credential has an expiration time.
-func (ci *ConnectionInfo) Expires() bool { return !ci.Expiration.IsZero() }
-
-// AuthorizationHeader is the value of the Authorization header that the
-// credential's token or scheme asks for, or "" when it has neither.
-func (ci *ConnectionInfo) AuthorizationHeader() string {
-	switch {
-	case ci.Token == "" && ci.Scheme == "":
-		return ""
-	case ci.Token == "":
-		return ci.Scheme
-	case ci.Scheme == "":
-		return "Bearer " + ci.Token
-	default:
-		return ci.Scheme + " " + ci.Token
-	}
-}

@@ -12,11 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/internal/redact"
 )
-
-// Redacted stands where a secret would be printed.
-const Redacted = redact.Marker
 
 // fingerprintKey keys the fingerprint hash. It is random per process so that
 // a fingerprint in a log cannot confirm a guessed password or token offline;
@@ -27,12 +25,14 @@ var fingerprintKey = func() []byte {
 	return key
 }()
 
-// Digest identifies the credential's authentication material: its server,
-// basic auth, scheme and token, client certificate and key, and own
-// Transport. Two values with equal digests authenticate the same way, so
-// the server would accept or reject both. It is an HMAC-SHA-256 keyed per
-// process, safe to keep where a secret must not be.
-func (ci ConnectionInfo) Digest() [sha256.Size]byte {
+// The vault tells credentials apart by their digest.
+func init() {
+	handlerconf.Digest = func(info any) [sha256.Size]byte { return info.(*ConnectionInfo).digest() }
+}
+
+// digest identifies the credential's authentication material (see
+// handlerconf.Digest): an HMAC-SHA-256 keyed per process.
+func (ci ConnectionInfo) digest() [sha256.Size]byte {
 	mac := hmac.New(sha256.New, fingerprintKey)
 	for _, field := range [][]byte{
 		[]byte(ci.Server), []byte(ci.Username), []byte(ci.Password),
@@ -53,9 +53,12 @@ func (ci ConnectionInfo) Digest() [sha256.Size]byte {
 }
 
 // Fingerprint names the credential in logs without revealing it: the first
-// 8 hex digits of its Digest.
+// 8 hex digits of an HMAC-SHA-256 of its authentication material (server,
+// basic auth, scheme and token, client certificate and key, own Transport),
+// keyed per process: equal secrets have equal fingerprints within a process,
+// and a fingerprint in a log cannot confirm a guessed secret offline.
 func (ci ConnectionInfo) Fingerprint() string {
-	d := ci.Digest()
+	d := ci.digest()
 	return hex.EncodeToString(d[:4])
 }
 
@@ -67,7 +70,7 @@ func transportName(ci ConnectionInfo) string {
 }
 
 // view is what printing a ConnectionInfo shows: public fields as they are,
-// URLs without their user info, data as a size, secrets as Redacted, and the
+// URLs without their user info, data as a size, secrets as redact.Marker, and the
 // fingerprint.
 type view struct {
 	Server           string `json:"server"`
@@ -122,7 +125,7 @@ func (ci ConnectionInfo) view() view {
 
 func secret(set bool) string {
 	if set {
-		return Redacted
+		return redact.Marker
 	}
 	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/authvault/authvault/internal/redact"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 )
 
 // secretInfo holds a distinct secret in every secret field.
@@ -81,7 +82,7 @@ func TestPrintingRedactsSecrets(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"Token: " + Redacted, "Password: " + Redacted, "PrivateKeyData: " + Redacted, "http://" + Redacted + "@proxy.example:3128"} {
+	for _, want := range []string{"Token: " + redact.Marker, "Password: " + redact.Marker, "PrivateKeyData: " + redact.Marker, "http://" + redact.Marker + "@proxy.example:3128"} {
 		if !strings.Contains(info.String(), want) {
 			t.Errorf("String() = %s, want it to contain %q", info.String(), want)
 		}
@@ -109,7 +110,7 @@ func TestFingerprintFollowsAuthenticationMaterial(t *testing.T) {
 	same := base
 	same.Expiration = time.Now().Add(time.Hour)
 	same.DefaultNamespace = "ns"
-	if base.Fingerprint() != same.Fingerprint() || base.Digest() != same.Digest() {
+	if base.Fingerprint() != same.Fingerprint() || base.digest() != same.digest() {
 		t.Error("fingerprint changed with expiration or namespace; want it to follow authentication only")
 	}
 	if len(base.Fingerprint()) != 8 {
@@ -121,25 +122,8 @@ func TestFingerprintFollowsAuthenticationMaterial(t *testing.T) {
 		"shift":  {Server: "https://at", Token: "1"},
 		"basic":  {Server: "https://a", Username: "t1"},
 	} {
-		if other.Digest() == base.Digest() {
+		if other.digest() == base.digest() {
 			t.Errorf("%s: Digest() equal to a different credential's", name)
-		}
-	}
-}
-
-func TestAuthorizationHeader(t *testing.T) {
-	tests := []struct {
-		scheme, token, want string
-	}{
-		{"", "", ""},
-		{"", "t", "Bearer t"},
-		{"Basic", "dXNlcg==", "Basic dXNlcg=="},
-		{"Negotiate", "", "Negotiate"},
-	}
-	for _, tt := range tests {
-		info := ConnectionInfo{Scheme: tt.scheme, Token: tt.token}
-		if got := info.AuthorizationHeader(); got != tt.want {
-			t.Errorf("AuthorizationHeader(%q, %q) = %q, want %q", tt.scheme, tt.token, got, tt.want)
 		}
 	}
 }

@@ -1,9 +1,7 @@
 package login
 
 import (
-	"bytes"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/authvault/authvault/internal/pemdata"
 	"github.com/authvault/authvault/internal/redact"
 )
 
@@ -129,41 +128,11 @@ func validateProxy(proxy string) error {
 	return nil
 }
 
-// DecodePEM returns data as PEM: data that already is PEM is returned as it
-// is, data that is base64 of PEM (as kubeconfig files hold it) is decoded.
-// Anything else is an error. Empty data is returned as it is.
-func DecodePEM(data []byte) ([]byte, error) {
-	if len(data) == 0 {
-		return data, nil
-	}
-	if isPEM(data) {
-		return data, nil
-	}
-	// The decoder skips line breaks, so wrapped base64 decodes too.
-	trimmed := bytes.TrimSpace(data)
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
-		decoded := make([]byte, enc.DecodedLen(len(trimmed)))
-		n, err := enc.Decode(decoded, trimmed)
-		if err == nil && isPEM(decoded[:n]) {
-			return decoded[:n], nil
-		}
-	}
-	return nil, errNotPEM
-}
-
-var errNotPEM = errors.New("neither PEM nor base64 of PEM")
-
-// isPEM tells whether data holds at least one PEM block.
-func isPEM(data []byte) bool {
-	block, _ := pem.Decode(data)
-	return block != nil
-}
-
 // decodeField decodes one data field and, when blockType is set, checks
 // that every PEM block in it has that type. Errors name the field only:
 // the data may be a private key.
 func decodeField(field string, data []byte, blockType string) ([]byte, error) {
-	decoded, err := DecodePEM(data)
+	decoded, err := pemdata.Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("login: %s is %w", field, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 )
 
 func TestValidateAccepts(t *testing.T) {
@@ -122,32 +122,6 @@ func TestValidateKeepsSecretsOutOfErrors(t *testing.T) {
 				t.Errorf("case %d: error %q reveals a secret", i, err)
 			}
 		}
-	}
-}
-
-func TestDecodePEM(t *testing.T) {
-	cert, _ := testpki.KeyPair(t)
-	std := base64.StdEncoding.EncodeToString(cert)
-	raw := base64.RawStdEncoding.EncodeToString(cert)
-	wrapped := ""
-	for i := 0; i < len(std); i += 64 {
-		wrapped += std[i:min(i+64, len(std))] + "\n"
-	}
-	for name, in := range map[string]string{"pem": string(cert), "std": std, "raw": raw, "wrapped": wrapped, "padded": "  " + std + "\n"} {
-		got, err := DecodePEM([]byte(in))
-		if err != nil {
-			t.Errorf("%s: DecodePEM() error %v", name, err)
-			continue
-		}
-		if string(got) != string(cert) {
-			t.Errorf("%s: DecodePEM() = %q, want the certificate", name, got)
-		}
-	}
-	if got, err := DecodePEM(nil); err != nil || len(got) != 0 {
-		t.Errorf("DecodePEM(nil) = %q, %v; want empty, nil", got, err)
-	}
-	if _, err := DecodePEM([]byte("%%%")); err == nil {
-		t.Error("DecodePEM(garbage) = nil error, want one")
 	}
 }
 

@@ -26,22 +26,15 @@ const KubeconfigFlag = "kubeconfig"
 // It reads the flag through flag.Lookup and registers none: importing
 // authvault never defines a flag.
 func ClientGo(ctx context.Context) (*login.ConnectionInfo, error) {
-	if path := kubeconfigFlagValue(); path != "" {
-		return KubeconfigFrom(KubeconfigOptions{Path: path})(ctx)
-	}
-	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
-		if info, err := ServiceAccount(ctx); info != nil || err != nil {
+	for _, src := range sources() {
+		if src.id != IDExplicitKubeconfig && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
+			break // as config.GetConfig: with $KUBECONFIG set, its files alone decide
+		}
+		if info, err := src.handler(ctx); info != nil || err != nil {
 			return info, err
 		}
 	}
-	rules := defaultRules()
-	if _, ok := os.LookupEnv("HOME"); !ok {
-		// As controller-runtime does: the user's home from the system.
-		if u, err := user.Current(); err == nil {
-			rules.Precedence = append(rules.Precedence, filepath.Join(u.HomeDir, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName))
-		}
-	}
-	return redacted(fromKubeconfig(ctx, rules, ""))
+	return nil, nil
 }
 
 // defaultRules are client-go's default loading rules, with the home
@@ -63,6 +56,14 @@ func kubeconfigFlagValue() string {
 }
 
 // homeKubeconfig is ~/.kube/config, computed when asked: HOME may change.
+// Without HOME, the user's home comes from the system, as
+// controller-runtime finds it.
 func homeKubeconfig() string {
-	return filepath.Join(homedir.HomeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
+	home := homedir.HomeDir()
+	if _, ok := os.LookupEnv("HOME"); !ok {
+		if u, err := user.Current(); err == nil {
+			home = u.HomeDir
+		}
+	}
+	return filepath.Join(home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
 }

@@ -15,12 +15,13 @@ import (
 // order of resolution, with the vault choosing the highest priority that
 // gave a credential.
 const (
-	PriorityExplicitKubeconfig = 30
-	PriorityServiceAccount     = 20
-	PriorityHomeKubeconfig     = 10
+	priorityExplicitKubeconfig = 30
+	priorityServiceAccount     = 20
+	priorityHomeKubeconfig     = 10
 )
 
-// IDs of the fallback handlers; they say where the credential came from.
+// IDs of the fallback handlers: they say where the credential came from
+// (Credential.Handler, logs, metrics).
 const (
 	IDExplicitKubeconfig = "kubeconfig from --kubeconfig or $KUBECONFIG"
 	IDServiceAccount     = "in-cluster service account"
@@ -42,16 +43,31 @@ const FallbackTimeout = time.Minute
 // higher one does not hide a working lower one. Each attempt is bounded by
 // FallbackTimeout.
 func Defaults() []login.Registration {
-	return []login.Registration{
-		{Handler: withPriority(explicitKubeconfig, PriorityExplicitKubeconfig), Options: fallbackOptions(IDExplicitKubeconfig)},
-		{Handler: withPriority(ServiceAccount, PriorityServiceAccount), Options: fallbackOptions(IDServiceAccount)},
-		{Handler: withPriority(homeOnly, PriorityHomeKubeconfig), Options: fallbackOptions(IDHomeKubeconfig)},
+	var regs []login.Registration
+	for _, src := range sources() {
+		regs = append(regs, login.Registration{
+			Handler: withPriority(src.handler, src.priority),
+			Options: []login.Option{login.ID(src.id), login.Timeout(FallbackTimeout)},
+		})
 	}
+	return regs
 }
 
-// fallbackOptions are the options of every fallback registration.
-func fallbackOptions(id string) []login.Option {
-	return []login.Option{login.ID(id), login.Timeout(FallbackTimeout)}
+// source is one place a process finds its configuration, as
+// controller-runtime's config.GetConfig looks for it.
+type source struct {
+	id       string
+	priority int
+	handler  login.Handler
+}
+
+// sources are the places Defaults and ClientGo look, highest priority first.
+func sources() []source {
+	return []source{
+		{IDExplicitKubeconfig, priorityExplicitKubeconfig, explicitKubeconfig},
+		{IDServiceAccount, priorityServiceAccount, ServiceAccount},
+		{IDHomeKubeconfig, priorityHomeKubeconfig, homeOnly},
+	}
 }
 
 // explicitKubeconfig is the kubeconfig the flag or $KUBECONFIG names.

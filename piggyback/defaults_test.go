@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/internal/handlerconf"
 )
 
 // A hung exec plugin in a fallback kubeconfig must not keep its source
@@ -18,7 +18,7 @@ func TestDefaultsHaveATimeout(t *testing.T) {
 		t.Errorf("FallbackTimeout = %v, want about a minute", FallbackTimeout)
 	}
 	for _, r := range regs {
-		s := login.Configure(r.Handler, r.Options...)
+		s := handlerconf.Configure(r.Handler, r.Options...)
 		if s.Timeout != FallbackTimeout {
 			t.Errorf("registration %q: Timeout = %v, want %v", s.ID, s.Timeout, FallbackTimeout)
 		}

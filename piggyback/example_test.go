@@ -1,32 +1,74 @@
 package piggyback_test
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
-	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/vault"
 )
 
-// An operator that runs in its cluster, or on a developer's machine with a
-// kubeconfig: both handlers are registered, and the vault uses whichever
-// has a credential.
+// Outside a cluster, the in-cluster handler has nothing to offer: it returns
+// (nil, nil), and the vault goes on with its other handlers.
 func ExampleServiceAccount() {
-	v := vault.New(vault.Options{})
-	defer v.Close()
-	v.OnLogin(piggyback.ServiceAccount, login.ID("service account"))
-	v.OnLogin(piggyback.Kubeconfig, login.ID("kubeconfig"))
-	fmt.Println("registered")
-	// Output: registered
+	info, err := piggyback.ServiceAccount(context.Background())
+	fmt.Println(info == nil, err)
+	// Output: true <nil>
 }
 
-// The fallback handlers, in their order.
-func ExampleDefaults() {
-	for _, r := range piggyback.Defaults() {
-		fmt.Println(login.Configure(r.Handler, r.Options...).ID)
+// A kubeconfig is read on every login, so that edits to it are picked up.
+func ExampleKubeconfigFrom() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "config")
+	_ = os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: prod, cluster: {server: "https://api.example:6443"}}]
+users: [{name: ops, user: {token: from-the-kubeconfig}}]
+contexts: [{name: prod, context: {cluster: prod, user: ops, namespace: team-a}}]
+current-context: prod
+`), 0o600)
+	info, err := piggyback.KubeconfigFrom(piggyback.KubeconfigOptions{Path: path})(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	// Output:
-	// kubeconfig from --kubeconfig or $KUBECONFIG
-	// in-cluster service account
-	// kubeconfig from ~/.kube/config
+	fmt.Println(info.Server, info.DefaultNamespace, info.Token != "")
+	// Output: https://api.example:6443 team-a true
+}
+
+// With no handler registered, a vault falls back on Defaults: here the
+// kubeconfig $KUBECONFIG names, as a shell would set it.
+func ExampleDefaults() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "config")
+	_ = os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: dev, cluster: {server: "https://dev.example:6443"}}]
+users: [{name: me, user: {token: t}}]
+contexts: [{name: dev, context: {cluster: dev, user: me}}]
+current-context: dev
+`), 0o600)
+	old, had := os.LookupEnv("KUBECONFIG")
+	_ = os.Setenv("KUBECONFIG", path)
+	defer func() {
+		if had {
+			_ = os.Setenv("KUBECONFIG", old)
+		} else {
+			_ = os.Unsetenv("KUBECONFIG")
+		}
+	}()
+
+	v := vault.New(vault.Options{})
+	defer v.Close()
+	cred, err := v.Select(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cred.Handler + ": " + cred.Info.Server)
+	// Output: kubeconfig from --kubeconfig or $KUBECONFIG: https://dev.example:6443
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testlog"
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/vault"
 )
@@ -81,12 +81,12 @@ func TestFallbackOrder(t *testing.T) {
 			// Every source present logs in; the vault waits for none but the
 			// first. Wait until all have, then look at the winner.
 			deadline := time.Now().Add(5 * time.Second)
-			for cred.Key != want && time.Now().Before(deadline) {
+			for cred.Handler != want && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 				cred, _ = v.Select(ctx)
 			}
-			if cred.Key != want {
-				t.Errorf("winner = %q, want %q", cred.Key, want)
+			if cred.Handler != want {
+				t.Errorf("winner = %q, want %q", cred.Handler, want)
 			}
 			if flagSet && cred.Info.Server != "https://flag.example" {
 				t.Errorf("server = %s, want the flag's over $KUBECONFIG", cred.Info.Server)

@@ -97,8 +97,8 @@ func TestFirstLoginDefaultsSlowKubeconfigPlugin(t *testing.T) {
 		c := newTwoClusters(t, "sleep 0.3", "token")
 		t.Setenv("KUBECONFIG", c.kubeconfig)
 		cred, took := c.firstRequest(t, vault.Options{})
-		if cred.Key != piggyback.IDExplicitKubeconfig || cred.Info.Server != c.remote.srv.URL {
-			t.Errorf("first credential = %v, want the kubeconfig's (priority %d) for %s", cred, piggyback.PriorityExplicitKubeconfig, c.remote.srv.URL)
+		if cred.Handler != piggyback.IDExplicitKubeconfig || cred.Info.Server != c.remote.srv.URL {
+			t.Errorf("first credential = %v, want the kubeconfig's (the highest priority) for %s", cred, c.remote.srv.URL)
 		}
 		if took < 300*time.Millisecond {
 			t.Errorf("RESTConfig took %v, less than the plugin's 300 ms: it did not wait for the kubeconfig", took)
@@ -118,7 +118,7 @@ func TestFirstLoginDefaultsSlowKubeconfigPlugin(t *testing.T) {
 		c := newTwoClusters(t, "sleep 0.3", "token")
 		t.Setenv("KUBECONFIG", c.kubeconfig)
 		cred, _ := c.firstRequest(t, vault.Options{FirstLoginWait: -1})
-		if cred.Key != piggyback.IDServiceAccount || len(c.cluster.seen()) != 1 {
+		if cred.Handler != piggyback.IDServiceAccount || len(c.cluster.seen()) != 1 {
 			t.Errorf("first credential = %v, want the in-cluster one: the set-up does not show issue 10", cred)
 		}
 	})
@@ -132,7 +132,7 @@ func TestFirstLoginDefaultsHangingKubeconfigPlugin(t *testing.T) {
 	piggyback.SetFlag(t, c.kubeconfig)
 	const wait = 500 * time.Millisecond
 	cred, took := c.firstRequest(t, vault.Options{FirstLoginWait: wait})
-	if cred.Key != piggyback.IDServiceAccount || cred.Info.Server != c.cluster.srv.URL {
+	if cred.Handler != piggyback.IDServiceAccount || cred.Info.Server != c.cluster.srv.URL {
 		t.Errorf("first credential = %v, want the in-cluster one once the kubeconfig's plugin hung for FirstLoginWait", cred)
 	}
 	if took < wait || took > wait+4*time.Second {

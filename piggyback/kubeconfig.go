@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/pemdata"
 	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
@@ -203,7 +204,7 @@ func readableFile(path string, pem bool) error {
 	case len(data) == 0:
 		return fmt.Errorf("%s is empty", path)
 	}
-	if _, err := login.DecodePEM(data); err != nil {
+	if _, err := pemdata.Decode(data); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 )
 
 // mountServiceAccount writes what the kubelet mounts into a pod and sets

@@ -21,13 +21,14 @@ import (
 //
 // Its fields are read-only.
 type Credential struct {
-	// Key is the ID of the handler that returned the credential.
-	Key string
+	// Handler is the ID of the handler that returned the credential.
+	Handler string
 	// Info is what the handler returned.
 	Info *login.ConnectionInfo
 
-	// handler returned it; nil for a Credential the vault did not make.
-	handler     *handler
+	// owner is the handler that returned it; nil for a Credential the
+	// vault did not make.
+	owner       *handler
 	digest      [sha256.Size]byte
 	fingerprint string
 	// usableUntil is when the vault stops handing the credential out: its
@@ -46,12 +47,12 @@ type Credential struct {
 // Fingerprint names the credential in logs without revealing it.
 func (c *Credential) Fingerprint() string { return c.fingerprint }
 
-// String shows the key, the fingerprint and the redacted ConnectionInfo.
+// String shows the handler, the fingerprint and the redacted ConnectionInfo.
 func (c *Credential) String() string {
 	if c == nil {
 		return "<nil>"
 	}
-	return "vault.Credential{Key: " + strconv.Quote(c.Key) + ", Info: " + c.Info.String() + "}"
+	return "vault.Credential{Handler: " + strconv.Quote(c.Handler) + ", Info: " + c.Info.String() + "}"
 }
 
 // GoString makes %#v show the redacted form.
@@ -71,7 +72,7 @@ func (c *Credential) MarshalLog() any {
 	if c == nil {
 		return nil
 	}
-	return map[string]any{"key": c.Key, "info": c.Info.MarshalLog()}
+	return map[string]any{"key": c.Handler, "info": c.Info.MarshalLog()}
 }
 
 // usable tells whether the vault may still hand the credential out at now.
@@ -114,7 +115,7 @@ func (s *snapshot) pick() *Credential {
 func (s *snapshot) routeFor(b base) *route {
 	for _, g := range s.groups {
 		for _, c := range g {
-			if c.route.base() == b {
+			if c.route.base == b {
 				return c.route
 			}
 		}

@@ -48,13 +48,13 @@
 //
 // # Rejected credentials
 //
-// The vault remembers the last few credentials of each handler that were
-// invalidated ([Options.Remembered]), by a digest of their authentication
-// material, and refuses a handler that returns one of them again: a token the
+// The vault keeps a digest of the authentication material of each
+// handler's last few invalidated credentials ([Options.InvalidatedRefused])
+// and refuses a handler that returns one of them again: a token the
 // server rejected does not come back in a loop. A handler that gives nothing
 // but such a credential (a static token), or only an expired one, ends its
 // part of the login without retrying, as one that returns nothing does:
-// waiting callers get a LoginError carrying the 401 (or ErrExpired) once the
+// waiting callers get a LoginError carrying the 401 (or saying it expired) once the
 // handler has been asked, and the handler runs again after its backoff.
 //
 // A credential that the server rejects before it served any request is a

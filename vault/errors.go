@@ -11,33 +11,38 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
-// Sentinel errors. They are matched with errors.Is, also through a LoginError.
+// Errors callers can act on. They are matched with errors.Is, also through a
+// LoginError.
 var (
 	// ErrClosed is returned by a closed vault.
-	ErrClosed = errors.New("vault: closed")
+	ErrClosed = errors.New("vault: the vault is closed")
 	// ErrNoHandlers means no login handler is registered and no fallback is set.
 	ErrNoHandlers = errors.New("vault: no login handler is registered")
-	// ErrNoCredential is the outcome of a handler that returned (nil, nil).
-	ErrNoCredential = errors.New("returned no credential")
-	// ErrRejected is the outcome of a handler that returned a credential the
-	// server recently rejected (same authentication material).
-	ErrRejected = errors.New("returned a credential that was recently invalidated")
-	// ErrExpired is the outcome of a handler that returned a credential that
-	// has expired, or expires within the vault's leeway.
-	ErrExpired = errors.New("returned an expired credential")
-	// ErrUnchanged is the outcome of a refresh that returned the credential
-	// the vault already has, with no later expiration.
-	ErrUnchanged = errors.New("returned the credential it already had")
-	// ErrRejectedAtOnce is the outcome of a handler whose new credential the
-	// server rejected before any request with it succeeded: the handler, or
-	// the cluster's authenticator, is failing, and logging in again right
-	// away would only repeat it.
-	ErrRejectedAtOnce = errors.New("returned a credential the server rejected at once")
 )
 
-// errStillRunning is the outcome of a login that found the handler's
-// previous call, abandoned at its timeout, still running.
-var errStillRunning = fmt.Errorf("was not called again: its previous call has not returned: %w", login.ErrAbandoned)
+// Outcomes of a login that gave no credential, reported in a LoginError's
+// Handlers; a caller cannot act on them beyond the error's text.
+var (
+	// errNoCredential: the handler returned (nil, nil).
+	errNoCredential = errors.New("vault: the handler returned no credential")
+	// errInvalidated: the handler returned a credential the vault
+	// invalidated a moment ago (same authentication material).
+	errInvalidated = errors.New("vault: the handler returned a credential that was invalidated a moment ago")
+	// errExpired: the credential has expired, or expires within the
+	// vault's leeway.
+	errExpired = errors.New("vault: the handler returned an expired credential")
+	// errUnchanged: a refresh returned the credential the vault already
+	// has, with no later expiration.
+	errUnchanged = errors.New("vault: the handler's refresh returned the credential the vault already has")
+	// errRejectedAtOnce: the server rejected the handler's new credential
+	// before any request with it succeeded: the handler, or the cluster's
+	// authenticator, is failing, and logging in again right away would
+	// only repeat it.
+	errRejectedAtOnce = errors.New("vault: the server rejected the handler's new credential at once")
+	// errStillRunning: the handler's previous call, abandoned at its
+	// timeout, has not returned, so it was not called again.
+	errStillRunning = fmt.Errorf("vault: the handler was not called again: its previous call has not returned: %w", login.ErrAbandoned)
+)
 
 // LoginError is what callers get when the vault has no usable credential and
 // logging in did not give one. It names every handler and its outcome, the
@@ -60,8 +65,8 @@ type LoginError struct {
 // Outcome is how a handler's latest login went.
 type Outcome struct {
 	Handler string
-	// Err is the last error: a handler's own, or ErrNoCredential,
-	// ErrRejected, ErrExpired, ErrUnchanged. Nil while a first attempt runs.
+	// Err is the last error: a handler's own, or the vault's reason for
+	// refusing what it returned. Nil while a first attempt runs.
 	Err error
 	// Running tells that the handler is still logging in.
 	Running bool
@@ -73,18 +78,18 @@ type Outcome struct {
 
 func (o Outcome) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "handler %q ", o.Handler)
+	fmt.Fprintf(&b, "handler %q", o.Handler)
 	switch {
 	case o.Held:
-		b.WriteString("gave a credential, held back until the other handlers finish their first attempt")
+		b.WriteString(" gave a credential, held back until the other handlers finish their first attempt")
 	case o.Running && o.Err == nil:
-		b.WriteString("is still logging in")
+		b.WriteString(" is still logging in")
 	case o.Running:
-		fmt.Fprintf(&b, "is still retrying after: %v", o.Err)
+		fmt.Fprintf(&b, " is still retrying after: %v", o.Err)
 	case o.Err == nil:
-		b.WriteString("has not run")
+		b.WriteString(" has not run")
 	default:
-		fmt.Fprintf(&b, "%v", o.Err)
+		fmt.Fprintf(&b, ": %v", o.Err)
 	}
 	if !o.RetryAt.IsZero() {
 		fmt.Fprintf(&b, " (next login at %s)", o.RetryAt.UTC().Format(time.RFC3339))

@@ -31,12 +31,12 @@ func ExampleVault() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(cred.Key, cred.Info.Server, logins.Load())
+	fmt.Println(cred.Handler, cred.Info.Server, logins.Load())
 
 	// The server answered 401: drop exactly this credential.
 	_ = v.Invalidate(ctx, cred, errors.New("401 Unauthorized"))
 	next, _ := v.Select(ctx)
-	fmt.Println(next.Key, next != cred, logins.Load())
+	fmt.Println(next.Handler, next != cred, logins.Load())
 	// Output:
 	// token-issuer https://api.example:6443 1
 	// token-issuer true 2
@@ -53,7 +53,7 @@ func ExampleOnLogin() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(cred.Key)
+	fmt.Println(cred.Handler)
 	// Output: example
 }
 

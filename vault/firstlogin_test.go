@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testlog"
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
 
@@ -46,7 +46,7 @@ func TestFirstLoginErrorWhileHeldSaysWhy(t *testing.T) {
 }
 
 // The FirstLoginWait timer of a round that has ended can still end the
-// wait of the next round: its callback checks only v.settling, not that it
+// wait of the next round: its callback checks only v.first.settling, not that it
 // is its own round. The window is between the timer firing and its callback
 // taking v.mu; the test holds v.mu over it, and runs in it what the vault
 // does when the round's last first attempt returns and a new round starts.
@@ -61,7 +61,7 @@ func TestFirstLoginStaleTimerKeepsTheNextRound(t *testing.T) {
 	eventually(t, "fast's credential, held", func() bool { return v.snap.Load().size() == 1 })
 
 	v.mu.Lock()
-	slowH, fastH := v.lookup("slow"), v.lookup("fast")
+	slowH, fastH := v.lookupLocked("slow"), v.lookupLocked("fast")
 	clk.Step(3 * time.Second) // round 1's timer fires; its callback waits for v.mu
 	// Round 1 ends as when slow's first attempt returns...
 	v.firstAttemptDoneLocked(slowH)
@@ -69,10 +69,10 @@ func TestFirstLoginStaleTimerKeepsTheNextRound(t *testing.T) {
 	// round 2 (fast logs in again; this time it takes a while).
 	fast.block = make(chan struct{})
 	defer close(fast.block)
-	v.drop(fastH)
-	v.publish()
-	v.startDue()
-	if !v.settling {
+	v.dropLocked(fastH)
+	v.publishLocked()
+	v.startDueLocked()
+	if !v.first.settling {
 		v.mu.Unlock()
 		t.Fatal("round 2 does not wait")
 	}
@@ -81,7 +81,7 @@ func TestFirstLoginStaleTimerKeepsTheNextRound(t *testing.T) {
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		v.mu.Lock()
-		settling := v.settling
+		settling := v.first.settling
 		v.mu.Unlock()
 		if !settling {
 			t.Fatal("round 1's timer ended round 2's wait at once, before its FirstLoginWait or its handlers' first attempts")
@@ -107,7 +107,7 @@ func TestFirstLoginLogsOnlyTheFallbackHandedOut(t *testing.T) {
 	go func() { got <- mustSelect(t, v) }()
 	eventually(t, "low's credential, held", func() bool { return v.snap.Load().size() == 1 })
 	close(high.block)
-	if c := <-got; c.Key != "high" {
+	if c := <-got; c.Handler != "high" {
 		t.Fatalf("Select() = %v, want high's", c)
 	}
 	for _, line := range strings.Split(logs.String(), "\n") {
@@ -150,7 +150,7 @@ func TestFirstLoginPriorityAfterRejectedHigher(t *testing.T) {
 	v.OnLogin(high.login, login.ID("kubeconfig"))
 	v.OnLogin(low.login, login.ID("in-cluster"))
 	c := mustSelect(t, v)
-	if c.Key != "kubeconfig" {
+	if c.Handler != "kubeconfig" {
 		t.Fatalf("Select() = %v, want the kubeconfig's", c)
 	}
 	eventually(t, "the round to end", func() bool { return idle(v) })

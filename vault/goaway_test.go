@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -116,7 +116,7 @@ func TestOwnAuthorizationRejectionLeavesTheCredentialsConnection(t *testing.T) {
 func TestLateRequestOnAForgottenTransportLeavesNoConnection(t *testing.T) {
 	v, srv, _ := tokenVault(t, "token-a")
 	cred := mustSelect(t, v) // selected; not sent yet
-	late := cred.route.pool
+	late := cred.route.transport
 	t.Cleanup(late.closeIdle) // leave no connection behind for goleak, whatever the outcome
 	_ = v.Invalidate(context.Background(), cred, errors.New("rejected by another request"))
 	v.pool.sweepRetired() // the token's transport: retired at once, and forgotten, having no connection

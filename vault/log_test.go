@@ -11,7 +11,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/authvault/authvault/internal/testlog"
+	"github.com/authvault/authvault/internal/handlerconf"
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
 
@@ -48,7 +49,7 @@ func TestNothingRevealsSecrets(t *testing.T) {
 	}
 	other := mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), other, errors.New("401 Unauthorized"))
-	clk.Step(login.DefaultBackoffInitial) // past the login floor
+	clk.Step(handlerconf.DefaultBackoffInitial) // past the login floor
 	le := selectErr(t, v)
 	asJSON, _ := json.Marshal(c.MarshalLog())
 
@@ -79,7 +80,7 @@ func TestNothingRevealsSecrets(t *testing.T) {
 	if !strings.Contains(ctxLogs.String(), `"credential invalidated"`) || !strings.Contains(ctxLogs.String(), c.Fingerprint()) {
 		t.Errorf("context logger lacks the invalidation:\n%s", ctxLogs.String())
 	}
-	if !strings.Contains(fmt.Sprintf("%v", c), `Key: "tok"`) {
+	if !strings.Contains(fmt.Sprintf("%v", c), `Handler: "tok"`) {
 		t.Errorf("%%v of a credential = %v, want its key", c)
 	}
 }
@@ -96,7 +97,7 @@ func TestLoginErrorText(t *testing.T) {
 		Cause:  errors.New("401"),
 		Err:    context.Canceled,
 	}
-	want := `vault: no usable credential for https://api: context canceled; handler "a" boom; ` +
+	want := `vault: no usable credential for https://api: context canceled; handler "a": boom; ` +
 		`handler "b" is still logging in; handler "c" has not run; last credential rejected: 401`
 	if e.Error() != want {
 		t.Errorf("Error() = %q\nwant      %q", e.Error(), want)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
@@ -21,8 +22,8 @@ const (
 	refreshWindowPart = 10
 )
 
-// start begins a login of h in the background; v.mu is held.
-func (v *Vault) start(h *handler, reason login.Reason) {
+// startLocked begins a login of h in the background.
+func (v *Vault) startLocked(h *handler, reason login.Reason) {
 	h.running = true
 	if !v.spawn(func() { v.login(h, reason) }) {
 		h.running = false
@@ -37,7 +38,7 @@ func (v *Vault) start(h *handler, reason login.Reason) {
 func (v *Vault) login(h *handler, reason login.Reason) {
 	log := v.log.WithValues("handler", h.settings.ID)
 	log.V(1).Info("logging in", "reason", reason.String())
-	ctx := login.WithReason(v.ctx, reason)
+	ctx := login.WithReason(v.life.ctx, reason)
 	if !v.sleep(v.untilFloor(h)) {
 		v.finish(h, ErrClosed, 0)
 		return
@@ -58,7 +59,7 @@ func (v *Vault) login(h *handler, reason login.Reason) {
 		if err == nil {
 			return
 		}
-		if v.ctx.Err() != nil {
+		if v.life.ctx.Err() != nil {
 			v.finish(h, err, 0)
 			return
 		}
@@ -116,7 +117,7 @@ func (v *Vault) awaitReturn(h *handler, log logr.Logger) error {
 		return nil
 	case <-t.C():
 		return errStillRunning
-	case <-v.ctx.Done():
+	case <-v.life.ctx.Done():
 		return ErrClosed
 	}
 }
@@ -127,7 +128,7 @@ func (v *Vault) attempt(ctx context.Context, h *handler) error {
 	v.mu.Lock()
 	h.returned, h.lastCall, h.abandoned = returned, v.clock.Now(), false
 	v.mu.Unlock()
-	info, err := h.settings.Attempt(ctx, func(ctx context.Context) (*login.ConnectionInfo, error) {
+	info, err := callHandler(ctx, h.settings, func(ctx context.Context) (*login.ConnectionInfo, error) {
 		defer close(returned)
 		return h.fn(ctx)
 	})
@@ -140,7 +141,7 @@ func (v *Vault) attempt(ctx context.Context, h *handler) error {
 		return err
 	}
 	if info == nil {
-		return ErrNoCredential
+		return errNoCredential
 	}
 	r, err := newRoute(info, v.pool)
 	if err != nil {
@@ -161,7 +162,7 @@ func (v *Vault) attempt(ctx context.Context, h *handler) error {
 // deadline, get a LoginError instead.
 func retryable(err error) bool {
 	var permanent *login.PermanentError
-	for _, final := range []error{ErrNoCredential, ErrRejected, ErrExpired, ErrUnchanged, errStillRunning} {
+	for _, final := range []error{errNoCredential, errInvalidated, errExpired, errUnchanged, errStillRunning} {
 		if errors.Is(err, final) {
 			return false
 		}
@@ -184,14 +185,14 @@ func (v *Vault) nextDelay(h *handler, err error) time.Duration {
 // sleep waits d on the vault's clock; false if the vault closed first.
 func (v *Vault) sleep(d time.Duration) bool {
 	if d <= 0 {
-		return v.ctx.Err() == nil
+		return v.life.ctx.Err() == nil
 	}
 	t := v.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C():
 		return true
-	case <-v.ctx.Done():
+	case <-v.life.ctx.Done():
 		return false
 	}
 }
@@ -205,21 +206,21 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 		return ErrClosed
 	}
 	now := v.clock.Now()
-	c := &Credential{Key: h.settings.ID, Info: info, handler: h, digest: info.Digest(), fingerprint: info.Fingerprint(), route: r}
-	if slices.Contains(h.forgotten, c.digest) {
-		return ErrRejected
+	c := &Credential{Handler: h.settings.ID, Info: info, owner: h, digest: handlerconf.Digest(info), fingerprint: info.Fingerprint(), route: r}
+	if slices.Contains(h.invalidated, c.digest) {
+		return errInvalidated
 	}
-	if info.Expires() {
+	if !info.Expiration.IsZero() {
 		life := info.Expiration.Sub(now)
 		if life <= 0 {
-			return ErrExpired
+			return errExpired
 		}
 		c.usableUntil = info.Expiration.Add(-min(v.opts.Leeway, life/4))
 	}
 	if old := h.cred; old != nil && old.digest == c.digest && old.Info.Expiration.Equal(info.Expiration) {
-		return ErrUnchanged
+		return errUnchanged
 	}
-	v.drop(h)
+	v.dropLocked(h)
 	h.cred, h.lastPriority = c, info.Priority
 	if h.retryTimer != nil {
 		h.retryTimer.Stop()
@@ -227,9 +228,9 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 	}
 	h.running, h.outcome, h.retryAt = false, nil, time.Time{}
 	v.roundStart = time.Time{}
-	refreshAt := v.scheduleRefresh(h, c, now)
-	v.addBase(r.base())
-	v.publish()
+	refreshAt := v.scheduleRefreshLocked(h, c, now)
+	v.addBaseLocked(r.base)
+	v.publishLocked()
 	v.log.V(1).Info("credential added", "handler", h.settings.ID, "fingerprint", c.fingerprint,
 		"server", info.Server, "priority", info.Priority, "expiration", info.Expiration, "refreshAt", refreshAt)
 	return nil
@@ -247,22 +248,22 @@ func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 	if c := h.cred; c != nil && !c.usableUntil.IsZero() && !v.closed {
 		// A failed refresh: try again after the backoff while the old
 		// credential keeps serving.
-		v.armRefresh(h, c, delay)
+		v.armRefreshLocked(h, c, delay)
 	}
 	v.retryAboveLocked(h) // a higher priority that failed: not only on an empty vault
-	v.broadcast()
+	v.broadcastLocked()
 	switch {
 	case v.closed:
-	case errors.Is(err, ErrNoCredential):
+	case errors.Is(err, errNoCredential):
 		v.log.V(1).Info("login gave no credential", "handler", h.settings.ID, "retryAt", h.retryAt)
 	default:
 		v.log.Error(redact.Error(err), "login failed", "handler", h.settings.ID, "retryAt", h.retryAt)
 	}
 }
 
-// scheduleRefresh arms the proactive refresh of c, if it expires, and
+// scheduleRefreshLocked arms the proactive refresh of c, if it expires, and
 // resets h's backoff when c is sound and h has no strikes or TLS failure
-// against it (those are cleared by a credential that serves); v.mu is held.
+// against it (those are cleared by a credential that serves).
 //
 // A credential whose refresh would come sooner than the login floor is
 // refreshed at the floor when it still serves then. One that would not
@@ -272,7 +273,7 @@ func (v *Vault) finish(h *handler, err error, delay time.Duration) {
 // handler's next backoff step instead, and the backoff keeps growing until
 // a sound credential comes. A credential from a handler with strikes resets nothing either:
 // only one that serves does (see served).
-func (v *Vault) scheduleRefresh(h *handler, c *Credential, now time.Time) time.Time {
+func (v *Vault) scheduleRefreshLocked(h *handler, c *Credential, now time.Time) time.Time {
 	var delay time.Duration
 	sound := true
 	if !c.usableUntil.IsZero() {
@@ -297,13 +298,13 @@ func (v *Vault) scheduleRefresh(h *handler, c *Credential, now time.Time) time.T
 		v.log.V(1).Info("credential expires within its refresh window: its refresh backs off", "handler", h.settings.ID,
 			"fingerprint", c.fingerprint, "expiration", c.Info.Expiration, "refreshIn", delay)
 	}
-	v.armRefresh(h, c, delay)
+	v.armRefreshLocked(h, c, delay)
 	return now.Add(delay)
 }
 
-// armRefresh (re)sets c's refresh timer to fire after d; v.mu is held. The
+// armRefreshLocked (re)sets c's refresh timer to fire after d. The
 // callback takes no lock of the vault: a fake clock calls it under its own.
-func (v *Vault) armRefresh(h *handler, c *Credential, d time.Duration) {
+func (v *Vault) armRefreshLocked(h *handler, c *Credential, d time.Duration) {
 	if c.refresh != nil {
 		c.refresh.Stop()
 	}
@@ -319,5 +320,5 @@ func (v *Vault) refresh(h *handler, c *Credential) {
 	if v.closed || h.cred != c || h.running {
 		return
 	}
-	v.start(h, login.Reason{Kind: login.Refresh})
+	v.startLocked(h, login.Reason{Kind: login.Refresh})
 }

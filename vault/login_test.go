@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/authvault/authvault/internal/testlog"
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
 
@@ -29,10 +29,10 @@ func TestFailedLoginBacksOffAndHeals(t *testing.T) {
 	}, login.ID("empty"))
 
 	le := selectErr(t, v)
-	if !errors.Is(le, boom) || !errors.Is(le, ErrNoCredential) {
-		t.Errorf("LoginError = %v, want it to wrap %v and ErrNoCredential", le, boom)
+	if !errors.Is(le, boom) || !errors.Is(le, errNoCredential) {
+		t.Errorf("LoginError = %v, want it to wrap %v and errNoCredential", le, boom)
 	}
-	for _, want := range []string{`handler "broken" secret store unreachable`, `handler "empty" returned no credential`} {
+	for _, want := range []string{`handler "broken": secret store unreachable`, `handler "empty": vault: the handler returned no credential`} {
 		if !strings.Contains(le.Error(), want) {
 			t.Errorf("LoginError = %q, want it to contain %q", le, want)
 		}
@@ -63,7 +63,7 @@ func TestFailedLoginBacksOffAndHeals(t *testing.T) {
 
 	broken.heal()
 	clk.SetTime(retryAt)
-	if c := mustSelect(t, v); c.Key != "broken" {
+	if c := mustSelect(t, v); c.Handler != "broken" {
 		t.Errorf("Select() after healing = %v, want broken's credential", c)
 	}
 }
@@ -104,7 +104,7 @@ func TestCallerDeadlineWhileRetrying(t *testing.T) {
 	go func() { done <- mustSelect(t, v) }()
 	eventually(t, "the retry timer", func() bool { return clk.HasWaiters() })
 	clk.Step(2 * time.Minute) // past the backoff, bounded at a minute
-	if c := <-done; c.Key != "flaky" {
+	if c := <-done; c.Handler != "flaky" {
 		t.Errorf("Select() = %v, want the healed handler's credential", c)
 	}
 }
@@ -182,7 +182,7 @@ func TestBadHandlersDoNotTakeTheVaultDown(t *testing.T) {
 	// The bad ones run again (past their login floor; "hangs" is not called
 	// while its abandoned call runs), and hold the good credential back no
 	// longer than the first-login wait.
-	if c := selectAdvancing(t, v, clk, 100*time.Millisecond); c.Key != "good" {
+	if c := selectAdvancing(t, v, clk, 100*time.Millisecond); c.Handler != "good" {
 		t.Errorf("Select() = %v, want the good handler's credential", c)
 	}
 }

@@ -70,9 +70,9 @@ func result(err error) string {
 	switch {
 	case err == nil:
 		return resultSuccess
-	case errors.Is(err, ErrNoCredential):
+	case errors.Is(err, errNoCredential):
 		return resultNone
-	case errors.Is(err, ErrRejected), errors.Is(err, ErrExpired), errors.Is(err, ErrUnchanged), errors.Is(err, ErrRejectedAtOnce):
+	case errors.Is(err, errInvalidated), errors.Is(err, errExpired), errors.Is(err, errUnchanged), errors.Is(err, errRejectedAtOnce):
 		return resultRefused
 	default:
 		return resultError
@@ -85,7 +85,7 @@ type gaugeCollector struct{ v *Vault }
 
 var (
 	credentialsDesc = prometheus.NewDesc("authvault_credentials",
-		"Credentials by state: valid ones held, invalid ones remembered to be refused.", []string{"state"}, nil)
+		"Credentials by state: valid ones held, invalidated ones kept to be refused if their handler returns them again.", []string{"state"}, nil)
 	waitingDesc = prometheus.NewDesc("authvault_waiting_callers",
 		"Callers waiting for a login now.", nil, nil)
 	waitsDesc = prometheus.NewDesc("authvault_caller_waits_total",
@@ -114,19 +114,19 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	v := g.v
 	v.mu.Lock()
 	now := v.clock.Now()
-	valid, invalid := 0, 0
+	valid, invalidated := 0, 0
 	type expiry struct {
 		handler string
 		left    float64
 	}
 	var expiries []expiry
 	abandoned := map[string]float64{}
-	for _, h := range v.all() {
+	for _, h := range v.allLocked() {
 		abandoned[h.settings.ID] = 0
 		if h.abandoned && !isDone(h.returned) {
 			abandoned[h.settings.ID] = 1
 		}
-		invalid += len(h.forgotten)
+		invalidated += len(h.invalidated)
 		if h.cred == nil || !h.cred.usable(now) {
 			continue
 		}
@@ -137,9 +137,9 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	v.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(valid), "valid")
-	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(invalid), "invalid")
-	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(v.waiting.Load()))
-	ch <- prometheus.MustNewConstMetric(waitsDesc, prometheus.CounterValue, float64(v.waited.Load()))
+	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(invalidated), "invalidated")
+	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(v.waits.waiting.Load()))
+	ch <- prometheus.MustNewConstMetric(waitsDesc, prometheus.CounterValue, float64(v.waits.waited.Load()))
 	live, retired := v.pool.openConns()
 	ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(live), "live")
 	ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(retired), "retired")

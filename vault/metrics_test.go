@@ -49,9 +49,9 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	const gauges = `
-# HELP authvault_credentials Credentials by state: valid ones held, invalid ones remembered to be refused.
+# HELP authvault_credentials Credentials by state: valid ones held, invalidated ones kept to be refused if their handler returns them again.
 # TYPE authvault_credentials gauge
-authvault_credentials{state="invalid"} 1
+authvault_credentials{state="invalidated"} 1
 authvault_credentials{state="valid"} 1
 # HELP authvault_waiting_callers Callers waiting for a login now.
 # TYPE authvault_waiting_callers gauge

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -94,7 +94,7 @@ func TestOwnAuthorizationNeverGoesThroughACredentialsOwnTransport(t *testing.T) 
 
 // A handler that gives only an expired credential (a static one, a token
 // file no one rotates) ends its part of the login: a caller without a
-// deadline gets a LoginError naming ErrExpired.
+// deadline gets a LoginError naming errExpired.
 func TestExpiredStaticCredentialFailsFast(t *testing.T) {
 	v := New(Options{NoFallback: true})
 	defer v.Close()
@@ -109,8 +109,8 @@ func TestExpiredStaticCredentialFailsFast(t *testing.T) {
 	select {
 	case err := <-done:
 		var le *LoginError
-		if !errors.As(err, &le) || !errors.Is(err, ErrExpired) {
-			t.Errorf("Select() = %v, want a LoginError with ErrExpired", err)
+		if !errors.As(err, &le) || !errors.Is(err, errExpired) {
+			t.Errorf("Select() = %v, want a LoginError with errExpired", err)
 		}
 	case <-time.After(4 * time.Second):
 		t.Errorf("Select without a deadline still waits after 4 s on a handler that only returns an expired credential")

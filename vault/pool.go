@@ -34,8 +34,8 @@ const (
 // pooled is the transport of one identity (TLS and Authorization), shared
 // by every credential with that identity.
 type pooled struct {
-	key identityKey
-	rt  http.RoundTripper
+	id identity
+	rt http.RoundTripper
 	// closeIdle closes the connections no request uses; nil for a
 	// round tripper without connections of its own.
 	closeIdle func()
@@ -130,7 +130,7 @@ type pool struct {
 	grace time.Duration
 
 	mu      sync.Mutex // guards the fields below and every pooled.refs
-	live    map[identityKey]*pooled
+	live    map[identity]*pooled
 	retired []*pooled
 	sweep   clock.Timer // armed while retired is not empty
 	closed  bool
@@ -143,7 +143,7 @@ type pool struct {
 func newPool(spawn func(func()) bool) *pool {
 	return &pool{
 		clock: clock.RealClock{}, spawn: spawn, build: buildTransport, grace: defaultGrace,
-		live: map[identityKey]*pooled{},
+		live: map[identity]*pooled{},
 	}
 }
 
@@ -151,7 +151,7 @@ func newPool(spawn func(func()) bool) *pool {
 func (p *pool) acquire(id identity) (*pooled, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t, ok := p.live[id.key]; ok {
+	if t, ok := p.live[id]; ok {
 		t.refs++
 		return t, nil
 	}
@@ -159,8 +159,8 @@ func (p *pool) acquire(id identity) (*pooled, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.key, t.refs = id.key, 1
-	p.live[id.key] = t
+	t.id, t.refs = id, 1
+	p.live[id] = t
 	return t, nil
 }
 
@@ -197,7 +197,7 @@ func (p *pool) sweepRetired() {
 	for key, t := range p.live {
 		switch {
 		case t.refs > 0:
-		case !t.key.hasAuth() && now.Sub(t.unused) < p.grace: // no later credential has a token's identity
+		case t.id.auth == "" && now.Sub(t.unused) < p.grace: // no later credential has a token's identity
 			waiting = true
 		default:
 			delete(p.live, key)
@@ -267,15 +267,15 @@ func (p *pool) close() {
 // from the environment (NO_PROXY with CIDRs) unless the identity names one.
 func buildTransport(id identity) (*pooled, error) {
 	tlsConfig, err := transport.TLSConfigFor(&transport.Config{TLS: transport.TLSConfig{
-		Insecure:   id.key.insecure,
-		ServerName: id.key.serverName,
-		CAData:     id.material.ca,
-		CertData:   id.material.cert,
-		KeyData:    id.material.key,
+		Insecure:   id.insecure,
+		ServerName: id.serverName,
+		CAData:     []byte(id.ca),
+		CertData:   []byte(id.cert),
+		KeyData:    []byte(id.key),
 	}})
 	if err != nil {
 		// client-go's errors name what was wrong, not the key material.
-		return nil, fmt.Errorf("vault: TLS configuration for %s: %w", id.key.host, err)
+		return nil, fmt.Errorf("vault: TLS configuration for %s: %w", id.host, err)
 	}
 	t := &pooled{}
 	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: dialKeepAlive}
@@ -291,8 +291,8 @@ func buildTransport(id identity) (*pooled, error) {
 			return t.dialed(c), nil
 		},
 	}
-	if id.key.proxy != "" {
-		proxy, err := url.Parse(id.key.proxy)
+	if id.proxy != "" {
+		proxy, err := url.Parse(id.proxy)
 		if err != nil {
 			// Not err itself: it repeats the URL, which may hold a password.
 			return nil, errors.New("vault: ProxyURL is not a URL")
@@ -325,7 +325,7 @@ func (c *countedConn) Close() error {
 // CA, no client certificate, the proxy from the environment.
 func (p *pool) plain() http.RoundTripper {
 	p.plainOnce.Do(func() {
-		t, err := p.build(identity{material: &tlsMaterial{}})
+		t, err := p.build(identity{})
 		if err != nil { // cannot happen without TLS material; be safe
 			p.plainRT = http.DefaultTransport
 			return

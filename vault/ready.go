@@ -28,15 +28,15 @@ func (v *Vault) Ready(_ *http.Request) error {
 	if v.closed {
 		return ErrClosed
 	}
-	v.dropExpired()
+	v.dropExpiredLocked()
 	if v.usableLocked() {
 		return nil
 	}
-	if !v.settling {
-		v.startDue()
+	if !v.first.settling {
+		v.startDueLocked()
 	}
-	if !v.loggingIn() {
-		return v.loginError(nil)
+	if !v.loggingInLocked() {
+		return v.loginErrorLocked(nil)
 	}
 	if v.roundStart.IsZero() {
 		// A login that began as a refresh, whose credential has gone
@@ -46,14 +46,14 @@ func (v *Vault) Ready(_ *http.Request) error {
 	if v.clock.Since(v.roundStart) < v.opts.ReadyGrace {
 		return nil
 	}
-	return v.loginError(fmt.Errorf("vault: without a usable credential, logging in, for %s", v.clock.Since(v.roundStart).Round(time.Millisecond)))
+	return v.loginErrorLocked(fmt.Errorf("vault: without a usable credential, logging in, for %s", v.clock.Since(v.roundStart).Round(time.Millisecond)))
 }
 
 // usableLocked tells whether any handler holds a usable credential, held
-// back for the first-login wait or not; v.mu is held.
+// back for the first-login wait or not.
 func (v *Vault) usableLocked() bool {
 	now := v.clock.Now()
-	for _, h := range v.all() {
+	for _, h := range v.allLocked() {
 		if h.cred != nil && h.cred.usable(now) {
 			return true
 		}

@@ -29,7 +29,7 @@ func TestReadyCountsFromExpiryDuringAFailingRefresh(t *testing.T) {
 	}
 	if err := v.Ready(nil); err == nil {
 		v.mu.Lock()
-		running := v.lookup("r").running
+		running := v.lookupLocked("r").running
 		v.mu.Unlock()
 		t.Errorf("Ready() = nil %v after the only credential expired (refresh failing %d times, login running: %v), want a LoginError",
 			clk.Since(epoch.Add(590*time.Second)), h.calls.Load()-1, running)

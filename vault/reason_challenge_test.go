@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testlog"
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
 

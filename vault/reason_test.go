@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testlog"
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/handlerconf"
+	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -72,7 +73,7 @@ func TestHandlerKnowsWhyItRuns(t *testing.T) {
 	clk.Step(time.Hour)
 	eventually(t, "the failed refresh to end", func() bool { return r.count() > calls && idle(v) })
 	v.mu.Lock() // no backoff, no retry of the refresh: the next login is the caller's
-	hh := v.lookup("h")
+	hh := v.lookupLocked("h")
 	hh.retryAt = time.Time{}
 	if hh.cred != nil && hh.cred.refresh != nil {
 		hh.cred.refresh.Stop()
@@ -87,7 +88,7 @@ func TestHandlerKnowsWhyItRuns(t *testing.T) {
 	c = mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), c, &UnauthorizedError{Server: "https://api.example:6443", Status: "401 Unauthorized",
 		StatusCode: http.StatusUnauthorized, Challenge: `Bearer error="invalid_token"`})
-	clk.Step(login.DefaultBackoffInitial) // past the login floor
+	clk.Step(handlerconf.DefaultBackoffInitial) // past the login floor
 	mustSelect(t, v)
 	want := login.Reason{Kind: login.Rejected, StatusCode: 401, Challenge: `Bearer error="invalid_token"`}
 	if got := r.last(); got != want {

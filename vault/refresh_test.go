@@ -16,7 +16,7 @@ import (
 func current(v *Vault, key string) *Credential {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if h := v.lookup(key); h != nil {
+	if h := v.lookupLocked(key); h != nil {
 		return h.cred
 	}
 	return nil
@@ -31,8 +31,8 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 	close(h.block)
 	v.OnLogin(h.login, login.ID("expiring"))
 	first := mustSelect(t, v)
-	waitedBefore := v.waited.Load() // the very first login
-	h.block = make(chan struct{})   // the refresh will wait for us
+	waitedBefore := v.waits.waited.Load() // the very first login
+	h.block = make(chan struct{})         // the refresh will wait for us
 
 	// Usable for 590 s (10 s leeway); the window is a tenth of that, 59 s.
 	refreshAt := epoch.Add(590*time.Second - 59*time.Second)
@@ -51,7 +51,7 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 	if second == first || !second.Info.Expiration.Equal(refreshAt.Add(10*time.Minute)) {
 		t.Errorf("Select() = %v expiring %v, want the refreshed credential", second, second.Info.Expiration)
 	}
-	if got := v.waited.Load() - waitedBefore; got != 0 {
+	if got := v.waits.waited.Load() - waitedBefore; got != 0 {
 		t.Errorf("%d callers waited, want none", got)
 	}
 }
@@ -69,7 +69,7 @@ func TestRefreshWindowFitsShortLifetimes(t *testing.T) {
 		t.Fatal("refresh fired too early")
 	}
 	clk.SetTime(epoch.Add(5 * time.Second))
-	eventually(t, "the refreshed credential", func() bool { return current(v, first.Key) != first })
+	eventually(t, "the refreshed credential", func() bool { return current(v, first.Handler) != first })
 }
 
 // In steady state callers never wait, and the handler runs once per lifetime.
@@ -95,7 +95,7 @@ func TestSteadyStateNeverWaits(t *testing.T) {
 			t.Fatalf("rotation %d: handler calls = %d, want %d", i, got, i+2)
 		}
 	}
-	if got := v.waited.Load(); got != 1 {
+	if got := v.waits.waited.Load(); got != 1 {
 		t.Errorf("%d callers waited for a login, want only the very first", got)
 	}
 	if got := h.calls.Load(); got != rotations+1 {
@@ -150,7 +150,7 @@ func TestUnchangedRefreshIsRetried(t *testing.T) {
 	eventually(t, "the refresh outcome", func() bool {
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		return errors.Is(v.lookup("fixed").outcome, ErrUnchanged)
+		return errors.Is(v.lookupLocked("fixed").outcome, errUnchanged)
 	})
 	if c := mustSelect(t, v); c != first {
 		t.Errorf("Select() = %v, want the credential it has", c)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -61,8 +61,8 @@ func TestRejectedStaticCredentialFailsFastAndHeals(t *testing.T) {
 
 	_, err := noDeadlineGet(t, v, srv.URL()+"/x")
 	var le *LoginError
-	if !errors.As(err, &le) || !errors.Is(err, ErrRejected) {
-		t.Fatalf("GET with a rejected static token: error %v, want a LoginError with ErrRejected", err)
+	if !errors.As(err, &le) || !errors.Is(err, errInvalidated) {
+		t.Fatalf("GET with a rejected static token: error %v, want a LoginError with errInvalidated", err)
 	}
 	var unauthorized *UnauthorizedError
 	if !errors.As(err, &unauthorized) || !strings.Contains(err.Error(), "401") {
@@ -74,8 +74,8 @@ func TestRejectedStaticCredentialFailsFastAndHeals(t *testing.T) {
 
 	// Within the backoff: a LoginError at once, and no call.
 	start := time.Now()
-	if _, err := noDeadlineGet(t, v, srv.URL()+"/x"); !errors.Is(err, ErrRejected) {
-		t.Errorf("second GET: %v, want ErrRejected", err)
+	if _, err := noDeadlineGet(t, v, srv.URL()+"/x"); !errors.Is(err, errInvalidated) {
+		t.Errorf("second GET: %v, want errInvalidated", err)
 	}
 	if took := time.Since(start); took > backoff/2 {
 		t.Errorf("second GET took %v, want a LoginError at once", took)
@@ -97,7 +97,7 @@ func TestRejectedStaticCredentialFailsFastAndHeals(t *testing.T) {
 }
 
 // gate holds the server's requests until it has n of them, then lets them
-// all go at once.
+// allLocked go at once.
 type gate struct {
 	n       int
 	mu      sync.Mutex
@@ -150,7 +150,7 @@ func TestOneRejectedCredentialIsOneStrike(t *testing.T) {
 			t.Errorf("a caller saw %v: one revoked credential must not make the handler back off", err)
 		}
 	}
-	h := first.handler
+	h := first.owner
 	v.mu.Lock()
 	strikes, outcome, retryAt := h.strikes, h.outcome, h.retryAt
 	v.mu.Unlock()
@@ -180,7 +180,7 @@ func TestServingCredentialClearsStrikesAndBackoff(t *testing.T) {
 		resp, err := noDeadlineGet(t, v, srv.URL()+"/x")
 		return err == nil && resp.StatusCode == http.StatusOK
 	})
-	h := mustSelect(t, v).handler
+	h := mustSelect(t, v).owner
 	v.mu.Lock()
 	strikes, next := h.strikes, h.backoff.Duration
 	v.mu.Unlock()

@@ -1,7 +1,6 @@
 package vault
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -9,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/authvault/authvault/internal/pemdata"
 	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
@@ -17,9 +17,8 @@ import (
 // prepared once when the credential arrives so that a request does no
 // parsing, encoding or map lookup.
 type route struct {
-	// scheme, host and prefix split the credential's server URL; prefix
-	// has no trailing slash ("" or "/k8s/clusters/c-1").
-	scheme, host, prefix string
+	// base is the credential's server URL, split.
+	base
 	// auth is the Authorization header value, nil when the credential
 	// authenticates by TLS or its own transport. Shared by every request:
 	// read-only, and with cap == len so that an append copies.
@@ -27,77 +26,66 @@ type route struct {
 	// rt sends the request: its identity's transport, or the
 	// credential's own Transport.
 	rt http.RoundTripper
-	// pool is the pooled transport behind rt; nil for an own Transport.
-	pool *pooled
+	// transport is the pooled transport behind rt; nil for an own
+	// Transport.
+	transport *pooled
 	// bare sends requests that bring their own Authorization header: the
 	// connections of the credential's TLS identity without its client
-	// certificate or token. bare is pool when the credential has neither.
+	// certificate or token. bare is transport when the credential has
+	// neither.
 	bare *pooled
 }
 
-// identity is what makes two credentials need different connections: the
-// server's origin, everything about TLS and the proxy, and the
-// Authorization header. The header is part of it because the API server
-// closes an HTTP/2 connection after a request it rejects with 401 (its
-// mitigation for unauthenticated clients, on since Kubernetes 1.29): on a
-// connection shared by several tokens, one revoked token's 401 would end
-// the requests of every other token in flight on it, and net/http retries
-// those after a backoff of 1 s and more (docs/benchmarks.md, "The long
-// request"). A rotation costs one TLS handshake.
+// identity is what makes two credentials need different connections, and
+// the key of their transport in the pool: the server's origin, everything
+// about TLS and the proxy, and the Authorization header. The header is part
+// of it because the API server closes an HTTP/2 connection after a request
+// it rejects with 401 (its mitigation for unauthenticated clients, on since
+// Kubernetes 1.29): on a connection shared by several tokens, one revoked
+// token's 401 would end the requests of every other token in flight on it,
+// and net/http retries those after a backoff of 1 s and more
+// (docs/benchmarks.md, "The long request"). A rotation costs one TLS
+// handshake.
+//
+// The PEM and the header are strings so that an identity is comparable;
+// it is never printed.
 type identity struct {
-	key identityKey
-	// material is the PEM the digests in key stand for, to build the
-	// transport from.
-	material *tlsMaterial
+	scheme, host, serverName, proxy string
+	insecure                        bool
+	ca, cert, key                   string // PEM
+	auth                            string // the Authorization header, "" when none
 }
-
-type identityKey struct {
-	scheme, host          string
-	caDigest              [sha256.Size]byte // zero when absent
-	certDigest, keyDigest [sha256.Size]byte
-	insecure              bool
-	serverName            string
-	proxy                 string
-	// authDigest is the Authorization header's SHA-256, zero when absent;
-	// never printed.
-	authDigest [sha256.Size]byte
-}
-
-// hasAuth tells whether the identity is that of a token or password.
-func (k identityKey) hasAuth() bool { return k.authDigest != [sha256.Size]byte{} }
-
-type tlsMaterial struct{ ca, cert, key []byte }
 
 // bare is the identity for requests that authenticate by themselves:
 // without the client certificate and the Authorization header. Such
 // requests share their connections with no credential, so that a 401 of
 // theirs never closes a credential's connection.
 func (id identity) bare() identity {
-	id.key.certDigest, id.key.keyDigest = [sha256.Size]byte{}, [sha256.Size]byte{}
-	id.key.authDigest = [sha256.Size]byte{}
-	m := *id.material
-	m.cert, m.key = nil, nil
-	id.material = &m
+	id.cert, id.key, id.auth = "", "", ""
 	return id
 }
 
-// newIdentity reads what info says about TLS. It reads the CA, certificate
-// and key files now, so that a rotated file makes a new identity and an
-// unreadable one fails the login with an error that names it.
-func newIdentity(info *login.ConnectionInfo) (identity, error) {
+// newIdentity reads what info says about TLS, with auth as its
+// Authorization header. It reads the CA, certificate and key files now, so
+// that a rotated file makes a new identity and an unreadable one fails the
+// login with an error that names it.
+func newIdentity(info *login.ConnectionInfo, auth string) (identity, error) {
 	u, err := url.Parse(info.Server)
 	if err != nil {
 		return identity{}, fmt.Errorf("vault: Server is not a URL: %w", redact.Error(err))
 	}
-	m := &tlsMaterial{}
+	id := identity{
+		scheme: u.Scheme, host: u.Host, serverName: info.TLSServerName, proxy: info.ProxyURL,
+		insecure: info.Insecure, auth: auth,
+	}
 	for _, f := range []struct {
 		name, path string
 		data       []byte
-		dst        *[]byte
+		dst        *string
 	}{
-		{"CAPath", info.CAPath, info.CAData, &m.ca},
-		{"CertificatePath", info.CertificatePath, info.CertificateData, &m.cert},
-		{"PrivateKeyPath", info.PrivateKeyPath, info.PrivateKeyData, &m.key},
+		{"CAPath", info.CAPath, info.CAData, &id.ca},
+		{"CertificatePath", info.CertificatePath, info.CertificateData, &id.cert},
+		{"PrivateKeyPath", info.PrivateKeyPath, info.PrivateKeyData, &id.key},
 	} {
 		data := f.data
 		if f.path != "" {
@@ -106,22 +94,11 @@ func newIdentity(info *login.ConnectionInfo) (identity, error) {
 				return identity{}, fmt.Errorf("vault: reading %s: %w", f.name, err)
 			}
 		}
-		if *f.dst, err = login.DecodePEM(data); err != nil {
+		pemData, err := pemdata.Decode(data)
+		if err != nil {
 			return identity{}, fmt.Errorf("vault: %s %q is %w", f.name, f.path, err)
 		}
-	}
-	id := identity{
-		key: identityKey{
-			scheme: u.Scheme, host: u.Host,
-			insecure: info.Insecure, serverName: info.TLSServerName, proxy: info.ProxyURL,
-		},
-		material: m,
-	}
-	if len(m.ca) > 0 {
-		id.key.caDigest = sha256.Sum256(m.ca)
-	}
-	if len(m.cert) > 0 {
-		id.key.certDigest, id.key.keyDigest = sha256.Sum256(m.cert), sha256.Sum256(m.key)
+		*f.dst = string(pemData)
 	}
 	return id, nil
 }
@@ -132,7 +109,7 @@ func newRoute(info *login.ConnectionInfo, p *pool) (*route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vault: Server is not a URL: %w", redact.Error(err))
 	}
-	r := &route{scheme: u.Scheme, host: u.Host, prefix: strings.TrimSuffix(u.EscapedPath(), "/")}
+	r := &route{base: base{scheme: u.Scheme, host: u.Host, prefix: strings.TrimSuffix(u.EscapedPath(), "/")}}
 	if h := authorization(info); h != "" {
 		r.auth = []string{h}
 	}
@@ -140,20 +117,17 @@ func newRoute(info *login.ConnectionInfo, p *pool) (*route, error) {
 		r.rt = info.Transport
 		return r, nil
 	}
-	id, err := newIdentity(info)
+	id, err := newIdentity(info, authorization(info))
 	if err != nil {
 		return nil, err
 	}
-	if r.auth != nil {
-		id.key.authDigest = sha256.Sum256([]byte(r.auth[0]))
-	}
-	if r.pool, err = p.acquire(id); err != nil {
+	if r.transport, err = p.acquire(id); err != nil {
 		return nil, err
 	}
-	r.rt, r.bare = r.pool, r.pool
-	if bare := id.bare(); bare.key != id.key {
+	r.rt, r.bare = r.transport, r.transport
+	if bare := id.bare(); bare != id {
 		if r.bare, err = p.acquire(bare); err != nil {
-			p.release(r.pool)
+			p.release(r.transport)
 			return nil, err
 		}
 	}
@@ -162,11 +136,11 @@ func newRoute(info *login.ConnectionInfo, p *pool) (*route, error) {
 
 // release gives the route's transports back to p.
 func (r *route) release(p *pool) {
-	if r.pool == nil {
+	if r.transport == nil {
 		return
 	}
-	p.release(r.pool)
-	if r.bare != r.pool {
+	p.release(r.transport)
+	if r.bare != r.transport {
 		p.release(r.bare)
 	}
 }
@@ -177,11 +151,21 @@ func authorization(info *login.ConnectionInfo) string {
 	if info.Username != "" {
 		return "Basic " + base64.StdEncoding.EncodeToString([]byte(info.Username+":"+info.Password))
 	}
-	return info.AuthorizationHeader()
+	switch {
+	case info.Token == "" && info.Scheme == "":
+		return ""
+	case info.Token == "":
+		return info.Scheme
+	case info.Scheme == "":
+		return "Bearer " + info.Token
+	default:
+		return info.Scheme + " " + info.Token
+	}
 }
 
 // base is a URL prefix under which the transport routes requests: the server
 // of RESTConfig, and of every credential the vault has held.
+// prefix has no trailing slash ("" or "/k8s/clusters/c-1").
 type base struct{ scheme, host, prefix string }
 
 // relative returns the part of u below b, and whether u is below b at all.
@@ -236,8 +220,6 @@ func leavesRoot(p string) bool {
 	}
 	return false
 }
-
-func (r *route) base() base { return base{r.scheme, r.host, r.prefix} }
 
 // target is the URL of a request for u, relative path rel, sent with r.
 func (r *route) target(u *url.URL, rel string) *url.URL {

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -25,6 +25,7 @@ func TestAuthorizationHeader(t *testing.T) {
 		{login.ConnectionInfo{Token: "t"}, "Bearer t"},
 		{login.ConnectionInfo{Scheme: "Negotiate"}, "Negotiate"},
 		{login.ConnectionInfo{Scheme: "Custom", Token: "t"}, "Custom t"},
+		{login.ConnectionInfo{Scheme: "Basic", Token: "dXNlcg=="}, "Basic dXNlcg=="},
 		{login.ConnectionInfo{Username: "u", Password: "p"}, "Basic dTpw"},
 		{login.ConnectionInfo{}, ""},
 	}
@@ -46,12 +47,12 @@ func TestTargetKeepsThePathBelowTheServer(t *testing.T) {
 	}
 	v, _ := testVault(t, Options{})
 	v.mu.Lock()
-	v.addBase(base{"https", "a:6443", ""})
-	v.addBase(base{"https", "b", "/k8s/clusters/c-1"})
+	v.addBaseLocked(base{"https", "a:6443", ""})
+	v.addBaseLocked(base{"https", "b", "/k8s/clusters/c-1"})
 	v.mu.Unlock()
 	for _, tt := range tests {
 		su, _ := url.Parse(tt.server)
-		r := &route{scheme: su.Scheme, host: su.Host, prefix: strings.TrimSuffix(su.EscapedPath(), "/")}
+		r := &route{base: base{scheme: su.Scheme, host: su.Host, prefix: strings.TrimSuffix(su.EscapedPath(), "/")}}
 		u, _ := url.Parse(tt.request)
 		_, rel, ok := v.match(u)
 		if !ok {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/login"
 )
 
@@ -23,7 +24,7 @@ func TestSelectPrefersTheHighestPriority(t *testing.T) {
 
 	byKey := map[string]int{}
 	for range 2000 {
-		byKey[mustSelect(t, v).Key]++
+		byKey[mustSelect(t, v).Handler]++
 	}
 	if byKey["low"] != 0 {
 		t.Errorf("low priority selected %d times while high ones exist", byKey["low"])
@@ -40,8 +41,8 @@ func TestSelectPrefersTheHighestPriority(t *testing.T) {
 		}
 	}
 	for range 100 {
-		if c := mustSelect(t, v); c.Key != "low" {
-			t.Fatalf("Select() = %s, want low once the high ones are gone", c.Key)
+		if c := mustSelect(t, v); c.Handler != "low" {
+			t.Fatalf("Select() = %s, want low once the high ones are gone", c.Handler)
 		}
 	}
 	if got := high1.calls.Load() + high2.calls.Load() + low.calls.Load(); got != 3 {
@@ -93,8 +94,8 @@ func TestExpiredOnArrivalIsRefused(t *testing.T) {
 	h := &counter{lifetime: -time.Second, now: clk.Now}
 	v.OnLogin(h.login, login.Retries(0))
 	le := selectErr(t, v)
-	if !errors.Is(le, ErrExpired) {
-		t.Errorf("Select() error = %v, want ErrExpired", le)
+	if !errors.Is(le, errExpired) {
+		t.Errorf("Select() error = %v, want errExpired", le)
 	}
 }
 
@@ -107,7 +108,7 @@ func TestInvalidateRemovesExactlyThatCredential(t *testing.T) {
 	if err := v.Invalidate(context.Background(), old, errors.New("401")); err != nil {
 		t.Fatal(err)
 	}
-	clk.Step(login.DefaultBackoffInitial) // past the login floor
+	clk.Step(handlerconf.DefaultBackoffInitial) // past the login floor
 	fresh := mustSelect(t, v)
 	if fresh == old || fresh.Info.Token == old.Info.Token {
 		t.Fatalf("Select() after Invalidate = %v, want a new credential", fresh)
@@ -137,18 +138,18 @@ func TestRejectedCredentialIsNotTakenBack(t *testing.T) {
 	v.OnLogin(h.login, login.Retries(0))
 	c := mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), c, errors.New("401 Unauthorized"))
-	clk.Step(login.DefaultBackoffInitial) // past the login floor
+	clk.Step(handlerconf.DefaultBackoffInitial) // past the login floor
 	le := selectErr(t, v)
-	if !errors.Is(le, ErrRejected) {
-		t.Errorf("Select() error = %v, want ErrRejected", le)
+	if !errors.Is(le, errInvalidated) {
+		t.Errorf("Select() error = %v, want errInvalidated", le)
 	}
 	if !strings.Contains(le.Error(), "401 Unauthorized") || le.Server != "https://api.example:6443" {
 		t.Errorf("LoginError = %v, want the server and the 401 cause", le)
 	}
 }
 
-func TestOnlyTheLastFewRejectionsAreRemembered(t *testing.T) {
-	v, clk := testVault(t, Options{Remembered: 1})
+func TestOnlyTheLastFewInvalidatedAreRefused(t *testing.T) {
+	v, clk := testVault(t, Options{InvalidatedRefused: 1})
 	seq := []string{"a", "b", "a"}
 	var calls int
 	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
@@ -158,7 +159,7 @@ func TestOnlyTheLastFewRejectionsAreRemembered(t *testing.T) {
 	}, login.Retries(0))
 	a := mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), a, nil)
-	clk.Step(login.DefaultBackoffInitial) // past the login floor
+	clk.Step(handlerconf.DefaultBackoffInitial) // past the login floor
 	b := mustSelect(t, v)
 	_ = v.Invalidate(context.Background(), b, nil)
 	clk.Step(time.Hour) // past any backoff
@@ -183,7 +184,7 @@ func TestHerdCausesOneLoginPerHandler(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "every caller waiting", func() bool { return v.waiting.Load() == callers })
+	eventually(t, "every caller waiting", func() bool { return v.waits.waiting.Load() == callers })
 	close(a.block)
 	close(b.block)
 	wg.Wait()
@@ -223,10 +224,10 @@ func TestHandlersRunConcurrently(t *testing.T) {
 	eventually(t, "a's failure", func() bool {
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		return v.lookup("a").outcome != nil
+		return v.lookupLocked("a").outcome != nil
 	})
 	release <- struct{}{}
-	if c := <-done; c.Key != "b" {
+	if c := <-done; c.Handler != "b" {
 		t.Errorf("Select() = %v, want b's credential", c)
 	}
 }
@@ -249,7 +250,7 @@ func TestFirstLoginWaitsForHigherPriority(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(slow.block)
-	if c := <-got; c.Key != "kubeconfig" {
+	if c := <-got; c.Handler != "kubeconfig" {
 		t.Errorf("Select() = %v, want the higher priority's credential", c)
 	}
 }
@@ -262,7 +263,7 @@ func TestFailedFirstAttemptReleasesTheRound(t *testing.T) {
 	broken.failWith(errors.New("plugin not found"))
 	v.OnLogin(broken.login, login.ID("broken")) // retries without end, on a fake clock
 	v.OnLogin((&counter{priority: 20}).login, login.ID("fallback"))
-	if c := mustSelect(t, v); c.Key != "fallback" {
+	if c := mustSelect(t, v); c.Handler != "fallback" {
 		t.Errorf("Select() = %v, want the lower priority once the higher failed its first attempt", c)
 	}
 }
@@ -285,11 +286,11 @@ func TestFirstLoginWaitIsBounded(t *testing.T) {
 	case <-time.After(30 * time.Millisecond):
 	}
 	clk.Step(time.Millisecond)
-	if c := <-got; c.Key != "fast" {
+	if c := <-got; c.Handler != "fast" {
 		t.Errorf("Select() = %v, want fast's credential once the wait passed", c)
 	}
 	close(hung.block)
-	eventually(t, "the higher priority to take over", func() bool { return mustSelect(t, v).Key == "hung" })
+	eventually(t, "the higher priority to take over", func() bool { return mustSelect(t, v).Handler == "hung" })
 }
 
 // With FirstLoginWait negative, the first credential is handed out at once.
@@ -299,7 +300,7 @@ func TestNoFirstLoginWait(t *testing.T) {
 	defer close(slow.block)
 	v.OnLogin(slow.login, login.ID("slow"))
 	v.OnLogin((&counter{priority: 20}).login, login.ID("fast"))
-	if c := mustSelect(t, v); c.Key != "fast" {
+	if c := mustSelect(t, v); c.Handler != "fast" {
 		t.Errorf("Select() = %v, want fast's credential at once", c)
 	}
 }
@@ -316,7 +317,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "callers waiting", func() bool { return v.waiting.Load() == 10 })
+	eventually(t, "callers waiting", func() bool { return v.waits.waiting.Load() == 10 })
 	v.Close()
 	v.Close()
 	for range 10 {

@@ -26,7 +26,7 @@ func TestTokenFileRotationIsPickedUpWithoutWaiting(t *testing.T) {
 	if c := mustSelect(t, v); c.Info.Token != "first" {
 		t.Fatalf("Select() = %v, want the first token", c)
 	}
-	waitedBefore := v.waited.Load()
+	waitedBefore := v.waits.waited.Load()
 
 	write("second") // the kubelet rotates the projected token
 	rotatedAt := clk.Now()
@@ -40,7 +40,7 @@ func TestTokenFileRotationIsPickedUpWithoutWaiting(t *testing.T) {
 	if got := mustSelect(t, v).Info.Token; got != "second" {
 		t.Fatalf("a minute after the rotation Select() gives %q, want the new token", got)
 	}
-	if got := v.waited.Load() - waitedBefore; got != 0 {
+	if got := v.waits.waited.Load() - waitedBefore; got != 0 {
 		t.Errorf("%d callers waited for the reread, want none", got)
 	}
 }

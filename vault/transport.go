@@ -1,38 +1,17 @@
 package vault
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-
-	"github.com/authvault/authvault/login"
 )
 
 // maxAttempts bounds how often one request is sent, whatever happens.
 const maxAttempts = 8
-
-// UnauthorizedError is why the transport invalidated a credential: the
-// server answered 401.
-type UnauthorizedError struct {
-	Server     string
-	Status     string // "401 Unauthorized"
-	StatusCode int    // 401
-	// Challenge is the response's WWW-Authenticate header, if any; empty
-	// when it is longer than 4 KiB or repeats the rejected credential's
-	// token or password.
-	Challenge string
-}
-
-func (e *UnauthorizedError) Error() string {
-	return fmt.Sprintf("vault: %s answered %s", e.Server, e.Status)
-}
 
 // Transport returns the vault's http.RoundTripper. For each request it
 // selects a credential (waiting while the vault logs in, within the
@@ -92,59 +71,6 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// rejected invalidates cred, which the server answered with a 401.
-func (v *Vault) rejected(ctx context.Context, cred *Credential, resp *http.Response) {
-	v.invalidate(ctx, cred, &UnauthorizedError{
-		Server: cred.Info.Server, Status: resp.Status, StatusCode: resp.StatusCode,
-		Challenge: safeChallenge(resp.Header.Get("WWW-Authenticate"), cred),
-	}, by401)
-}
-
-// served notes that cred got an answer other than 401. The first time, its
-// handler's strikes, or its TLS failures, and their backoff are cleared: it
-// gives credentials that work, so the next rejection is an ordinary
-// revocation.
-func (v *Vault) served(cred *Credential) {
-	if cred.served.Load() || !cred.served.CompareAndSwap(false, true) {
-		return
-	}
-	h := cred.handler
-	if h == nil {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if h.strikes == 0 && h.loss.Kind != login.TLSFailure {
-		return
-	}
-	h.strikes, h.loss = 0, login.Reason{}
-	h.backoff = newBackoff(h.settings)
-	if errors.Is(h.outcome, ErrRejectedAtOnce) {
-		h.outcome, h.retryAt = nil, time.Time{}
-	}
-}
-
-// strikeLocked counts cred, just invalidated, against its handler when the
-// server rejected it before it served a request. The second strike in a
-// row makes the handler back off: an authenticator outage, or a handler
-// minting bad credentials, then gives callers a LoginError at once rather
-// than costing a login per request. One is let go: a token can have been
-// revoked before its first use.
-func (v *Vault) strikeLocked(h *handler, cred *Credential) {
-	if cred.served.Load() {
-		return
-	}
-	h.strikes++
-	if h.strikes < 2 || h.running {
-		return
-	}
-	h.outcome = ErrRejectedAtOnce
-	h.retryAt = v.clock.Now().Add(h.backoff.Step())
-	v.broadcast()
-	v.log.Error(ErrRejectedAtOnce, "login failed", "handler", h.settings.ID, "fingerprint", cred.fingerprint,
-		"strikes", h.strikes, "retryAt", h.retryAt)
-}
-
 // prepare makes the request to send with cred, and picks the round tripper.
 // carriesCred tells whether the request carries cred's authentication, so
 // that its 401 condemns cred. A request for a URL the vault does not know
@@ -160,10 +86,10 @@ func (v *Vault) prepare(req *http.Request, cred *Credential, ownAuth bool) (out 
 		return out, v.pool.plain(), false
 	case ownAuth:
 		return out, v.ownAuthTransport(b, r), false
-	case b != r.base():
+	case b != r.base:
 		out.URL = r.target(req.URL, rel)
 		out.Host = "" // from the new URL
-		if _, below := r.base().relative(out.URL); !below {
+		if _, below := r.base.relative(out.URL); !below {
 			return out, v.pool.plain(), false
 		}
 	}
@@ -195,7 +121,7 @@ func hasAuthorization(h http.Header) bool {
 // the vault holds no such credential for b. The selected credential r is
 // the likely one.
 func (v *Vault) ownAuthTransport(b base, r *route) http.RoundTripper {
-	if r.base() != b {
+	if r.base != b {
 		r = v.snap.Load().routeFor(b)
 	}
 	if r == nil || r.bare == nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testpki"
+	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
 
@@ -423,7 +423,7 @@ func TestAuthenticatorOutage(t *testing.T) {
 		switch {
 		case errors.As(err, &le):
 			loginErrors++
-			if !errors.Is(err, ErrRejectedAtOnce) {
+			if !errors.Is(err, errRejectedAtOnce) {
 				t.Errorf("LoginError = %v, want it to say the credentials were rejected at once", err)
 			}
 		case err == nil && resp.StatusCode == http.StatusUnauthorized:

@@ -2,17 +2,14 @@ package vault
 
 import (
 	"context"
-	"crypto/sha256"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/authvault/authvault/internal/clockctx"
@@ -31,7 +28,8 @@ type Options struct {
 	// Leeway is how long before its expiration a credential stops being
 	// handed out, for clock skew with the server. For a credential that
 	// lives less than four times the leeway, a quarter of its lifetime is
-	// used instead, so short-lived tokens stay usable. Default: 10 s.
+	// used instead, so short-lived tokens stay usable. Default: 10 s;
+	// negative: none.
 	Leeway time.Duration
 
 	// Fallback handlers log in when no handler is registered with OnLogin.
@@ -44,10 +42,10 @@ type Options struct {
 	// returns a LoginError wrapping ErrNoHandlers.
 	NoFallback bool
 
-	// Remembered is how many invalidated credentials of each handler the
-	// vault remembers, to refuse a handler that returns one of them again.
-	// Default: 5.
-	Remembered int
+	// InvalidatedRefused is how many of each handler's latest invalidated
+	// credentials the vault refuses if the handler returns them again.
+	// Default: 5; negative: none.
+	InvalidatedRefused int
 
 	// TransportGrace is how long the connections of a credential without a
 	// token or password (a client certificate, say) are kept once no
@@ -76,7 +74,8 @@ type Options struct {
 	// ReadyGrace is how long a login on a vault without a usable
 	// credential counts as ready (see Vault.Ready): long enough for a slow
 	// first login, short enough that a pod whose logins hang is taken out
-	// of service. Default: 1 min.
+	// of service. Default: 1 min; negative: none, not ready until a
+	// credential arrives.
 	ReadyGrace time.Duration
 
 	// Registerer receives the vault's Prometheus metrics (authvault_*).
@@ -86,39 +85,32 @@ type Options struct {
 }
 
 const (
-	defaultLeeway     = 10 * time.Second
-	defaultRemembered = 5
+	defaultLeeway             = 10 * time.Second
+	defaultInvalidatedRefused = 5
 	// defaultFirstLoginWait: see Options.FirstLoginWait.
 	defaultFirstLoginWait = 10 * time.Second
 	// defaultReadyGrace: see Options.ReadyGrace.
 	defaultReadyGrace = time.Minute
 )
 
+// defaulted is the rule of every number in Options: zero means the
+// default, a negative value means none.
+func defaulted[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
 func (o Options) withDefaults() Options {
-	if o.Leeway == 0 {
-		o.Leeway = defaultLeeway
-	}
-	if o.Leeway < 0 {
-		o.Leeway = 0
-	}
-	if o.Remembered <= 0 {
-		o.Remembered = defaultRemembered
-	}
-	if o.ReadyGrace <= 0 {
-		o.ReadyGrace = defaultReadyGrace
-	}
-	switch {
-	case o.FirstLoginWait == 0:
-		o.FirstLoginWait = defaultFirstLoginWait
-	case o.FirstLoginWait < 0:
-		o.FirstLoginWait = 0
-	}
-	switch {
-	case o.TransportGrace == 0:
-		o.TransportGrace = defaultGrace
-	case o.TransportGrace < 0:
-		o.TransportGrace = 0
-	}
+	o.Leeway = defaulted(o.Leeway, defaultLeeway)
+	o.InvalidatedRefused = defaulted(o.InvalidatedRefused, defaultInvalidatedRefused)
+	o.ReadyGrace = defaulted(o.ReadyGrace, defaultReadyGrace)
+	o.FirstLoginWait = defaulted(o.FirstLoginWait, defaultFirstLoginWait)
+	o.TransportGrace = defaulted(o.TransportGrace, defaultGrace)
 	switch {
 	case o.NoFallback:
 		o.Fallback = nil
@@ -132,93 +124,73 @@ func (o Options) withDefaults() Options {
 // All its methods are safe for concurrent use. A Vault starts no goroutine
 // until it is first used; Close stops all of them.
 type Vault struct {
-	opts  Options
-	log   logr.Logger
-	clock clock.WithDelayedExecution
-	// jitter returns a random duration in [0, n); tests make it fixed.
-	jitter func(n int64) int64
-
-	// snap is what Select reads without a lock.
-	snap atomic.Pointer[snapshot]
-
-	// waiting counts the callers blocked on a login now; waited, all that
-	// ever were. Only the slow path touches them.
-	waiting, waited atomic.Int64
-
-	// bases are the servers the transport routes requests under, longest
-	// path prefix first; copied on write under mu.
-	bases atomic.Pointer[[]base]
-
-	pool    *pool // the transports of the credentials' TLS identities
+	// Set by New and never changed.
+	opts    Options
+	log     logr.Logger
+	clock   clock.WithDelayedExecution
+	jitter  func(n int64) int64 // a random duration in [0, n); tests make it fixed
 	metrics *metrics
+	pool    *pool // the transports of the credentials' identities; locks itself
 
-	mu         sync.Mutex    // guards the fields below and every handler's state
-	handlers   []*handler    // registered with OnLogin, in order
-	fallback   []*handler    // from Options.Fallback
-	changed    chan struct{} // closed and replaced when a waiter should look again
-	closed     bool
-	winner     string      // the fallback handler last logged as in use
-	expiry     clock.Timer // marks the current snapshot stale at its soonest
-	lastServer string      // server of the last invalidated credential
-	lastCause  error       // why it was invalidated
-	// settling holds the credentials of a login on an empty vault back
-	// until every handler of the round has finished its first attempt, or
-	// settleTimer (Options.FirstLoginWait) fires: see startDue.
-	settling    bool
-	settleTimer clock.Timer
+	// Read by every request without a lock; written under mu, copied on
+	// write.
+	snap  atomic.Pointer[snapshot] // what Select hands out
+	bases atomic.Pointer[[]base]   // servers the transport routes under, longest prefix first
+
+	// Lock order: mu, then pool.mu. life.spawnMu is never held with
+	// either. A method whose name ends in Locked is called with mu held.
+	mu       sync.Mutex
+	handlers []*handler    // registered with OnLogin, in order; each handler's state is under mu too
+	fallback []*handler    // from Options.Fallback
+	changed  chan struct{} // closed and replaced when a waiter should look again
+	closed   bool          // Close has begun: no new login, no new credential
+	winner   string        // the fallback handler last logged as in use
+	expiry   clock.Timer   // marks the current snapshot stale at its soonest
+	lastLoss lastRejection // the last credential invalidated, for LoginError
+	// first holds the credentials of a login on an empty vault back until
+	// every handler of the round has finished its first attempt, or its
+	// timer (Options.FirstLoginWait) fires: see startDueLocked.
+	first firstLogin
 	// roundStart is when the vault, holding no usable credential, last
 	// started logins (for Ready); zero once a credential arrives.
 	roundStart time.Time
 
-	// ctx ends every login when the vault closes.
-	ctx    context.Context
-	cancel context.CancelFunc
+	waits waitCounts // callers blocked on a login; atomic
+	life  lifecycle  // the goroutines and handler calls Close waits for
 
-	spawnMu  sync.Mutex // guards stopping, and wg.Add and calls.Add against Close
-	stopping bool
-	wg       sync.WaitGroup // every goroutine the vault started
-	calls    sync.WaitGroup // handler calls under way
-
-	closeOnce sync.Once
+	// Close is recorded where each lock needs it: closed under mu (no new
+	// login, no new credential), life.stopping under life.spawnMu (no new
+	// goroutine or handler call), pool.closed under pool.mu (no new
+	// transport), and life.ctx canceled (logins under way end).
 }
 
-// handler is a registered login handler and its login state.
-type handler struct {
-	fn       login.Handler
-	settings login.Settings
+// lastRejection is the server and cause of the last credential invalidated.
+type lastRejection struct {
+	server string
+	cause  error
+}
 
-	// Guarded by Vault.mu.
-	cred      *Credential         // its current credential, or nil
-	running   bool                // a login is under way
-	outcome   error               // the last login's error; nil after success
-	backoff   wait.Backoff        // delays between failed logins
-	retryAt   time.Time           // no new login before this
-	forgotten [][sha256.Size]byte // digests of its recently invalidated credentials
-	// strikes counts its credentials in a row that the server rejected
-	// before they served a request; one that serves resets it.
-	strikes int
-	// lastCall is when its last call started, on the vault's clock: the
-	// next login starts no earlier than settings.BackoffInitial after it.
-	lastCall time.Time
-	// returned is closed when its last call returns, which may be long
-	// after an attempt abandoned it: the next call waits for it, so that
-	// a handler never runs concurrently with itself.
-	returned chan struct{}
-	// abandoned tells that an attempt gave up on that last call at its
-	// timeout (authvault_abandoned_calls shows it until the call returns).
-	abandoned bool
-	// lastPriority is the priority of its last credential, and retryTimer
-	// starts its next login at retryAt while lower priorities serve (see
-	// Vault.retryAboveLocked).
-	lastPriority int
-	retryTimer   clock.Timer
-	// loss is why it last lost its credential; zero while it never had
-	// one. Its next login tells the handler (login.ReasonFrom).
-	loss login.Reason
-	// firstPending tells that it is in a login round on an empty vault and
-	// has not finished its first attempt: the round's credentials are held
-	// back until it has (see Vault.settling).
-	firstPending bool
+// firstLogin is the state of the first-login wait (Options.FirstLoginWait).
+type firstLogin struct {
+	settling bool
+	timer    clock.Timer
+}
+
+// waitCounts count the callers blocked on a login now (waiting) and all
+// that ever were (waited). Only the slow path of Select touches them.
+type waitCounts struct{ waiting, waited atomic.Int64 }
+
+// lifecycle is what Close stops and waits for. ctx ends every login when the
+// vault closes; spawnMu guards stopping, and wg.Add and calls.Add against
+// Close, so that nothing starts once Close waits.
+type lifecycle struct {
+	ctx       context.Context
+	cancel    context.CancelFunc
+	spawnMu   sync.Mutex
+	stopping  bool
+	wg        sync.WaitGroup // every goroutine the vault started
+	calls     sync.WaitGroup // handler calls under way
+	closeOnce sync.Once
 }
 
 // New returns a vault. It logs in only when a credential is first needed.
@@ -236,8 +208,7 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 		clock:   clk,
 		jitter:  rand.Int64N,
 		changed: make(chan struct{}),
-		ctx:     ctx,
-		cancel:  cancel,
+		life:    lifecycle{ctx: ctx, cancel: cancel},
 	}
 	v.snap.Store(emptySnapshot)
 	v.bases.Store(&[]base{})
@@ -271,49 +242,12 @@ func (v *Vault) OnLogin(h login.Handler, opts ...login.Option) {
 	v.handlers = append(v.handlers, v.newHandler(h, opts))
 }
 
-// newHandler configures h with a unique ID; v.mu is held or v is new.
-func (v *Vault) newHandler(h login.Handler, opts []login.Option) *handler {
-	s := login.Configure(h, opts...)
-	id := s.ID
-	for n := 2; v.lookup(id) != nil; n++ {
-		id = s.ID + "#" + strconv.Itoa(n)
-	}
-	s.ID = id
-	return &handler{fn: v.tracked(h), settings: s, backoff: newBackoff(s)}
-}
-
 // closeGrace is how long Close waits for handler calls to return after
 // their context ended: a handler that ignores its context is abandoned then.
 const closeGrace = 5 * time.Second
 
-// tracked wraps h so that Close can wait for its calls, which run in
-// goroutines of their own (see login.Settings.Attempt).
-func (v *Vault) tracked(h login.Handler) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
-		v.spawnMu.Lock()
-		if v.stopping {
-			v.spawnMu.Unlock()
-			return nil, ErrClosed
-		}
-		v.calls.Add(1)
-		v.spawnMu.Unlock()
-		defer v.calls.Done()
-		return h(ctx)
-	}
-}
-
-func newBackoff(s login.Settings) wait.Backoff {
-	return wait.Backoff{
-		Duration: s.BackoffInitial,
-		Factor:   2,
-		Jitter:   0.2,
-		Steps:    64, // bounded by Cap long before these run out
-		Cap:      s.BackoffMax,
-	}
-}
-
-// lookup finds a handler by ID; v.mu is held.
-func (v *Vault) lookup(id string) *handler {
+// lookupLocked finds a handler by ID.
+func (v *Vault) lookupLocked(id string) *handler {
 	for _, list := range [][]*handler{v.handlers, v.fallback} {
 		for _, h := range list {
 			if h.settings.ID == id {
@@ -324,30 +258,30 @@ func (v *Vault) lookup(id string) *handler {
 	return nil
 }
 
-// active are the handlers a login runs; v.mu is held.
-func (v *Vault) active() []*handler {
+// activeLocked are the handlers a login runs.
+func (v *Vault) activeLocked() []*handler {
 	if len(v.handlers) > 0 {
 		return v.handlers
 	}
 	return v.fallback
 }
 
-// all are the handlers that may hold credentials; v.mu is held.
-func (v *Vault) all() []*handler {
+// allLocked are the handlers that may hold credentials.
+func (v *Vault) allLocked() []*handler {
 	return append(v.handlers[:len(v.handlers):len(v.handlers)], v.fallback...)
 }
 
-// publish rebuilds the snapshot from the handlers' credentials and wakes
-// the waiters; v.mu is held.
-func (v *Vault) publish() {
+// publishLocked rebuilds the snapshot from the handlers' credentials and wakes
+// the waiters.
+func (v *Vault) publishLocked() {
 	var creds []*Credential
-	for _, h := range v.all() {
+	for _, h := range v.allLocked() {
 		if h.cred != nil {
 			creds = append(creds, h.cred)
 		}
 	}
 	s := newSnapshot(creds)
-	s.held = v.settling
+	s.held = v.first.settling
 	if v.expiry != nil {
 		v.expiry.Stop()
 		v.expiry = nil
@@ -360,13 +294,13 @@ func (v *Vault) publish() {
 			s.stale.Store(true)
 		}
 	}
-	v.logFallbackWinner(s) // before a caller can see it
+	v.logFallbackWinnerLocked(s) // before a caller can see it
 	v.snap.Store(s)
-	v.broadcast()
+	v.broadcastLocked()
 }
 
-// broadcast wakes every waiter; v.mu is held.
-func (v *Vault) broadcast() {
+// broadcastLocked wakes every waiter.
+func (v *Vault) broadcastLocked() {
 	close(v.changed)
 	v.changed = make(chan struct{})
 }
@@ -374,14 +308,14 @@ func (v *Vault) broadcast() {
 // spawn runs f in a goroutine that Close waits for, unless the vault is
 // closing. It takes no lock but spawnMu, so that timer callbacks can call it.
 func (v *Vault) spawn(f func()) bool {
-	v.spawnMu.Lock()
-	defer v.spawnMu.Unlock()
-	if v.stopping {
+	v.life.spawnMu.Lock()
+	defer v.life.spawnMu.Unlock()
+	if v.life.stopping {
 		return false
 	}
-	v.wg.Add(1)
+	v.life.wg.Add(1)
 	go func() {
-		defer v.wg.Done()
+		defer v.life.wg.Done()
 		f()
 	}()
 	return true
@@ -392,24 +326,24 @@ func (v *Vault) spawn(f func()) bool {
 // that ignores its context is waited for five seconds, then abandoned. Close
 // is safe to call more than once.
 func (v *Vault) Close() {
-	v.closeOnce.Do(func() {
+	v.life.closeOnce.Do(func() {
 		v.mu.Lock()
 		v.closed = true
 		v.endSettlingLocked()
-		for _, h := range v.all() {
-			v.drop(h)
+		for _, h := range v.allLocked() {
+			v.dropLocked(h)
 			if h.retryTimer != nil {
 				h.retryTimer.Stop()
 			}
 		}
-		v.publish()
+		v.publishLocked()
 		v.mu.Unlock()
 
-		v.spawnMu.Lock()
-		v.stopping = true
-		v.spawnMu.Unlock()
-		v.cancel()
-		v.wg.Wait()
+		v.life.spawnMu.Lock()
+		v.life.stopping = true
+		v.life.spawnMu.Unlock()
+		v.life.cancel()
+		v.life.wg.Wait()
 		v.waitForCalls()
 		v.pool.close()
 		v.log.V(1).Info("vault closed")
@@ -420,7 +354,7 @@ func (v *Vault) Close() {
 func (v *Vault) waitForCalls() {
 	returned := make(chan struct{})
 	go func() { // ends when the last call returns, even after the grace
-		v.calls.Wait()
+		v.life.calls.Wait()
 		close(returned)
 	}()
 	select {
@@ -430,8 +364,8 @@ func (v *Vault) waitForCalls() {
 	}
 }
 
-// drop removes h's credential and stops its refresh; v.mu is held.
-func (v *Vault) drop(h *handler) {
+// dropLocked removes h's credential and stops its refresh.
+func (v *Vault) dropLocked(h *handler) {
 	if h.cred == nil {
 		return
 	}
@@ -442,8 +376,8 @@ func (v *Vault) drop(h *handler) {
 	h.cred = nil
 }
 
-// addBase makes the transport route requests under r's server; v.mu is held.
-func (v *Vault) addBase(b base) {
+// addBaseLocked makes the transport route requests under r's server.
+func (v *Vault) addBaseLocked(b base) {
 	old := *v.bases.Load()
 	if slices.Contains(old, b) {
 		return
@@ -453,17 +387,17 @@ func (v *Vault) addBase(b base) {
 	v.bases.Store(&bases)
 }
 
-// logFallbackWinner says, once for each change, which fallback handler's
-// credentials the vault hands out; v.mu is held.
-func (v *Vault) logFallbackWinner(s *snapshot) {
+// logFallbackWinnerLocked says, once for each change, which fallback handler's
+// credentials the vault hands out.
+func (v *Vault) logFallbackWinnerLocked(s *snapshot) {
 	if len(v.handlers) > 0 || len(s.groups) == 0 || v.closed || s.held {
 		return
 	}
 	top := s.groups[0][0]
-	if top.Key == v.winner {
+	if top.Handler == v.winner {
 		return
 	}
-	v.winner = top.Key
-	v.log.Info("no login handler registered: using a fallback", "handler", top.Key, "server", top.Info.Server,
+	v.winner = top.Handler
+	v.log.Info("no login handler registered: using a fallback", "handler", top.Handler, "server", top.Info.Server,
 		"priority", top.Info.Priority, "why", "the highest-priority fallback that gave a credential")
 }

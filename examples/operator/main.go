@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/authvault/authvault/examples/operator/annotator"
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/annotator"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )
@@ -51,7 +51,7 @@ func main() {
 		defer cancel()
 	}
 
-	v := vault.New(vault.Options{Logger: ctrl.Log.WithName("authvault"), Registerer: metrics.Registry})
+	v := vault.New(vault.Options{Logger: ctrl.Log, Registerer: metrics.Registry})
 	defer v.Close()
 	if *tokenFile != "" {
 		v.OnLogin(handlers.TokenFile(*tokenFile, login.ConnectionInfo{Server: *server, CAPath: *caFile}),

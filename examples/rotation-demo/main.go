@@ -27,9 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/authvault/authvault/internal/annotator"
-	"github.com/authvault/authvault/internal/rotation"
-	"github.com/authvault/authvault/internal/testcluster"
+	"github.com/authvault/authvault/examples/operator/annotator"
+	"github.com/authvault/authvault/internal/testkit/rotation"
+	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/vault"

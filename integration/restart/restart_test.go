@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/authvault/authvault/internal/testcluster"
+	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )

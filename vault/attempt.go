@@ -1,24 +1,27 @@
-package login
+package vault
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/authvault/authvault/internal/handlerconf"
+	"github.com/authvault/authvault/login"
 )
 
-// Attempt calls h once under s: its context ends after s.Timeout, a panic
-// becomes a *PanicError, and a credential that fails Validate becomes an
-// error. The call runs in a goroutine of its own so that a handler that
-// ignores its context cannot hold the caller: once ctx ends, Attempt returns
+// callHandler calls h once under s: its context ends after s.Timeout, a panic
+// becomes a *login.PanicError, and a credential that fails Validate becomes
+// an error. The call runs in a goroutine of its own so that a handler that
+// ignores its context cannot hold the caller: once ctx ends, callHandler returns
 // and the handler's late result, whenever it comes, is dropped.
-func (s Settings) Attempt(ctx context.Context, h Handler) (*ConnectionInfo, error) {
+func callHandler(ctx context.Context, s handlerconf.Settings, h login.Handler) (*login.ConnectionInfo, error) {
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
 		defer cancel()
 	}
 	type result struct {
-		info *ConnectionInfo
+		info *login.ConnectionInfo
 		err  error
 	}
 	done := make(chan result, 1) // buffered: an abandoned call must not block
@@ -26,7 +29,7 @@ func (s Settings) Attempt(ctx context.Context, h Handler) (*ConnectionInfo, erro
 		var r result
 		defer func() {
 			if v := recover(); v != nil {
-				r = result{err: &PanicError{Handler: s.ID, Value: v}}
+				r = result{err: &login.PanicError{Handler: s.ID, Value: v}}
 			}
 			done <- r
 		}()
@@ -43,13 +46,13 @@ func (s Settings) Attempt(ctx context.Context, h Handler) (*ConnectionInfo, erro
 		default:
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("%w: %w", ErrAbandoned, context.Cause(ctx))
+			return nil, fmt.Errorf("%w: %w", login.ErrAbandoned, context.Cause(ctx))
 		}
 		return nil, context.Cause(ctx)
 	}
 }
 
-func checkResult(info *ConnectionInfo, err error) (*ConnectionInfo, error) {
+func checkResult(info *login.ConnectionInfo, err error) (*login.ConnectionInfo, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,94 @@
+// Package handlerconf is the part of a login handler's configuration that
+// the vault needs and a handler author does not: the settings its options
+// set, their defaults, its name when it has no ID, and the digest of a
+// credential's authentication material. Package login owns the options and
+// the credential type; it fills in [Digest] when it is loaded.
+package handlerconf
+
+import (
+	"crypto/sha256"
+	"reflect"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Unlimited is login.Unlimited, the Retries value that never stops
+// retrying (handlerconf_test checks that they agree).
+const Unlimited = -1
+
+// Defaults of the handler options.
+const (
+	DefaultBackoffInitial = time.Second
+	DefaultBackoffMax     = time.Minute
+)
+
+// Settings are a handler's options once applied. The zero value is not
+// useful; Configure fills in the defaults.
+type Settings struct {
+	// ID names the handler in logs, metrics, errors and credentials.
+	// Default: the handler function's name, without its package path.
+	ID string
+	// Retries is how many times a failed attempt is retried before the
+	// login gives up on this handler for the round. Default: Unlimited.
+	Retries int
+	// BackoffInitial and BackoffMax bound the exponential delay (factor 2,
+	// with jitter) between failed attempts; BackoffInitial is also the
+	// least time between two logins. Defaults: 1 s and 1 min.
+	BackoffInitial, BackoffMax time.Duration
+	// Timeout bounds one attempt through its context. Default: none.
+	Timeout time.Duration
+}
+
+// Configure applies opts (login.Option values) over the defaults for the
+// handler h.
+func Configure[O ~func(*Settings)](h any, opts ...O) Settings {
+	s := Settings{
+		Retries:        Unlimited,
+		BackoffInitial: DefaultBackoffInitial,
+		BackoffMax:     DefaultBackoffMax,
+	}
+	for _, opt := range opts {
+		opt(&s)
+	}
+	if s.ID == "" {
+		s.ID = FuncName(h)
+	}
+	if s.BackoffInitial <= 0 {
+		s.BackoffInitial = DefaultBackoffInitial
+	}
+	if s.BackoffMax < s.BackoffInitial {
+		s.BackoffMax = s.BackoffInitial
+	}
+	if s.Retries < 0 {
+		s.Retries = Unlimited
+	}
+	return s
+}
+
+// FuncName is the name of the function h without its package path
+// ("main.login", "vault_test.TestX.func1"), or "handler" when unknown.
+func FuncName(h any) string {
+	v := reflect.ValueOf(h)
+	if v.Kind() != reflect.Func || v.IsNil() {
+		return "handler"
+	}
+	fn := runtime.FuncForPC(v.Pointer())
+	if fn == nil {
+		return "handler"
+	}
+	name := fn.Name()
+	if slash := strings.LastIndexByte(name, '/'); slash >= 0 {
+		name = name[slash+1:]
+	}
+	// A method value's function is named "pkg.(*T).M-fm".
+	return strings.TrimSuffix(name, "-fm")
+}
+
+// Digest identifies the authentication material of a *login.ConnectionInfo:
+// its server, basic auth, scheme and token, client certificate and key, and
+// own Transport. Two values with equal digests authenticate the same way,
+// so the server would accept or reject both. It is an HMAC-SHA-256 keyed
+// per process, safe to keep where a secret must not be. Package login sets
+// it: the type and its fields are login's.
+var Digest func(info any) [sha256.Size]byte

@@ -1,0 +1,66 @@
+package handlerconf_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/authvault/authvault/internal/handlerconf"
+	"github.com/authvault/authvault/login"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func namedHandler(context.Context) (*login.ConnectionInfo, error) { return nil, nil }
+
+func TestConfigureDefaults(t *testing.T) {
+	s := handlerconf.Configure[login.Option](namedHandler)
+	want := handlerconf.Settings{ID: "handlerconf_test.namedHandler", Retries: login.Unlimited, BackoffInitial: time.Second, BackoffMax: time.Minute}
+	if s != want {
+		t.Errorf("handlerconf.Configure() = %+v, want %+v", s, want)
+	}
+}
+
+func TestConfigureOptions(t *testing.T) {
+	s := handlerconf.Configure(namedHandler, login.ID("mine"), login.Retries(3), login.Backoff(time.Millisecond, time.Second), login.Timeout(5*time.Second))
+	want := handlerconf.Settings{ID: "mine", Retries: 3, BackoffInitial: time.Millisecond, BackoffMax: time.Second, Timeout: 5 * time.Second}
+	if s != want {
+		t.Errorf("handlerconf.Configure() = %+v, want %+v", s, want)
+	}
+}
+
+func TestConfigureRepairsNonsense(t *testing.T) {
+	s := handlerconf.Configure(namedHandler, login.Retries(-7), login.Backoff(-1, -1))
+	if s.Retries != login.Unlimited || s.BackoffInitial != handlerconf.DefaultBackoffInitial || s.BackoffMax != handlerconf.DefaultBackoffInitial {
+		t.Errorf("handlerconf.Configure() = %+v, want unlimited retries and a 1 s backoff", s)
+	}
+}
+
+func TestFuncNameOfClosures(t *testing.T) {
+	got := handlerconf.FuncName(func(context.Context) (*login.ConnectionInfo, error) { return nil, nil })
+	if !strings.HasPrefix(got, "handlerconf_test.TestFuncNameOfClosures.func") {
+		t.Errorf("handlerconf.FuncName() = %q, want the enclosing function's name", got)
+	}
+	var s source
+	if got := handlerconf.FuncName(s.login); got != "handlerconf_test.source.login" {
+		t.Errorf("handlerconf.FuncName(method value) = %q, want handlerconf_test.source.login", got)
+	}
+	if got := handlerconf.FuncName(nil); got != "handler" {
+		t.Errorf("handlerconf.FuncName(nil) = %q, want handler", got)
+	}
+}
+
+type source struct{}
+
+func (source) login(context.Context) (*login.ConnectionInfo, error) { return nil, nil }
+
+// login cannot name handlerconf's constant in its documentation without
+// showing an internal package: the two are kept equal here.
+func TestUnlimitedAgreesWithLogin(t *testing.T) {
+	if handlerconf.Unlimited != login.Unlimited {
+		t.Errorf("handlerconf.Unlimited = %d, login.Unlimited = %d", handlerconf.Unlimited, login.Unlimited)
+	}
+}

@@ -1,0 +1,161 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+
+	"github.com/authvault/authvault/login"
+)
+
+// UnauthorizedError is why the transport invalidated a credential: the
+// server answered 401.
+type UnauthorizedError struct {
+	Server     string
+	Status     string // "401 Unauthorized"
+	StatusCode int    // 401
+	// Challenge is the response's WWW-Authenticate header, if any; empty
+	// when it is longer than 4 KiB or repeats the rejected credential's
+	// token or password.
+	Challenge string
+}
+
+func (e *UnauthorizedError) Error() string {
+	return fmt.Sprintf("vault: %s answered %s", e.Server, e.Status)
+}
+
+// Invalidate removes cred from the vault because the server rejected it;
+// cause says why (the 401). It removes exactly that object: a credential
+// that its handler has replaced since, or one already invalidated, is left
+// alone, so a late 401 cannot remove a fresh credential. The handler's later
+// logins may not return the same authentication material again.
+//
+// Invalidate never blocks. It logs through ctx's logger when ctx has one,
+// so the line carries the caller's context. It returns ErrClosed once the
+// vault is closed.
+func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) error {
+	if cred == nil {
+		return errors.New("vault: Invalidate of a nil credential")
+	}
+	if !v.invalidate(ctx, cred, cause, byCaller) && v.isClosed() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// invalidate removes cred and tells whether it did: of many callers that
+// invalidate the same credential, exactly one does. strike counts it
+// against its handler when it never served (see strikeLocked).
+func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, by invalidation) bool {
+	h := cred.owner
+	v.mu.Lock()
+	if v.closed || h == nil || h.cred != cred {
+		v.mu.Unlock()
+		return false
+	}
+	v.dropLocked(h)
+	v.lastLoss.server, v.lastLoss.cause = cred.Info.Server, cause
+	v.metrics.invalidations.WithLabelValues(cred.Handler).Inc()
+	switch by {
+	case byTLSFailure:
+		// The token is not at fault but the CA: the handler may give it
+		// again with the new CA. Its next login waits for its backoff, so
+		// that a CA that has not rotated yet costs a login per backoff,
+		// not one per request.
+		h.loss = login.Reason{Kind: login.TLSFailure}
+		h.outcome = cause
+		h.retryAt = v.clock.Now().Add(h.backoff.Step())
+	default:
+		h.loss = rejection(cause, cred)
+		h.invalidated = append(h.invalidated, cred.digest)
+		if extra := len(h.invalidated) - v.opts.InvalidatedRefused; extra > 0 {
+			h.invalidated = slices.Delete(h.invalidated, 0, extra)
+		}
+		if by == by401 {
+			v.strikeLocked(h, cred)
+		}
+	}
+	v.publishLocked()
+	v.retryAboveLocked(h)
+	left := v.snap.Load().size()
+	v.mu.Unlock()
+
+	log := v.log
+	if l, err := logr.FromContext(ctx); err == nil {
+		log = l.WithName("authvault")
+	}
+	log.V(1).Info("credential invalidated", "handler", cred.Handler, "fingerprint", cred.fingerprint,
+		"server", cred.Info.Server, "cause", causeText(cause), "left", left)
+	return true
+}
+
+// rejected invalidates cred, which the server answered with a 401.
+func (v *Vault) rejected(ctx context.Context, cred *Credential, resp *http.Response) {
+	v.invalidate(ctx, cred, &UnauthorizedError{
+		Server: cred.Info.Server, Status: resp.Status, StatusCode: resp.StatusCode,
+		Challenge: safeChallenge(resp.Header.Get("WWW-Authenticate"), cred),
+	}, by401)
+}
+
+// invalidation says who invalidates a credential, and so what it costs its
+// handler.
+type invalidation int
+
+const (
+	byCaller     invalidation = iota // Vault.Invalidate: the digest is refused for a while
+	by401                            // the transport met a 401: refused, and a strike if it never served
+	byTLSFailure                     // the transport failed TLS verification: the handler backs off
+)
+
+// maxChallenge bounds the WWW-Authenticate header a Reason carries: a
+// server or a proxy may send megabytes, which an exec plugin's environment
+// (128 KiB a string on Linux) or a log line must not carry. A longer one is
+// dropped rather than cut, which could change its meaning.
+const maxChallenge = 4 << 10
+
+// causeText is err's text for a log line, "" for nil.
+func causeText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// rejection is the Reason of a login after cred was invalidated for cause:
+// with the response's status and challenge when cause is the transport's.
+func rejection(cause error, cred *Credential) login.Reason {
+	r := login.Reason{Kind: login.Rejected}
+	var ue *UnauthorizedError
+	if errors.As(cause, &ue) {
+		r.StatusCode, r.Challenge = ue.StatusCode, safeChallenge(ue.Challenge, cred)
+	}
+	return r
+}
+
+// safeChallenge is a 401's WWW-Authenticate header as the vault may log it
+// and hand it on: "" when it is longer than maxChallenge, or when it
+// repeats cred's secret (a gateway's error_description="token … is
+// revoked"), which would otherwise reach the log line of the next login.
+// It is left out rather than cut or masked, which could change its meaning.
+func safeChallenge(challenge string, cred *Credential) string {
+	if len(challenge) > maxChallenge {
+		return ""
+	}
+	secrets := []string{cred.Info.Token, cred.Info.Password}
+	if r := cred.route; r != nil && len(r.auth) > 0 {
+		if _, value, ok := strings.Cut(r.auth[0], " "); ok {
+			secrets = append(secrets, value) // basic auth's base64
+		}
+	}
+	for _, secret := range secrets {
+		if secret != "" && strings.Contains(challenge, secret) {
+			return ""
+		}
+	}
+	return challenge
+}

@@ -21,15 +21,25 @@ const KubeconfigFlag = "kubeconfig"
 // config.GetConfig would find, in its order: the --kubeconfig flag when some
 // package registered it, else $KUBECONFIG, else the in-cluster
 // ServiceAccount when $KUBECONFIG is not set, else ~/.kube/config. Without
-// any of these it returns (nil, nil).
+// HOME, ~/.kube/config is the user's home from the system, read also beneath
+// $KUBECONFIG's files, as config.GetConfig does. Without any of these it
+// returns (nil, nil).
 //
 // It reads the flag through flag.Lookup and registers none: importing
 // authvault never defines a flag.
 func ClientGo(ctx context.Context) (*login.ConnectionInfo, error) {
-	for _, src := range sources() {
-		if src.id != IDExplicitKubeconfig && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
-			break // as config.GetConfig: with $KUBECONFIG set, its files alone decide
+	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	if env != "" && kubeconfigFlagValue() == "" {
+		// As config.GetConfig: with $KUBECONFIG set, its files decide, and
+		// without HOME the user's ~/.kube/config from the system is merged
+		// beneath them.
+		rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
+		if _, ok := os.LookupEnv("HOME"); !ok {
+			rules.Precedence = append(rules.Precedence, homeKubeconfig())
 		}
+		return redacted(fromKubeconfig(ctx, rules, ""))
+	}
+	for _, src := range sources() {
 		if info, err := src.handler(ctx); info != nil || err != nil {
 			return info, err
 		}
@@ -55,13 +65,16 @@ func kubeconfigFlagValue() string {
 	return ""
 }
 
+// currentUser looks the user up in the system; tests replace it.
+var currentUser = user.Current
+
 // homeKubeconfig is ~/.kube/config, computed when asked: HOME may change.
 // Without HOME, the user's home comes from the system, as
 // controller-runtime finds it.
 func homeKubeconfig() string {
 	home := homedir.HomeDir()
 	if _, ok := os.LookupEnv("HOME"); !ok {
-		if u, err := user.Current(); err == nil {
+		if u, err := currentUser(); err == nil {
 			home = u.HomeDir
 		}
 	}

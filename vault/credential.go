@@ -72,7 +72,7 @@ func (c *Credential) MarshalLog() any {
 	if c == nil {
 		return nil
 	}
-	return map[string]any{"key": c.Handler, "info": c.Info.MarshalLog()}
+	return map[string]any{"handler": c.Handler, "info": c.Info.MarshalLog()}
 }
 
 // usable tells whether the vault may still hand the credential out at now.

@@ -54,7 +54,7 @@ type handler struct {
 	loss login.Reason
 	// firstPending tells that it is in a login round on an empty vault and
 	// has not finished its first attempt: the round's credentials are held
-	// back until it has (see Vault.settling).
+	// back until it has (see Vault.first).
 	firstPending bool
 }
 

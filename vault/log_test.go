@@ -81,7 +81,10 @@ func TestNothingRevealsSecrets(t *testing.T) {
 		t.Errorf("context logger lacks the invalidation:\n%s", ctxLogs.String())
 	}
 	if !strings.Contains(fmt.Sprintf("%v", c), `Handler: "tok"`) {
-		t.Errorf("%%v of a credential = %v, want its key", c)
+		t.Errorf("%%v of a credential = %v, want its handler", c)
+	}
+	if !strings.Contains(string(asJSON), `"handler":"tok"`) {
+		t.Errorf("MarshalLog of a credential = %s, want its handler under \"handler\", as Credential.Handler", asJSON)
 	}
 }
 

@@ -97,7 +97,7 @@ func TestRejectedStaticCredentialFailsFastAndHeals(t *testing.T) {
 }
 
 // gate holds the server's requests until it has n of them, then lets them
-// allLocked go at once.
+// all go at once.
 type gate struct {
 	n       int
 	mu      sync.Mutex

@@ -134,7 +134,7 @@ func (v *Vault) startDueLocked() {
 	}
 }
 
-// firstAttemptDone notes that h has finished its first attempt of the
+// firstAttemptDoneLocked notes that h has finished its first attempt of the
 // round; the last one releases the round's credentials.
 func (v *Vault) firstAttemptDoneLocked(h *handler) {
 	if !h.firstPending {

@@ -2,6 +2,7 @@ package handlerconf_test
 
 import (
 	"context"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,28 @@ func (source) login(context.Context) (*login.ConnectionInfo, error) { return nil
 func TestUnlimitedAgreesWithLogin(t *testing.T) {
 	if handlerconf.Unlimited != login.Unlimited {
 		t.Errorf("handlerconf.Unlimited = %d, login.Unlimited = %d", handlerconf.Unlimited, login.Unlimited)
+	}
+}
+
+// login sets the Digest hook when it is loaded (the vault imports login, so
+// it is set before any vault runs), and it is the digest behind a
+// credential's Fingerprint: equal authentication material, equal digests;
+// another token, another digest.
+func TestDigestIsLoginsDigest(t *testing.T) {
+	if handlerconf.Digest == nil {
+		t.Fatal("handlerconf.Digest is nil once login is loaded")
+	}
+	a := &login.ConnectionInfo{Server: "https://a", Token: "t", DefaultNamespace: "x"}
+	same := &login.ConnectionInfo{Server: "https://a", Token: "t", DefaultNamespace: "y", Priority: 3}
+	other := &login.ConnectionInfo{Server: "https://a", Token: "u"}
+	d := handlerconf.Digest(a)
+	if got := hex.EncodeToString(d[:4]); got != a.Fingerprint() {
+		t.Errorf("Digest() starts with %s, want the Fingerprint %s", got, a.Fingerprint())
+	}
+	if handlerconf.Digest(same) != d {
+		t.Error("Digest() differs for the same authentication material")
+	}
+	if handlerconf.Digest(other) == d {
+		t.Error("Digest() is equal for another token")
 	}
 }

@@ -24,7 +24,7 @@ func ExampleExec() {
 		ExecConfig: clientcmdapi.ExecConfig{
 			Command: "sh",
 			Args: []string{"-c", `echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",` +
-				`"status":{"token":"from-the-plugin","expirationTimestamp":"2030-01-01T00:00:00Z"}}'`},
+				`"status":{"token":"from-the-plugin","expirationTimestamp":"2100-01-01T00:00:00Z"}}'`},
 			APIVersion:      "client.authentication.k8s.io/v1",
 			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 			InstallHint:     "install the AWS CLI: https://aws.amazon.com/cli/",
@@ -40,7 +40,7 @@ func ExampleExec() {
 		return
 	}
 	fmt.Println(cred.Handler, cred.Info.Server, cred.Info.Expiration.Year())
-	// Output: eks https://prod.eks.example 2030
+	// Output: eks https://prod.eks.example 2100
 }
 
 // A projected ServiceAccount token, reread at least once a minute.

@@ -13,6 +13,7 @@ import (
 // Outside a cluster, the in-cluster handler has nothing to offer: it returns
 // (nil, nil), and the vault goes on with its other handlers.
 func ExampleServiceAccount() {
+	defer setenv("KUBERNETES_SERVICE_HOST", "")() // as outside a cluster, wherever this runs
 	info, err := piggyback.ServiceAccount(context.Background())
 	fmt.Println(info == nil, err)
 	// Output: true <nil>
@@ -52,15 +53,11 @@ users: [{name: me, user: {token: t}}]
 contexts: [{name: dev, context: {cluster: dev, user: me}}]
 current-context: dev
 `), 0o600)
-	old, had := os.LookupEnv("KUBECONFIG")
-	_ = os.Setenv("KUBECONFIG", path)
-	defer func() {
-		if had {
-			_ = os.Setenv("KUBECONFIG", old)
-		} else {
-			_ = os.Unsetenv("KUBECONFIG")
-		}
-	}()
+	defer setenv("KUBECONFIG", path)()
+	// Neither the in-cluster ServiceAccount nor the ~/.kube/config of
+	// whoever runs this takes part (its exec plugin would run).
+	defer setenv("KUBERNETES_SERVICE_HOST", "")()
+	defer setenv("HOME", dir)()
 
 	v := vault.New(vault.Options{})
 	defer v.Close()
@@ -71,4 +68,22 @@ current-context: dev
 	}
 	fmt.Println(cred.Handler + ": " + cred.Info.Server)
 	// Output: kubeconfig from --kubeconfig or $KUBECONFIG: https://dev.example:6443
+}
+
+// setenv sets the environment variable key to value, or unsets it when
+// value is empty, and returns what puts it back.
+func setenv(key, value string) (restore func()) {
+	old, had := os.LookupEnv(key)
+	if value == "" {
+		_ = os.Unsetenv(key)
+	} else {
+		_ = os.Setenv(key, value)
+	}
+	return func() {
+		if had {
+			_ = os.Setenv(key, old)
+		} else {
+			_ = os.Unsetenv(key)
+		}
+	}
 }

@@ -23,7 +23,7 @@ import (
 
 // buildExample builds ./examples/name and returns the binary.
 func buildExample(name string) string {
-	bin := filepath.Join(GinkgoT().TempDir(), name)
+	bin := filepath.Join(GinkgoT().TempDir(), filepath.Base(name))
 	build := exec.Command("go", "build", "-o", bin, "../examples/"+name)
 	build.Stderr = GinkgoWriter
 	Expect(build.Run()).To(Succeed(), "building examples/%s", name)

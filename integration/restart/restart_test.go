@@ -6,6 +6,8 @@ package restart
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/authvault/authvault/addonauth"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
@@ -164,6 +168,50 @@ var _ = Describe("An API server restart mid-load, then a CA rotation", Ordered, 
 		Expect(afterRestart).To(BeNumerically(">", 0), "the vault served again after the restart")
 		l.check(ctx, cfg, ns, "a restart")
 	}, NodeTimeout(3*time.Minute))
+
+	It("addonauth serves the callers it reviewed recently while the API server is down, refuses new ones with 503, and recovers", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "addon-outage")
+		admin, err := kubernetes.NewForConfig(cluster.Admin)
+		Expect(err).NotTo(HaveOccurred())
+		token := func(name string) string {
+			_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
+				Spec: authnv1.TokenRequestSpec{Audiences: []string{"greeter.addons.svc"}},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return tr.Status.Token
+		}
+		known, fresh := token("known"), token("fresh")
+		a, err := addonauth.New(addonauth.Options{Audience: "greeter.addons.svc", Config: cluster.Admin,
+			SuccessTTL: time.Second, StaleIfError: time.Minute, ReviewTimeout: time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		srv := httptest.NewServer(a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(r.Header.Get("X-Authenticated-User")))
+		})))
+		DeferCleanup(srv.Close)
+		status := func(tok string) int {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		Expect(status(known)).To(Equal(200))
+
+		restarted := make(chan error, 1)
+		go func() { restarted <- cluster.RestartAPIServer(8 * time.Second) }()
+		time.Sleep(3 * time.Second) // the server is down, and known's review has aged out
+		Expect(status(known)).To(Equal(200), "a token reviewed a moment ago is served while the API server is down")
+		Expect(status(fresh)).To(Equal(503), "a token never reviewed cannot be vouched for")
+		Expect(<-restarted).To(Succeed())
+		start := time.Now()
+		Eventually(func() int { return status(fresh) }).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal(200))
+		report := fmt.Sprintf("addonauth outage: known token served while the API server was down, a new one refused with 503, served %v after the restart", time.Since(start).Round(10*time.Millisecond))
+		AddReportEntry("figure", report)
+		fmt.Fprintln(GinkgoWriter, report)
+	}, NodeTimeout(2*time.Minute))
 
 	It("a CA rotation is survived without a restart once the CA file holds the new CA, with no write lost or applied twice", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "ca-rotation")

@@ -1,0 +1,86 @@
+package addonauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Authenticator verifies the callers of a service. Create it with New; it
+// is safe for concurrent use and starts no goroutine of its own.
+type Authenticator struct {
+	opts     Options
+	keys     *keySet
+	reviewer *reviewer   // reviews, and caches verdicts by a hash of the token
+	limits   *limiters   // nil without a rate
+	authz    *authorizer // nil without Options.Authorization
+	metrics  *metrics
+}
+
+// New checks opts and makes an Authenticator. It does not reach the API
+// server: the issuer's keys are fetched with the first token.
+func New(opts Options) (*Authenticator, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(opts.Config)
+	if cfg.QPS == 0 && cfg.Burst == 0 {
+		cfg.QPS, cfg.Burst = 100, 200
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("addonauth: a client for Options.Config: %w", err)
+	}
+	a := &Authenticator{
+		opts:    opts,
+		keys:    &keySet{client: cs.Discovery().RESTClient(), interval: opts.KeyRefetchInterval, now: opts.now},
+		metrics: newMetrics(),
+	}
+	a.limits = newLimiters(&a.opts)
+	a.authz = newAuthorizer(cs.AuthorizationV1().SubjectAccessReviews(), &a.opts)
+	a.reviewer = newReviewer(cs.AuthenticationV1().TokenReviews(), &a.opts, a.metrics)
+	if err := a.metrics.register(opts.Registerer); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Authenticate returns the user token belongs to, as the middleware does
+// for each request: the local check, then (unless NoReview) a TokenReview,
+// from the cache while it is fresh. Its errors name the reason, never the
+// token. The User is the caller's own: the cache keeps another copy.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (User, error) {
+	u, err := a.authenticate(ctx, token)
+	u.Groups = slices.Clone(u.Groups)
+	return u, err
+}
+
+func (a *Authenticator) authenticate(ctx context.Context, token string) (User, error) {
+	if len(token) > maxTokenBytes {
+		return User{}, errTooLong
+	}
+	// A fresh verdict needs no signature check: the token was verified
+	// when it was given.
+	if v, ok := a.reviewer.cached(token); ok {
+		return v.user, v.err
+	}
+	local, foreign, err := a.verifyLocal(ctx, token)
+	switch {
+	case err == nil && a.opts.NoReview:
+		a.reviewer.remember(token, local)
+		return local, nil
+	case err == nil:
+		return a.reviewer.review(ctx, token, local)
+	case foreign && a.opts.ReviewForeign && !a.opts.NoReview:
+		return a.reviewer.review(ctx, token, User{})
+	case errors.Is(err, errKeysUnavailable):
+		return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
+	default:
+		return User{}, err
+	}
+}

@@ -1,0 +1,160 @@
+package addonauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/utils/lru"
+)
+
+// Authorization makes every verified caller also need the API server's
+// permission, by SubjectAccessReview, before its request is forwarded.
+type Authorization struct {
+	// Resource, when set, is what the caller must be allowed, as
+	// kube-rbac-proxy's resource attributes ("get services/proxy in
+	// monitoring"); an empty Verb takes the request's (get, create,
+	// update, patch, delete). When nil, the caller must be allowed the
+	// request's path and verb as a non-resource URL.
+	Resource *authzv1.ResourceAttributes
+	// AllowTTL and DenyTTL are how long answers are cached. Defaults: 1 min
+	// and 10 s.
+	AllowTTL, DenyTTL time.Duration
+}
+
+// errForbidden: the API server does not allow the caller the request (403).
+var errForbidden = errors.New("addonauth: the caller is not allowed this request")
+
+// authorizer asks SubjectAccessReviews and caches their answers.
+type authorizer struct {
+	client  authzclient.SubjectAccessReviewInterface
+	cfg     Authorization
+	now     func() time.Time
+	timeout time.Duration
+	cache   *lru.Cache // [32]byte → decision
+	flight  singleflight.Group
+}
+
+type decision struct {
+	allowed bool
+	until   time.Time
+}
+
+func newAuthorizer(client authzclient.SubjectAccessReviewInterface, o *Options) *authorizer {
+	if o.Authorization == nil {
+		return nil
+	}
+	cfg := *o.Authorization
+	cfg.AllowTTL = defaulted(cfg.AllowTTL, time.Minute)
+	cfg.DenyTTL = defaulted(cfg.DenyTTL, 10*time.Second)
+	return &authorizer{client: client, cfg: cfg, now: o.now, timeout: o.ReviewTimeout, cache: lru.New(o.CacheSize)}
+}
+
+// verbs maps HTTP methods to the API server's verbs.
+var verbs = map[string]string{
+	http.MethodGet: "get", http.MethodHead: "get", http.MethodOptions: "get",
+	http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete",
+}
+
+// authorize returns nil when u may make r, errForbidden when not, and an
+// errUnavailable when the API server cannot say.
+func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) error {
+	if z == nil {
+		return nil
+	}
+	spec := authzv1.SubjectAccessReviewSpec{User: u.Name, UID: u.UID, Groups: u.Groups}
+	verb := verbs[r.Method]
+	if verb == "" {
+		verb = strings.ToLower(r.Method)
+	}
+	if z.cfg.Resource != nil {
+		attrs := *z.cfg.Resource
+		if attrs.Verb == "" {
+			attrs.Verb = verb
+		}
+		spec.ResourceAttributes = &attrs
+	} else {
+		if !isCleanPath(r.URL.Path) {
+			// The upstream may serve another path than the one the
+			// API server would be asked about: /public/../admin.
+			return errForbidden
+		}
+		spec.NonResourceAttributes = &authzv1.NonResourceAttributes{Path: r.URL.Path, Verb: verb}
+	}
+	key := specKey(spec)
+	if v, ok := z.cache.Get(key); ok {
+		if d := v.(decision); z.now().Before(d.until) {
+			return d.errOf()
+		}
+	}
+	v, err, _ := z.flight.Do(string(key[:]), func() (any, error) {
+		if v, ok := z.cache.Get(key); ok && z.now().Before(v.(decision).until) {
+			return v, nil // a flight that just ended answered it
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), z.timeout)
+		defer cancel()
+		sar, err := z.client.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		d := decision{allowed: sar.Status.Allowed, until: z.now().Add(z.cfg.DenyTTL)}
+		if d.allowed {
+			d.until = z.now().Add(z.cfg.AllowTTL)
+		}
+		z.cache.Add(key, d)
+		return d, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: a SubjectAccessReview: %w", errUnavailable, err)
+	}
+	return v.(decision).errOf()
+}
+
+// isCleanPath tells whether p, decoded, is absolute and has no empty, "."
+// or ".." segments (a trailing slash is fine): a path every upstream reads
+// the same, as the SubjectAccessReview names it.
+func isCleanPath(p string) bool {
+	return strings.HasPrefix(p, "/") && (p == path.Clean(p) || p == path.Clean(p)+"/")
+}
+
+func (d decision) errOf() error {
+	if d.allowed {
+		return nil
+	}
+	return errForbidden
+}
+
+// specKey identifies a review's question; fields are length-prefixed so
+// that no two questions share a key.
+func specKey(s authzv1.SubjectAccessReviewSpec) [sha256.Size]byte {
+	h := sha256.New()
+	add := func(v string) { fmt.Fprintf(h, "%d:%s;", len(v), v) }
+	add(s.User)
+	add(s.UID)
+	add(fmt.Sprint(len(s.Groups)))
+	for _, g := range s.Groups {
+		add(g)
+	}
+	if a := s.ResourceAttributes; a != nil {
+		for _, v := range []string{"resource", a.Namespace, a.Verb, a.Group, a.Version, a.Resource, a.Subresource, a.Name} {
+			add(v)
+		}
+	}
+	if a := s.NonResourceAttributes; a != nil {
+		add("nonresource")
+		add(a.Path)
+		add(a.Verb)
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
+}

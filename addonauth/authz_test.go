@@ -1,0 +1,99 @@
+package addonauth
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+)
+
+// With Authorization, a verified caller also needs the API server's
+// permission; answers are cached, so a busy caller costs one review per
+// TTL.
+func TestAuthorizationBySubjectAccessReview(t *testing.T) {
+	s := newSetup(t, Options{Authorization: &Authorization{AllowTTL: time.Hour, DenyTTL: time.Hour}})
+	allowed := s.api.token(t, "team-a", "reader", audience, time.Hour)
+	denied := s.api.token(t, "team-a", "stranger", audience, time.Hour)
+	s.api.allowed["system:serviceaccount:team-a:reader get /hello"] = true
+	for range 5 {
+		if resp, _ := s.get(t, allowed, nil); resp.StatusCode != 200 {
+			t.Fatalf("allowed caller = %d, want 200", resp.StatusCode)
+		}
+		if resp, _ := s.get(t, denied, nil); resp.StatusCode != 403 {
+			t.Fatalf("denied caller = %d, want 403", resp.StatusCode)
+		}
+	}
+	if n := s.api.accessReviews.Load(); n != 2 {
+		t.Errorf("%d SubjectAccessReviews for 10 requests of 2 callers, want 2 (cached)", n)
+	}
+	if s.up.count() != 5 {
+		t.Errorf("%d requests reached the upstream, want the 5 allowed", s.up.count())
+	}
+}
+
+func TestAuthorizationOfResourceAttributes(t *testing.T) {
+	s := newSetup(t, Options{Authorization: &Authorization{Resource: &authzv1.ResourceAttributes{Namespace: "monitoring", Resource: "services", Subresource: "proxy"}}})
+	tok := s.api.token(t, "team-a", "scraper", audience, time.Hour)
+	if resp, _ := s.get(t, tok, nil); resp.StatusCode != 403 {
+		t.Fatalf("before the grant = %d, want 403", resp.StatusCode)
+	}
+	s2 := newSetup(t, Options{Authorization: &Authorization{Resource: &authzv1.ResourceAttributes{Namespace: "monitoring", Resource: "services", Subresource: "proxy"}}})
+	tok2 := s2.api.token(t, "team-a", "scraper", audience, time.Hour)
+	s2.api.allowed["system:serviceaccount:team-a:scraper get services/proxy monitoring"] = true
+	if resp, _ := s2.get(t, tok2, nil); resp.StatusCode != 200 {
+		t.Errorf("with the grant = %d, want 200 (the verb taken from the request)", resp.StatusCode)
+	}
+}
+
+// An API server that cannot answer gives 503, never a cached denial.
+func TestAuthorizationUnavailable(t *testing.T) {
+	s := newSetup(t, Options{NoReview: true, Authorization: &Authorization{}})
+	tok := s.api.token(t, "team-a", "reader", audience, time.Hour)
+	s.api.allowed["system:serviceaccount:team-a:reader get /hello"] = true
+	s.get(t, tok, nil) // keys fetched
+	s.api.setDown(true)
+	if resp, _ := s.get(t, tok, nil); resp.StatusCode != 200 {
+		t.Errorf("cached permission while down = %d, want 200", resp.StatusCode)
+	}
+	s3 := newSetup(t, Options{NoReview: true, Authorization: &Authorization{}})
+	tok3 := s3.api.token(t, "team-a", "reader", audience, time.Hour)
+	s3.get(t, s3.api.token(t, "team-a", "warm", audience, time.Hour), nil) // keys fetched
+	s3.api.setDown(true)
+	if resp, _ := s3.get(t, tok3, nil); resp.StatusCode != 503 {
+		t.Errorf("no answer from the API server = %d, want 503", resp.StatusCode)
+	}
+}
+
+// A path with dot segments is not what the upstream serves once it cleans
+// it: /public/../admin must not pass for a caller allowed only /public/*.
+func TestAuthorizationOfAnUncleanPath(t *testing.T) {
+	s := newSetup(t, Options{Authorization: &Authorization{}})
+	tok := s.api.token(t, "team-a", "reader", audience, time.Hour)
+	s.api.allowed["system:serviceaccount:team-a:reader get /public/*"] = true
+	for _, p := range []string{"/public/../admin", "/public/%2e%2e/admin", "/public/..%2fadmin", "/public//../admin"} {
+		req, _ := http.NewRequest(http.MethodGet, s.srv.URL+p, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("GET %s = %d, want 403", p, resp.StatusCode)
+		}
+	}
+	if s.up.count() != 0 {
+		t.Errorf("%d requests with dot segments reached the upstream", s.up.count())
+	}
+	if resp, _ := s.get(t, tok, nil); resp.StatusCode != 403 {
+		t.Errorf("GET /hello = %d, want 403", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/public/a/", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("GET /public/a/ = %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}

@@ -1,0 +1,64 @@
+// Package addonauth tells an in-cluster service who is calling it, without
+// the service handling credentials: the Kubernetes "addon authentication"
+// pattern. [Authenticator.Middleware] checks the caller's bearer token,
+// removes it, and hands the request on with the caller's identity in
+// headers (and in the context, [UserFrom]); cmd/addon-proxy is the same as a
+// sidecar in front of a service listening on localhost.
+//
+//	a, err := addonauth.New(addonauth.Options{Audience: "dashboard.kube-system.svc", Config: cfg})
+//	http.Handle("/", a.Middleware(upstream))
+//
+// Config reaches the API server; from a vault, the proxy's own credentials
+// rotate like any operator's.
+//
+// # Verification
+//
+// Two checks, both on by default. The local one verifies a token that is a
+// JWT of the API server's service-account issuer: its signature against the
+// issuer's keys (discovery and JWKS fetched through Config from the API
+// server itself, since the advertised jwks_uri is often unreachable from a
+// pod), its issuer, an audience that contains Options.Audience (so a token
+// meant for one service cannot be replayed to another), and its expiry and
+// not-before with a small leeway. Anything else (garbage, another issuer,
+// another audience, an expired token) is refused there and never costs an
+// API call. An unknown key id refetches the key set, at most once per
+// Options.KeyRefetchInterval; keys survive an API outage.
+//
+// The second is a TokenReview with the audience, which sees what no
+// signature shows: a token whose Pod or ServiceAccount was deleted. Its
+// answers are cached by a keyed hash of the token (never the token),
+// separately for success and failure, errors never; one review is in
+// flight per token however many requests carry it. While the API server
+// cannot be reached, a token whose last successful review is younger than
+// Options.StaleIfError is still accepted; others get 503.
+//
+// # Forwarding
+//
+// Authorization is removed, and so is every incoming copy of the identity
+// headers (any spelling, and the X-Remote-* family), so a caller cannot
+// claim an identity; then the caller's user name, UID and groups are set.
+// A missing, bad or wrong-audience token gets 401 with WWW-Authenticate, a
+// caller over its rate 429 with Retry-After, a token that cannot be
+// verified now 503; none is forwarded.
+//
+// # Bounds
+//
+// A per-user token bucket (Options.RatePerUser) limits each caller. Every
+// request ends by Options.MaxRequestDuration and by its token's expiry, and
+// one that lasts (a watch, a WebSocket) is reviewed again every
+// Options.SuccessTTL and ended when its token is revoked: access stops when
+// the credential does.
+//
+// # Authorization
+//
+// Off by default: the pattern keeps authentication and authorization
+// apart, and the upstream sees the caller's groups. Options.Authorization
+// adds a SubjectAccessReview for each caller and request (the request's
+// path and verb, or resource attributes as kube-rbac-proxy's), cached for
+// allow and deny separately; a caller that is not allowed gets 403.
+//
+// # Secrets
+//
+// A token never appears in a log line, an error, a metric label or a
+// response; the cache holds an HMAC of it with a key made per process.
+package addonauth

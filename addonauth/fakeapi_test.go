@@ -1,0 +1,183 @@
+package addonauth
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/client-go/rest"
+)
+
+// fakeAPI serves what the Authenticator asks an API server for: issuer
+// discovery, its keys, and TokenReview, and counts what it is asked. It
+// stands in for kube-apiserver in the unit tests; the integration suite
+// runs the same cases against the real one.
+type fakeAPI struct {
+	srv    *httptest.Server
+	issuer string
+
+	mu       sync.Mutex
+	keys     []*ecdsa.PrivateKey // published; the first signs
+	kids     []string
+	accepted map[string]authnv1.UserInfo // token → user; others are denied
+	down     bool                        // every request answers 503
+
+	allowed map[string]bool // "user verb path" the SubjectAccessReviews allow
+
+	reviews, keyFetches, accessReviews atomic.Int64
+	reviewDelay                        time.Duration
+}
+
+func newFakeAPI(t *testing.T) *fakeAPI {
+	t.Helper()
+	f := &fakeAPI{issuer: "https://kubernetes.default.svc.cluster.local", accepted: map[string]authnv1.UserInfo{}, allowed: map[string]bool{}}
+	f.rotateKey(t)
+	f.srv = httptest.NewTLSServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeAPI) config() *rest.Config {
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})
+	// JSON: the fake decodes only that; the real API server takes what
+	// client-go sends by default.
+	return &rest.Config{Host: f.srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
+}
+
+// rotateKey adds a new signing key, published beside the old ones.
+func (f *fakeAPI) rotateKey(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append([]*ecdsa.PrivateKey{key}, f.keys...)
+	f.kids = append([]string{"key-" + strconv.Itoa(len(f.kids)+1)}, f.kids...)
+}
+
+func (f *fakeAPI) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+// token signs a service-account token for ns/name with audience aud that
+// expires after life, and makes the API server accept it unless revoked.
+func (f *fakeAPI) token(t *testing.T, ns, name, aud string, life time.Duration) string {
+	t.Helper()
+	f.mu.Lock()
+	key, kid := f.keys[0], f.kids[0]
+	f.mu.Unlock()
+	tok := f.sign(t, key, kid, f.issuer, ns, name, aud, life)
+	f.mu.Lock()
+	f.accepted[tok] = authnv1.UserInfo{Username: "system:serviceaccount:" + ns + ":" + name, UID: "uid-" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	f.mu.Unlock()
+	return tok
+}
+
+func (f *fakeAPI) sign(t *testing.T, key *ecdsa.PrivateKey, kid, iss, ns, name, aud string, life time.Duration) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	std := jwt.Claims{Issuer: iss, Subject: "system:serviceaccount:" + ns + ":" + name, Audience: jwt.Audience{aud},
+		Expiry: jwt.NewNumericDate(now.Add(life)), NotBefore: jwt.NewNumericDate(now), IssuedAt: jwt.NewNumericDate(now)}
+	priv := map[string]any{"kubernetes.io": map[string]any{"namespace": ns, "serviceaccount": map[string]string{"name": name, "uid": "uid-" + name}}}
+	tok, err := jwt.Signed(signer).Claims(std).Claims(priv).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (f *fakeAPI) revoke(token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.accepted, token)
+}
+
+func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	down := f.down
+	f.mu.Unlock()
+	if down {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case discoveryPath:
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": f.issuer, "jwks_uri": "https://unreachable.example/openid/v1/jwks"})
+	case jwksPath:
+		f.keyFetches.Add(1)
+		f.mu.Lock()
+		var set jose.JSONWebKeySet
+		for i, k := range f.keys {
+			set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.PublicKey, KeyID: f.kids[i], Algorithm: "ES256", Use: "sig"})
+		}
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(set)
+	case "/apis/authentication.k8s.io/v1/tokenreviews":
+		f.reviews.Add(1)
+		time.Sleep(f.reviewDelay)
+		var tr authnv1.TokenReview
+		if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		user, ok := f.accepted[tr.Spec.Token]
+		f.mu.Unlock()
+		tr.Spec.Token = ""
+		if ok {
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: user, Audiences: tr.Spec.Audiences}
+		} else {
+			tr.Status = authnv1.TokenReviewStatus{Error: "token rejected"}
+		}
+		tr.Kind, tr.APIVersion = "TokenReview", "authentication.k8s.io/v1"
+		_ = json.NewEncoder(w).Encode(tr)
+	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+		f.accessReviews.Add(1)
+		var sar authzv1.SubjectAccessReview
+		if err := json.NewDecoder(r.Body).Decode(&sar); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		q := sar.Spec.User + " "
+		if a := sar.Spec.NonResourceAttributes; a != nil {
+			q += a.Verb + " " + a.Path
+		} else if a := sar.Spec.ResourceAttributes; a != nil {
+			q += a.Verb + " " + a.Resource + "/" + a.Subresource + " " + a.Namespace
+		}
+		f.mu.Lock()
+		sar.Status.Allowed = f.allowed[q]
+		for rule, ok := range f.allowed { // "…/*" matches as RBAC's nonResourceURLs do
+			if prefix, wild := strings.CutSuffix(rule, "*"); wild && ok && strings.HasPrefix(q, prefix) {
+				sar.Status.Allowed = true
+			}
+		}
+		f.mu.Unlock()
+		sar.Kind, sar.APIVersion = "SubjectAccessReview", "authorization.k8s.io/v1"
+		_ = json.NewEncoder(w).Encode(sar)
+	default:
+		http.NotFound(w, r)
+	}
+}

@@ -1,0 +1,209 @@
+package addonauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Middleware verifies the caller of each request and hands the request to
+// next with the caller's identity: in the headers Options.Headers names
+// (every incoming copy of those, and of the X-Remote-* family, removed
+// first) and in the context (UserFrom). Authorization is removed. A request
+// without a valid token is answered here and never reaches next.
+func (a *Authenticator) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		u, err := a.authenticateRequest(r)
+		if err != nil {
+			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
+			a.refuse(w, r, err)
+			return
+		}
+		if err := a.authz.authorize(r.Context(), u, r); err != nil {
+			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
+			a.refuse(w, r, err)
+			return
+		}
+		if ok, wait := a.limits.allow(u.Name, a.opts.now()); !ok {
+			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
+			a.metrics.requests.WithLabelValues("rate_limited").Inc()
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			http.Error(w, "too many requests", http.StatusTooManyRequests)
+			return
+		}
+		ctx, stop := a.bound(r.Context(), r.Header.Get("Authorization"), u)
+		defer stop()
+		out := r.WithContext(withUser(ctx, u))
+		out.Header = a.forwardHeaders(r.Header, u)
+		a.metrics.requests.WithLabelValues("forwarded").Inc()
+		a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
+		next.ServeHTTP(w, out)
+	})
+}
+
+// authenticateRequest finds the request's bearer token and verifies it.
+func (a *Authenticator) authenticateRequest(r *http.Request) (User, error) {
+	values := r.Header.Values("Authorization")
+	if len(values) != 1 {
+		return User{}, errMissing // none, or several: which one would the caller mean?
+	}
+	scheme, token, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return User{}, errMissing
+	}
+	return a.Authenticate(r.Context(), strings.TrimSpace(token))
+}
+
+// refuse answers a request whose caller could not be verified.
+func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errUnavailable) {
+		a.metrics.requests.WithLabelValues("unavailable").Inc()
+		a.opts.Logger.Error(err, "cannot verify a caller", "path", r.URL.Path)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the caller cannot be verified now", http.StatusServiceUnavailable)
+		return
+	}
+	if errors.Is(err, errForbidden) {
+		a.metrics.requests.WithLabelValues("forbidden").Inc()
+		a.opts.Logger.V(1).Info("caller not allowed", "path", r.URL.Path, "remote", r.RemoteAddr)
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	a.metrics.requests.WithLabelValues("unauthenticated").Inc()
+	a.opts.Logger.V(1).Info("caller refused", "reason", err.Error(), "path", r.URL.Path, "remote", r.RemoteAddr)
+	if errors.Is(err, errMissing) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+a.opts.Audience+`"`)
+	} else {
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q, error="invalid_token", error_description=%q`, a.opts.Audience, err.Error()))
+	}
+	http.Error(w, "unauthorized", http.StatusUnauthorized)
+}
+
+// forwardHeaders are h without the caller's credentials and claimed
+// identity, with u's identity.
+func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
+	out := make(http.Header, len(h)+3)
+	for name, values := range h {
+		if a.isIdentityHeader(name) {
+			continue
+		}
+		out[name] = values
+	}
+	// A proxy behind the middleware drops the headers Connection names:
+	// a caller must not make it drop the identity set here.
+	if conn, ok := out["Connection"]; ok {
+		var keep []string
+		for _, v := range conn {
+			for opt := range strings.SplitSeq(v, ",") {
+				if opt = strings.TrimSpace(opt); opt != "" && !a.isIdentityHeader(opt) {
+					keep = append(keep, opt)
+				}
+			}
+		}
+		delete(out, "Connection")
+		if len(keep) > 0 {
+			out["Connection"] = []string{strings.Join(keep, ", ")}
+		}
+	}
+	hd := a.opts.Headers
+	out.Set(hd.User, u.Name)
+	if u.UID != "" {
+		out.Set(hd.UID, u.UID)
+	}
+	for _, g := range u.Groups {
+		out.Add(hd.Groups, g)
+	}
+	return out
+}
+
+// isIdentityHeader tells whether a header named name must not reach the
+// upstream from the caller, whatever its spelling: Authorization, the
+// configured identity headers, and the X-Remote-* and X-Authenticated-*
+// families an upstream may trust. An underscore counts as a hyphen, as
+// servers that map headers to variables (CGI, WSGI, Rack) read it.
+func (a *Authenticator) isIdentityHeader(name string) bool {
+	name = strings.ReplaceAll(name, "_", "-")
+	hd := a.opts.Headers
+	for _, n := range []string{"Authorization", hd.User, hd.Groups, hd.UID} {
+		if strings.EqualFold(name, strings.ReplaceAll(n, "_", "-")) {
+			return true
+		}
+	}
+	lower := strings.ToLower(name)
+	return strings.HasPrefix(lower, "x-remote-") || strings.HasPrefix(lower, "x-authenticated-")
+}
+
+// bound gives a request a context that ends at MaxRequestDuration, at its
+// token's expiry, and when a review every SuccessTTL finds the token
+// revoked (or cannot vouch for it past StaleIfError); stop releases it.
+func (a *Authenticator) bound(parent context.Context, authorization string, u User) (context.Context, func()) {
+	deadline := a.opts.now().Add(a.opts.MaxRequestDuration)
+	reason := "max_duration"
+	if !u.Expires.IsZero() && u.Expires.Before(deadline) {
+		deadline, reason = u.Expires, "token_expired"
+	}
+	ctx, cancel := context.WithDeadline(parent, deadline)
+	b := &streamBound{a: a, ctx: ctx, cancel: cancel}
+	if !a.opts.NoReview && a.opts.SuccessTTL > 0 {
+		_, token, _ := strings.Cut(authorization, " ")
+		b.token = strings.TrimSpace(token)
+		// Only a request that lasts longer than SuccessTTL is checked; a
+		// short one costs the timer only.
+		b.mu.Lock()
+		b.timer = time.AfterFunc(a.opts.SuccessTTL, b.recheck)
+		b.mu.Unlock()
+	}
+	return ctx, func() {
+		b.mu.Lock()
+		b.stopped = true
+		if b.timer != nil {
+			b.timer.Stop()
+		}
+		b.mu.Unlock()
+		if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			a.metrics.ended.WithLabelValues(reason).Inc()
+		}
+		cancel()
+	}
+}
+
+// streamBound reviews the token of a request that lasts, and ends the
+// request when the token is refused.
+type streamBound struct {
+	a      *Authenticator
+	token  string
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // guards timer and stopped
+	timer   *time.Timer
+	stopped bool
+}
+
+// recheck ends the request as a new one with its token would be refused:
+// revoked, or unverifiable past StaleIfError of an outage.
+func (b *streamBound) recheck() {
+	_, err := b.a.Authenticate(b.ctx, b.token)
+	if err != nil && b.ctx.Err() == nil {
+		reason := "revoked"
+		if errors.Is(err, errUnavailable) {
+			reason = "unavailable"
+		}
+		b.a.metrics.ended.WithLabelValues(reason).Inc()
+		b.a.opts.Logger.V(1).Info("request ended: its token was refused", "reason", err.Error())
+		b.cancel()
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.stopped && b.ctx.Err() == nil {
+		b.timer.Reset(b.a.opts.SuccessTTL)
+	}
+}

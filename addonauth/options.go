@@ -1,0 +1,149 @@
+package addonauth
+
+import (
+	"errors"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
+)
+
+// Options configure an Authenticator. Zero values get the defaults given in
+// each comment; a negative duration means none.
+type Options struct {
+	// Audience is what a token must be meant for: this service, as its
+	// callers ask for it in their TokenRequest (for example
+	// "dashboard.kube-system.svc"). Required.
+	Audience string
+
+	// Config reaches the API server for the issuer's keys and the reviews,
+	// typically a vault's RESTConfig. Required. Its QPS and Burst are used
+	// when set; when zero they are 100 and 200 rather than client-go's 5
+	// and 10, which made reviews queue behind each other.
+	Config *rest.Config
+
+	// NoReview turns TokenReview off: tokens are verified locally only,
+	// and a revoked one is accepted until it expires. Default: reviews on.
+	NoReview bool
+
+	// ReviewForeign sends tokens that are not JWTs of the API server's
+	// service-account issuer (webhook tokens, OIDC tokens of another
+	// issuer) to TokenReview instead of refusing them. Default: refused.
+	ReviewForeign bool
+
+	// SuccessTTL is how long a successful review is trusted, and how often
+	// a long request is reviewed again: how long a revoked token keeps
+	// access at most. Default: 10 s.
+	SuccessTTL time.Duration
+	// FailureTTL is how long a refused token is refused without asking
+	// again. Default: 10 s.
+	FailureTTL time.Duration
+	// StaleIfError is how old a token's last successful review may be for
+	// the token to be accepted while the API server cannot be reached.
+	// Default: 5 min; negative: none, every token gets 503 then.
+	StaleIfError time.Duration
+	// ReviewTimeout bounds one TokenReview. Default: 5 s.
+	ReviewTimeout time.Duration
+	// CacheSize bounds the tokens whose reviews are remembered. Default:
+	// 10,000.
+	CacheSize int
+
+	// Leeway is the clock skew allowed on exp and nbf. Default: 10 s.
+	Leeway time.Duration
+	// KeyRefetchInterval is the least time between two fetches of the
+	// issuer's keys for an unknown key id. Default: 10 s.
+	KeyRefetchInterval time.Duration
+
+	// Headers name the identity headers set on forwarded requests.
+	// Default: X-Authenticated-User, X-Authenticated-Groups,
+	// X-Authenticated-UID; RequestHeaders gives those of the API server's
+	// requestheader authenticator.
+	Headers Headers
+
+	// RatePerUser is each user's sustained request rate, and BurstPerUser
+	// the size of its bucket. Default: no limit; burst: RatePerUser, at
+	// least 1.
+	RatePerUser  rate.Limit
+	BurstPerUser int
+	// MaxUsers bounds the users whose buckets are kept. Default: 10,000.
+	MaxUsers int
+
+	// MaxRequestDuration ends every request after this long, whatever its
+	// token. Default: 1 h.
+	MaxRequestDuration time.Duration
+
+	// Authorization, when set, also asks the API server whether each
+	// caller may make its request (SubjectAccessReview); one that may not
+	// gets 403. Default: none: the pattern keeps authorization apart, and
+	// the service sees the caller's groups.
+	Authorization *Authorization
+
+	// Logger receives refusals (at V(1)) and failures to verify, never a
+	// token. Default: discard.
+	Logger logr.Logger
+	// Registerer receives the metrics (addonauth_*). Default: none.
+	Registerer prometheus.Registerer
+
+	// now is the clock; tests set it.
+	now func() time.Time
+}
+
+// Headers name the identity headers.
+type Headers struct {
+	User, Groups, UID string
+}
+
+// RequestHeaders are the names kube-apiserver's requestheader
+// authenticator reads (--requestheader-username-headers and so on).
+var RequestHeaders = Headers{User: "X-Remote-User", Groups: "X-Remote-Group", UID: "X-Remote-Uid"}
+
+// defaultHeaders are the names the proposal gives.
+var defaultHeaders = Headers{User: "X-Authenticated-User", Groups: "X-Authenticated-Groups", UID: "X-Authenticated-UID"}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Audience == "" {
+		return o, errors.New("addonauth: Options.Audience is required: the audience tokens must be meant for")
+	}
+	if o.Config == nil {
+		return o, errors.New("addonauth: Options.Config is required: the API server to verify tokens with")
+	}
+	o.SuccessTTL = defaulted(o.SuccessTTL, 10*time.Second)
+	o.FailureTTL = defaulted(o.FailureTTL, 10*time.Second)
+	o.StaleIfError = defaulted(o.StaleIfError, 5*time.Minute)
+	o.ReviewTimeout = defaulted(o.ReviewTimeout, 5*time.Second)
+	o.Leeway = defaulted(o.Leeway, 10*time.Second)
+	o.KeyRefetchInterval = defaulted(o.KeyRefetchInterval, 10*time.Second)
+	o.MaxRequestDuration = defaulted(o.MaxRequestDuration, time.Hour)
+	if o.CacheSize <= 0 {
+		o.CacheSize = 10_000
+	}
+	if o.MaxUsers <= 0 {
+		o.MaxUsers = 10_000
+	}
+	if o.BurstPerUser <= 0 {
+		o.BurstPerUser = max(1, int(o.RatePerUser))
+	}
+	if o.Headers == (Headers{}) {
+		o.Headers = defaultHeaders
+	}
+	if o.Headers.User == "" || o.Headers.Groups == "" || o.Headers.UID == "" {
+		return o, errors.New("addonauth: Options.Headers must name all three headers, or none")
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	return o, nil
+}
+
+// defaulted is d when v is zero, and zero (none) when v is negative.
+func defaulted(v, d time.Duration) time.Duration {
+	switch {
+	case v == 0:
+		return d
+	case v < 0:
+		return 0
+	}
+	return v
+}

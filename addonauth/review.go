@@ -1,0 +1,153 @@
+package addonauth
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/utils/lru"
+)
+
+// errUnavailable: the token could not be verified now (the API server is
+// unreachable, or answered an error), and no recent review vouches for it:
+// a 503, never cached.
+var errUnavailable = errors.New("addonauth: the token cannot be verified now")
+
+// reviewer asks the API server about tokens through TokenReview, and caches
+// the answers by a keyed hash of the token.
+type reviewer struct {
+	client   authnclient.TokenReviewInterface
+	audience string
+	opts     *Options
+	metrics  *metrics
+
+	key    []byte     // HMAC key, made per process
+	cache  *lru.Cache // tokenKey → *reviewed; locks itself
+	flight singleflight.Group
+}
+
+type tokenKey [sha256.Size]byte
+
+// reviewed is what the API server last said about a token.
+type reviewed struct {
+	user     User
+	err      error     // nil: accepted
+	until    time.Time // trusted until
+	lastGood time.Time // of the last review that accepted it; zero when none
+}
+
+func newReviewer(client authnclient.TokenReviewInterface, opts *Options, m *metrics) *reviewer {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // never fails on supported platforms
+	return &reviewer{client: client, audience: opts.Audience, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize)}
+}
+
+// cached returns the fresh verdict on token, if there is one: the local
+// check was made when it was reviewed, and its entry ends no later than
+// the token.
+func (r *reviewer) cached(token string) (*reviewed, bool) {
+	v, ok := r.cache.Get(r.keyOf(token))
+	if !ok {
+		r.metrics.cache.WithLabelValues("miss").Inc()
+		return nil, false
+	}
+	if p := v.(*reviewed); r.opts.now().Before(p.until) {
+		r.metrics.cache.WithLabelValues("hit").Inc()
+		return p, true
+	}
+	r.metrics.cache.WithLabelValues("miss").Inc()
+	return nil, false
+}
+
+// remember caches a local verdict, for NoReview: until the token expires,
+// and no longer than SuccessTTL.
+func (r *reviewer) remember(token string, u User) {
+	until := r.opts.now().Add(r.opts.SuccessTTL)
+	if u.Expires.Before(until) {
+		until = u.Expires
+	}
+	r.cache.Add(r.keyOf(token), &reviewed{user: u, until: until})
+}
+
+func (r *reviewer) keyOf(token string) tokenKey {
+	mac := hmac.New(sha256.New, r.key)
+	mac.Write([]byte(token))
+	var k tokenKey
+	mac.Sum(k[:0])
+	return k
+}
+
+// review returns the user the API server names for token, from the cache
+// while its answer is fresh. local is what the local check found (a zero
+// User for a foreign token): a review never extends access past the
+// token's own expiry.
+func (r *reviewer) review(ctx context.Context, token string, local User) (User, error) {
+	k := r.keyOf(token)
+	now := r.opts.now()
+	prev, _ := r.cache.Get(k)
+	// One review per token however many requests carry it; it runs for
+	// all of them, so one caller's cancel must not end it.
+	v, err, _ := r.flight.Do(string(k[:]), func() (any, error) {
+		// A flight that ended since this caller missed the cache left
+		// its answer there: no second review.
+		if v, ok := r.cache.Get(k); ok && r.opts.now().Before(v.(*reviewed).until) {
+			return v, nil
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.ReviewTimeout)
+		defer cancel()
+		got, err := r.ask(ctx, token, local)
+		if err == nil {
+			r.cache.Add(k, got) // before the flight ends, so no caller falls between
+		}
+		return got, err
+	})
+	if err != nil {
+		// Not cached: the next request asks again.
+		if p, ok := prev.(*reviewed); ok && p.err == nil && !p.lastGood.IsZero() &&
+			now.Sub(p.lastGood) < r.opts.StaleIfError && (p.user.Expires.IsZero() || now.Before(p.user.Expires)) {
+			r.metrics.staleAccepts.Inc()
+			return p.user, nil
+		}
+		return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	got := v.(*reviewed) // shared by every caller of the flight: read only
+	return got.user, got.err
+}
+
+// ask makes one TokenReview. An answer (accepted or not) is a *reviewed;
+// an error means there was none.
+func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed, error) {
+	start := time.Now()
+	tr, err := r.client.Create(ctx, &authnv1.TokenReview{
+		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{r.audience}},
+	}, metav1.CreateOptions{})
+	r.metrics.reviewSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.metrics.reviews.WithLabelValues("error").Inc()
+		return nil, err
+	}
+	st := tr.Status
+	now := r.opts.now()
+	if !st.Authenticated || !slices.Contains(st.Audiences, r.audience) {
+		r.metrics.reviews.WithLabelValues("denied").Inc()
+		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL)}, nil
+	}
+	r.metrics.reviews.WithLabelValues("accepted").Inc()
+	until := now.Add(r.opts.SuccessTTL)
+	if !local.Expires.IsZero() && local.Expires.Before(until) {
+		until = local.Expires // never past the token's own expiry
+	}
+	return &reviewed{
+		user:  User{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Expires: local.Expires},
+		until: until, lastGood: now,
+	}, nil
+}

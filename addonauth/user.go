@@ -1,0 +1,29 @@
+package addonauth
+
+import (
+	"context"
+	"time"
+)
+
+// User is the caller of a request, as the API server knows it.
+type User struct {
+	Name   string
+	UID    string
+	Groups []string
+	// Expires is when the caller's token expires; zero when unknown (a
+	// reviewed token that is not a JWT).
+	Expires time.Time
+}
+
+type userKey struct{}
+
+// UserFrom returns the caller of the request whose context ctx is, for an
+// upstream in the same process as the middleware.
+func UserFrom(ctx context.Context) (User, bool) {
+	u, ok := ctx.Value(userKey{}).(User)
+	return u, ok
+}
+
+func withUser(ctx context.Context, u User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}

@@ -30,6 +30,16 @@
 //   - kind is required: output without "kind": "ExecCredential" is refused;
 //     client-go takes the kind from the object it decodes into.
 //
+// # Which plugins may run
+//
+// ExecConfig.PluginPolicy is client-go's own (PluginPolicy here): the zero
+// value and AllowAll run any command, as client-go does; DenyAll runs none;
+// Allowlist runs only the commands it names, compared as written and after
+// both are resolved through $PATH. A policy that refuses the plugin, or is
+// malformed (an Allowlist without entries, a policy type client-go does not
+// know), is a permanent error naming the command and the policy, and
+// nothing of the plugin runs.
+//
 // # Telling the plugin why it runs
 //
 // With [ExecConfig].ProvideResponse set, a plugin that the vault runs again

@@ -129,6 +129,9 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 	if name == "" {
 		return nil, login.Permanent(errors.New("handlers: exec plugin has no command"))
 	}
+	if err := policyAllows(cfg.PluginPolicy, name); err != nil {
+		return nil, err // before anything of the plugin's runs
+	}
 	interactive, err := cfg.interactive()
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", name, err))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/homedir"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 )
 
@@ -37,7 +38,7 @@ func ClientGo(ctx context.Context) (*login.ConnectionInfo, error) {
 		if _, ok := os.LookupEnv("HOME"); !ok {
 			rules.Precedence = append(rules.Precedence, homeKubeconfig())
 		}
-		return redacted(fromKubeconfig(ctx, rules, ""))
+		return redacted(fromKubeconfig(ctx, rules, "", handlers.PluginPolicy{}))
 	}
 	for _, src := range sources() {
 		if info, err := src.handler(ctx); info != nil || err != nil {

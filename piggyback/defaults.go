@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 )
 
@@ -80,7 +81,7 @@ func explicitKubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 		return nil, nil
 	}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
-	return redacted(fromKubeconfig(ctx, rules, ""))
+	return redacted(fromKubeconfig(ctx, rules, "", handlers.PluginPolicy{}))
 }
 
 // homeOnly is ~/.kube/config, when it exists.

@@ -21,6 +21,15 @@
 // Each returns (nil, nil) when its source is absent, so that several can be
 // registered and the vault uses whichever has something.
 //
+// # Plugin policy
+//
+// KubeconfigOptions.PluginPolicy governs the kubeconfig's exec plugin
+// (handlers.Exec honours it) and, unless it is AllowAll, refuses an auth
+// provider: both run what the kubeconfig's author chose. The default is
+// client-go's, allow all, right for a kubeconfig the operator's own user
+// wrote; one from elsewhere (a Secret) deserves handlers.DenyAll or an
+// Allowlist.
+//
 // # Fallback
 //
 // [Defaults] are what a vault uses when the operator registers no handler:

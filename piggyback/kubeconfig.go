@@ -8,9 +8,11 @@ import (
 	"os"
 	"strings"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/pemdata"
 	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
@@ -24,6 +26,12 @@ type KubeconfigOptions struct {
 	Path string
 	// Context is the context to use. Default: the current-context.
 	Context string
+	// PluginPolicy says which exec plugins the kubeconfig's user may run
+	// (handlers.Exec honours it as client-go does) and, when it is not
+	// AllowAll, refuses auth providers too. Default: the zero value, which
+	// allows all, as client-go does for a kubeconfig file; a kubeconfig
+	// someone else wrote deserves handlers.DenyAll or an Allowlist.
+	PluginPolicy handlers.PluginPolicy
 }
 
 // Kubeconfig logs in as the current context of the kubeconfig that kubectl
@@ -52,11 +60,11 @@ func KubeconfigFrom(opts KubeconfigOptions) login.Handler {
 		if opts.Path != "" {
 			rules.ExplicitPath = opts.Path
 		}
-		return redacted(fromKubeconfig(ctx, rules, opts.Context))
+		return redacted(fromKubeconfig(ctx, rules, opts.Context, opts.PluginPolicy))
 	}
 }
 
-func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, contextName string) (*login.ConnectionInfo, error) {
+func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, contextName string, policy handlers.PluginPolicy) (*login.ConnectionInfo, error) {
 	files := existing(rules)
 	if len(files) == 0 && rules.ExplicitPath == "" {
 		return nil, nil // no kubeconfig at all
@@ -109,11 +117,28 @@ func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
 	}
+	userWhere := fmt.Sprintf("kubeconfig %s: user %q", origin(user.LocationOfOrigin, where), kctx.AuthInfo)
+	if err := applyPolicy(cfg, policy); err != nil {
+		return nil, login.Permanent(fmt.Errorf("piggyback: %s: %w", userWhere, err))
+	}
 	info, err := fromRESTConfig(ctx, cfg, cluster.ProxyURL, namespace)
 	if err != nil {
-		return nil, fmt.Errorf("piggyback: kubeconfig %s: user %q: %w", origin(user.LocationOfOrigin, where), kctx.AuthInfo, err)
+		return nil, fmt.Errorf("piggyback: %s: %w", userWhere, err)
 	}
 	return info, nil
+}
+
+// applyPolicy hands policy to cfg's exec plugin, and refuses an auth
+// provider under any policy but AllowAll: it runs code the kubeconfig's
+// author chose (an OIDC refresh to any issuer) just as a plugin does.
+func applyPolicy(cfg *rest.Config, policy handlers.PluginPolicy) error {
+	if cfg.ExecProvider != nil {
+		cfg.ExecProvider.PluginPolicy = policy
+	}
+	if cfg.AuthProvider != nil && policy.PolicyType != "" && policy.PolicyType != clientcmdapi.PluginPolicyAllowAll {
+		return fmt.Errorf("auth provider %q is not allowed: plugin policy %s", cfg.AuthProvider.Name, policy.PolicyType)
+	}
+	return nil
 }
 
 // redacted hides URL user info in err: clientcmd's and url.Parse's errors

@@ -34,7 +34,7 @@ type apiServer struct {
 
 	mu       sync.Mutex // guards the fields below
 	tokens   map[string]bool
-	served   map[string]bool // tokens that got an answer other than 401
+	served   map[string]int // tokens that got an answer other than 401, and how many
 	basic    map[string]string
 	certCNs  map[string]bool
 	requests []seen
@@ -50,7 +50,7 @@ type seen struct {
 // newAPIServer starts a server with a certificate from ca, under prefix.
 func newAPIServer(t *testing.T, ca, clientCA *testpki.CA, prefix string) *apiServer {
 	t.Helper()
-	s := &apiServer{prefix: prefix, tokens: map[string]bool{}, served: map[string]bool{}, basic: map[string]string{}, certCNs: map[string]bool{}}
+	s := &apiServer{prefix: prefix, tokens: map[string]bool{}, served: map[string]int{}, basic: map[string]string{}, certCNs: map[string]bool{}}
 	var h http.Handler = http.HandlerFunc(s.serve)
 	if prefix != "" {
 		mux := http.NewServeMux()
@@ -77,6 +77,13 @@ func (s *apiServer) allow(token string) {
 
 // hasServed tells whether token was accepted at least once.
 func (s *apiServer) hasServed(token string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served[token] > 0
+}
+
+// servedTimes is how many answers other than 401 token got.
+func (s *apiServer) servedTimes(token string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.served[token]
@@ -118,7 +125,7 @@ func (s *apiServer) authenticate(r *http.Request, rec *seen) string {
 	switch {
 	case strings.HasPrefix(auth, "Bearer "):
 		if tok := strings.TrimPrefix(auth, "Bearer "); s.tokens[tok] {
-			s.served[tok] = true
+			s.served[tok]++
 			return "token:" + tok
 		}
 		return ""

@@ -150,7 +150,7 @@ func (a *Authenticator) bound(parent context.Context, authorization string, u Us
 		deadline, reason = u.Expires, "token_expired"
 	}
 	ctx, cancel := context.WithDeadline(parent, deadline)
-	b := &streamBound{a: a, ctx: ctx, cancel: cancel}
+	b := &streamBound{a: a, ctx: ctx, cancel: cancel, user: u}
 	if !a.opts.NoReview && a.opts.SuccessTTL > 0 {
 		_, token, _ := strings.Cut(authorization, " ")
 		b.token = strings.TrimSpace(token)
@@ -179,6 +179,7 @@ func (a *Authenticator) bound(parent context.Context, authorization string, u Us
 type streamBound struct {
 	a      *Authenticator
 	token  string
+	user   User // as verified when the request began
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -190,7 +191,7 @@ type streamBound struct {
 // recheck ends the request as a new one with its token would be refused:
 // revoked, or unverifiable past StaleIfError of an outage.
 func (b *streamBound) recheck() {
-	_, err := b.a.Authenticate(b.ctx, b.token)
+	_, err := b.a.reviewer.reviewNow(b.ctx, b.token, b.user)
 	if err != nil && b.ctx.Err() == nil {
 		reason := "revoked"
 		if errors.Is(err, errUnavailable) {

@@ -30,7 +30,11 @@ type Options struct {
 
 	// ReviewForeign sends tokens that are not JWTs of the API server's
 	// service-account issuer (webhook tokens, OIDC tokens of another
-	// issuer) to TokenReview instead of refusing them. Default: refused.
+	// issuer) to TokenReview instead of refusing them. Then garbage costs
+	// a TokenReview too, and distinct garbage tokens fill the cache (each
+	// refusal is cached for FailureTTL), pushing out good verdicts and
+	// their stale-if-error cover: turn it on only where callers bring such
+	// tokens. Default: refused.
 	ReviewForeign bool
 
 	// SuccessTTL is how long a successful review is trusted, and how often

@@ -163,7 +163,7 @@ var _ = Describe("addonauth against the API server", func() {
 		upstream := httptest.NewServer(up)
 		DeferCleanup(upstream.Close)
 		proxy, ops := startAddonProxy(ctx, "--upstream", upstream.URL, "--audience", addonAudience,
-			"--success-ttl", "1s", "--rate-per-user", "5", "--burst-per-user", "5")
+			"--success-ttl", "1s", "--rate-per-user", "5", "--burst-per-user", "5", "--shutdown-grace", "2s")
 
 		tok := saToken(ctx, ns, "caller", addonAudience)
 		code, body, _ := get(proxy+"/hello", tok, http.Header{"X-Authenticated-Groups": {"system:masters"}})
@@ -205,6 +205,15 @@ var _ = Describe("addonauth against the API server", func() {
 		// within that plus the success TTL.
 		Eventually(ended).WithTimeout(20 * time.Second).Should(BeClosed())
 		report("addon-proxy: a watch ended %v after its ServiceAccount was deleted (success TTL 1 s)", time.Since(deleted).Round(10*time.Millisecond))
+
+		By("a stream still open at shutdown: closed after the grace, and the proxy exits 0 (checked at cleanup)")
+		newServiceAccount(ctx, ns, "lingerer")
+		linger, _ := http.NewRequest(http.MethodGet, proxy+"/watch", nil)
+		linger.Header.Set("Authorization", "Bearer "+saToken(ctx, ns, "lingerer", addonAudience))
+		lingering, err := http.DefaultClient.Do(linger)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lingering.StatusCode).To(Equal(200))
+		go func() { _, _ = io.Copy(io.Discard, lingering.Body); lingering.Body.Close() }()
 
 		By("its metrics")
 		_, metrics, _ := get(ops+"/metrics", "", nil)

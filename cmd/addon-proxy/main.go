@@ -71,7 +71,7 @@ func parseFlags() (config, error) {
 	flag.BoolVar(&c.requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
 	flag.BoolVar(&c.authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL)")
 	flag.StringVar(&c.authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource, namespace/resource[/subresource], with the request's verb")
-	flag.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long requests under way may finish on SIGTERM")
+	flag.DurationVar(&c.shutdownGrace, "shutdown-grace", 20*time.Second, "how long requests under way may finish on SIGTERM, then the rest are closed (below the pod's termination grace, 30s by default)")
 	flag.Parse()
 	switch {
 	case c.upstream == "":
@@ -169,8 +169,15 @@ func run() error {
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 	defer cancel()
 	shutErr := srv.Shutdown(sctx)
+	if errors.Is(shutErr, context.DeadlineExceeded) {
+		// Streams (watches, WebSockets) outlast any grace: close what is
+		// left. Ending them is what a shutdown is for, not a failure.
+		log.Info("grace over: closing the connections left", "grace", c.shutdownGrace)
+		_ = srv.Close()
+		shutErr = nil
+	}
 	if ops != nil {
-		_ = ops.Shutdown(sctx)
+		_ = ops.Close()
 	}
 	return errors.Join(err, shutErr)
 }

@@ -51,13 +51,14 @@ func (v *Vault) login(h *handler, reason login.Reason) {
 		start := time.Now()
 		err := v.attempt(ctx, h)
 		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
+		if err == nil {
+			return // accept ended the first attempt, under the same lock
+		}
 		if attempt == 1 {
+			// h is still running: no next round can have marked it since.
 			v.mu.Lock()
 			v.firstAttemptDoneLocked(h)
 			v.mu.Unlock()
-		}
-		if err == nil {
-			return
 		}
 		if v.life.ctx.Err() != nil {
 			v.finish(h, err, 0)
@@ -230,6 +231,10 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 	v.roundStart = time.Time{}
 	refreshAt := v.scheduleRefreshLocked(h, c, now)
 	v.addBaseLocked(r.base)
+	// In the same critical section as installing the credential: once the
+	// lock is let go, the credential may be gone and h in the next round,
+	// whose first attempt a late mark would end.
+	v.firstAttemptDoneLocked(h)
 	v.publishLocked()
 	v.log.V(1).Info("credential added", "handler", h.settings.ID, "fingerprint", c.fingerprint,
 		"server", info.Server, "priority", info.Priority, "expiration", info.Expiration, "refreshAt", refreshAt)

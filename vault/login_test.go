@@ -225,12 +225,17 @@ func TestShortLivedCredentialsCauseNoLoginStorm(t *testing.T) {
 func TestRefreshInsideItsWindowBacksOff(t *testing.T) {
 	v, clk := testVault(t, Options{})
 	h := &counter{lifetime: 50 * time.Millisecond, now: clk.Now}
-	v.OnLogin(h.login, login.Backoff(time.Second, 8*time.Second))
-	mustSelect(t, v)
+	v.OnLogin(h.login, login.Backoff(time.Second, 8*time.Second), login.ID("h"))
+	installed := mustSelect(t, v)
 	// Refreshes come 1, 2, 4, 8, 8 s apart, up to a fifth later (the
 	// backoff's jitter): stepping by just under each finds no new call;
 	// stepping past its jitter finds exactly one.
 	for i, gap := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second} {
+		// The next refresh is armed when its credential is installed, on
+		// the fake clock's time then: wait for it before stepping, or a
+		// loaded machine arms it after the step, one gap late.
+		eventually(t, fmt.Sprintf("credential %d installed", i+1), func() bool { return current(v, "h") != installed || i == 0 })
+		installed = current(v, "h")
 		before := h.calls.Load()
 		clk.Step(gap - 10*time.Millisecond)
 		time.Sleep(20 * time.Millisecond)

@@ -30,9 +30,11 @@ gotest:
 	@assets=$$($(TIMED) envtest bash hack/envtest.sh) && \
 	KUBEBUILDER_ASSETS=$$assets $(TIMED) go-test $(GO) test -race -count=1 -timeout 30m $(PKGS)
 
-# Benchmarks: figures go to docs/benchmarks.md.
+# Benchmarks: figures go to docs/benchmarks.md. Those against the
+# embedded API server (addonauth and its peer) need the envtest binaries.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
+	@assets=$$(bash hack/envtest.sh) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
 
 # A short fuzzing pass over every parser; the seed corpus lives in testdata.
 FUZZTIME ?= 30s

@@ -13,12 +13,13 @@ import (
 // Authenticator verifies the callers of a service. Create it with New; it
 // is safe for concurrent use and starts no goroutine of its own.
 type Authenticator struct {
-	opts     Options
-	keys     *keySet
-	reviewer *reviewer   // reviews, and caches verdicts by a hash of the token
-	limits   *limiters   // nil without a rate
-	authz    *authorizer // nil without Options.Authorization
-	metrics  *metrics
+	opts          Options
+	identityNames []string // see isIdentityHeader
+	keys          *keySet
+	reviewer      *reviewer   // reviews, and caches verdicts by a hash of the token
+	limits        *limiters   // nil without a rate
+	authz         *authorizer // nil without Options.Authorization
+	metrics       *metrics
 }
 
 // New checks opts and makes an Authenticator. It does not reach the API
@@ -37,9 +38,10 @@ func New(opts Options) (*Authenticator, error) {
 		return nil, fmt.Errorf("addonauth: a client for Options.Config: %w", err)
 	}
 	a := &Authenticator{
-		opts:    opts,
-		keys:    &keySet{client: cs.Discovery().RESTClient(), interval: opts.KeyRefetchInterval, now: opts.now},
-		metrics: newMetrics(),
+		opts:          opts,
+		identityNames: identityNames(opts.Headers),
+		keys:          &keySet{client: cs.Discovery().RESTClient(), interval: opts.KeyRefetchInterval, now: opts.now},
+		metrics:       newMetrics(),
 	}
 	a.limits = newLimiters(&a.opts)
 	a.authz = newAuthorizer(cs.AuthorizationV1().SubjectAccessReviews(), &a.opts)

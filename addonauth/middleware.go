@@ -129,15 +129,30 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 // families an upstream may trust. An underscore counts as a hyphen, as
 // servers that map headers to variables (CGI, WSGI, Rack) read it.
 func (a *Authenticator) isIdentityHeader(name string) bool {
-	name = strings.ReplaceAll(name, "_", "-")
-	hd := a.opts.Headers
-	for _, n := range []string{"Authorization", hd.User, hd.Groups, hd.UID} {
-		if strings.EqualFold(name, strings.ReplaceAll(n, "_", "-")) {
+	if strings.Contains(name, "_") {
+		name = strings.ReplaceAll(name, "_", "-")
+	}
+	for _, n := range a.identityNames {
+		if strings.EqualFold(name, n) {
 			return true
 		}
 	}
-	lower := strings.ToLower(name)
-	return strings.HasPrefix(lower, "x-remote-") || strings.HasPrefix(lower, "x-authenticated-")
+	return hasPrefixFold(name, "x-remote-") || hasPrefixFold(name, "x-authenticated-")
+}
+
+// identityNames are the header names isIdentityHeader refuses outright,
+// underscores as hyphens; made once, since every header of every request
+// is checked against them.
+func identityNames(hd Headers) []string {
+	names := []string{"Authorization"}
+	for _, n := range []string{hd.User, hd.Groups, hd.UID} {
+		names = append(names, strings.ReplaceAll(n, "_", "-"))
+	}
+	return names
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // bound gives a request a context that ends at MaxRequestDuration, at its

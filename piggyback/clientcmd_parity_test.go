@@ -8,12 +8,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
@@ -42,6 +47,9 @@ func (p parity) String() string {
 		p.server, p.ca, p.cert, p.auth, p.insecure, p.serverName, p.proxy, p.namespace)
 }
 
+// namesFile matches a kubeconfig entry that names a file.
+var namesFile = regexp.MustCompile(`(?m)(certificate-authority|client-certificate|client-key|tokenFile): *[^\s]`)
+
 func fromData(data []byte, file string) string {
 	switch {
 	case len(data) > 0:
@@ -58,9 +66,9 @@ func basic(user, password string) string {
 
 // handlerSays runs the kubeconfig handler. A broken kubeconfig is a
 // permanent error.
-func handlerSays(t *testing.T, opts KubeconfigOptions) parity {
+func handlerSays(t *testing.T, h login.Handler) parity {
 	t.Helper()
-	info, err := KubeconfigFrom(opts)(context.Background())
+	info, err := h(context.Background())
 	if err != nil {
 		t.Logf("handler: %v", err)
 		if perm := (*login.PermanentError)(nil); !errors.As(err, &perm) {
@@ -594,13 +602,38 @@ users:
 					},
 				})
 			}
+			if len(paths) == 1 && fileExists(paths[0]) {
+				// The same kubeconfig from a Secret, under AllowAll, comes to
+				// the same credential as the file, unless it names a file:
+				// KubeconfigSecret refuses that (see its doc).
+				t.Run("Secret", func(t *testing.T) {
+					content, err := os.ReadFile(paths[0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := handlerWant
+					if namesFile.MatchString(string(content)) {
+						want = fails
+					}
+					hub := fake.NewClientset(&corev1.Secret{
+						ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "c-kubeconfig"},
+						Data:       map[string][]byte{"value": content},
+					})
+					h := handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{
+						Client: hub.CoreV1(), Namespace: "fleet", Name: "c-kubeconfig", Context: tt.context, PluginPolicy: handlers.AllowAll,
+					})
+					if got := handlerSays(t, h); got != want {
+						t.Errorf("KubeconfigSecret: %v, want %v", got, want)
+					}
+				})
+			}
 			for _, r := range runs {
 				t.Run(r.how, func(t *testing.T) {
 					rules := r.rules()
 					if got := clientGoSays(t, rules, tt.context); got != want {
 						t.Errorf("client-go: %v, the case says %v", got, want)
 					}
-					if got := handlerSays(t, r.opts); got != handlerWant {
+					if got := handlerSays(t, KubeconfigFrom(r.opts)); got != handlerWant {
 						if tt.differs != "" {
 							t.Errorf("handler: %v, want %v (differs on purpose: %s)", got, handlerWant, tt.differs)
 						} else {

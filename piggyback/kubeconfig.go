@@ -2,18 +2,13 @@ package piggyback
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/pemdata"
+	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
@@ -69,76 +64,32 @@ func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 	if len(files) == 0 && rules.ExplicitPath == "" {
 		return nil, nil // no kubeconfig at all
 	}
-	where := "kubeconfig " + strings.Join(files, string(os.PathListSeparator))
-	if rules.ExplicitPath != "" {
-		where = "kubeconfig " + rules.ExplicitPath
-	}
 	raw, err := rules.Load()
 	if err != nil {
 		// clientcmd's error names the file and what is wrong with it.
 		return nil, login.Permanent(fmt.Errorf("piggyback: %w", err))
 	}
-	if contextName == "" {
-		contextName = raw.CurrentContext
-	}
-	if contextName == "" {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: no current-context is set", where))
-	}
-	kctx, ok := raw.Contexts[contextName]
-	if !ok {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q is not defined", where, contextName))
-	}
-	where = "kubeconfig " + origin(kctx.LocationOfOrigin, where)
-	cluster, ok := raw.Clusters[kctx.Cluster]
-	if !ok {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q names cluster %q, which is not defined", where, contextName, kctx.Cluster))
-	}
-	user, ok := raw.AuthInfos[kctx.AuthInfo]
-	if !ok {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q names user %q, which is not defined", where, contextName, kctx.AuthInfo))
-	}
-	if err := readable(cluster, user, kctx); err != nil {
-		return nil, login.Permanent(err)
-	}
-
-	clientConfig := clientcmd.NewNonInteractiveClientConfig(*raw, contextName, &clientcmd.ConfigOverrides{}, rules)
-	cfg, err := clientConfig.ClientConfig()
+	info, err := kubeconf.Connection(ctx, kubeconf.Source{
+		Config:  raw,
+		Where:   kubeconf.Where(rules, files),
+		Loader:  rules,
+		Context: contextName,
+		Policy:  policy,
+	}, plugins)
 	if err != nil {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
-	}
-	clusterWhere := fmt.Sprintf("kubeconfig %s: context %q: cluster %q", origin(cluster.LocationOfOrigin, where), contextName, kctx.Cluster)
-	if _, err := serverURL(cfg); err != nil {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: %w", clusterWhere, err))
-	}
-	if err := insecureWithCA(cfg); err != nil {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: %w", clusterWhere, err))
-	}
-	namespace, _, err := clientConfig.Namespace()
-	if err != nil {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: context %q: %w", where, contextName, err))
-	}
-	userWhere := fmt.Sprintf("kubeconfig %s: user %q", origin(user.LocationOfOrigin, where), kctx.AuthInfo)
-	if err := applyPolicy(cfg, policy); err != nil {
-		return nil, login.Permanent(fmt.Errorf("piggyback: %s: %w", userWhere, err))
-	}
-	info, err := fromRESTConfig(ctx, cfg, cluster.ProxyURL, namespace)
-	if err != nil {
-		return nil, fmt.Errorf("piggyback: %s: %w", userWhere, err)
+		return nil, fmt.Errorf("piggyback: %w", err)
 	}
 	return info, nil
 }
 
-// applyPolicy hands policy to cfg's exec plugin, and refuses an auth
-// provider under any policy but AllowAll: it runs code the kubeconfig's
-// author chose (an OIDC refresh to any issuer) just as a plugin does.
-func applyPolicy(cfg *rest.Config, policy handlers.PluginPolicy) error {
-	if cfg.ExecProvider != nil {
-		cfg.ExecProvider.PluginPolicy = policy
-	}
-	if cfg.AuthProvider != nil && policy.PolicyType != "" && policy.PolicyType != clientcmdapi.PluginPolicyAllowAll {
-		return fmt.Errorf("auth provider %q is not allowed: plugin policy %s", cfg.AuthProvider.Name, policy.PolicyType)
-	}
-	return nil
+// plugins are the handlers a kubeconfig's user may need.
+var plugins = kubeconf.Plugins{
+	Exec: func(ctx context.Context, exec clientcmdapi.ExecConfig, cluster login.ConnectionInfo, disableCompression bool) (*login.ConnectionInfo, error) {
+		return handlers.Exec(handlers.ExecConfig{ExecConfig: exec, Cluster: cluster, DisableCompression: disableCompression})(ctx)
+	},
+	TokenFile: func(ctx context.Context, path string, cluster login.ConnectionInfo) (*login.ConnectionInfo, error) {
+		return handlers.TokenFile(path, cluster)(ctx)
+	},
 }
 
 // redacted hides URL user info in err: clientcmd's and url.Parse's errors
@@ -157,80 +108,4 @@ func existing(rules *clientcmd.ClientConfigLoadingRules) []string {
 		}
 	}
 	return files
-}
-
-func origin(location, fallback string) string {
-	if location != "" {
-		return location
-	}
-	return strings.TrimPrefix(fallback, "kubeconfig ")
-}
-
-// readable checks that every file the entries name is a regular file that
-// can be read, so that a missing certificate, or a path naming a directory,
-// fails here, permanently and named with its entry and field, rather than
-// later in the transport, retryably and anonymously.
-func readable(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo, kctx *clientcmdapi.Context) error {
-	checks := []struct {
-		entry, kind, name, field, path string
-		pem                            bool
-	}{
-		{cluster.LocationOfOrigin, "cluster", kctx.Cluster, "certificate-authority", cluster.CertificateAuthority, true},
-		{user.LocationOfOrigin, "user", kctx.AuthInfo, "client-certificate", user.ClientCertificate, true},
-		{user.LocationOfOrigin, "user", kctx.AuthInfo, "client-key", user.ClientKey, true},
-		{user.LocationOfOrigin, "user", kctx.AuthInfo, "tokenFile", user.TokenFile, false},
-	}
-	var errs []error
-	for _, c := range checks {
-		if c.path == "" {
-			continue
-		}
-		if err := readableFile(c.path, c.pem); err != nil {
-			errs = append(errs, fmt.Errorf("piggyback: kubeconfig %s: %s %q: %s: %w", c.entry, c.kind, c.name, c.field, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// maxPEMFile bounds what is read of a CA, certificate or key file.
-const maxPEMFile = 1 << 20
-
-// readableFile checks that path is a regular file (after symbolic links, as
-// mounted Secrets use them) that this process can open, and, with pem, that
-// it holds PEM (a wrong file, a truncated write), so that the login fails
-// here, naming the entry, rather than later in the vault. It checks the kind
-// first: opening a FIFO would block. The error never quotes the content.
-func readableFile(path string, pem bool) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		kind := "not a regular file"
-		if fi.IsDir() {
-			kind = "a directory"
-		}
-		return fmt.Errorf("%s is %s", path, kind)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if !pem {
-		return nil
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
-	switch {
-	case err != nil:
-		return err
-	case len(data) > maxPEMFile:
-		return fmt.Errorf("%s is larger than %d bytes", path, maxPEMFile)
-	case len(data) == 0:
-		return fmt.Errorf("%s is empty", path)
-	}
-	if _, err := pemdata.Decode(data); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }

@@ -1,0 +1,121 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/login"
+)
+
+// ClusterAPIKey is the key under which Cluster API keeps a workload
+// cluster's kubeconfig, in the Secret <cluster>-kubeconfig.
+const ClusterAPIKey = "value"
+
+// KubeconfigSecretConfig names a kubeconfig kept in a Secret of a hub
+// cluster.
+type KubeconfigSecretConfig struct {
+	// Client reads the Secret: typically kubernetes.NewForConfig(hub).CoreV1()
+	// for the hub's config from its own vault. It needs get on the Secret.
+	Client corev1client.SecretsGetter
+	// Namespace and Name are the Secret's.
+	Namespace, Name string
+	// Key is the data key that holds the kubeconfig. Default: ClusterAPIKey.
+	Key string
+	// Context is the kubeconfig's context to use. Default: its
+	// current-context.
+	Context string
+	// PluginPolicy says which exec plugins the kubeconfig may run, and
+	// whether it may use an auth provider (only under AllowAll). Default,
+	// unlike a kubeconfig file's: DenyAll, since whoever writes the Secret
+	// would choose the commands this process runs. Set an Allowlist of the
+	// plugins your clusters use (aws-iam-authenticator, kubelogin), or
+	// AllowAll.
+	PluginPolicy PluginPolicy
+}
+
+// KubeconfigSecret returns a handler that logs in with the kubeconfig kept
+// under key in the Secret namespace/name, read through client at every
+// login (see KubeconfigSecretFrom): Cluster API's <cluster>-kubeconfig has
+// it under "value" (ClusterAPIKey).
+func KubeconfigSecret(client corev1client.SecretsGetter, namespace, name, key string) login.Handler {
+	return KubeconfigSecretFrom(KubeconfigSecretConfig{Client: client, Namespace: namespace, Name: name, Key: key})
+}
+
+// KubeconfigSecretFrom returns a handler that reads a kubeconfig from a
+// Secret at every login, so a rotated kubeconfig is picked up at the next
+// login, and maps its context as piggyback.KubeconfigFrom maps a file's,
+// with clientcmd's semantics, and two differences a Secret calls for: its
+// exec plugins and auth providers are refused unless cfg.PluginPolicy allows
+// them, and an entry that names a file (certificate-authority, client-key,
+// tokenFile…) is refused: it would be a file of this machine, the pod's own
+// ServiceAccount token, say, which the kubeconfig's author could have sent
+// to a server of their choosing. Data must be inline.
+//
+// A missing Secret or key, or a kubeconfig that does not parse, is a
+// permanent error naming the Secret and the key; the kubeconfig's content
+// never appears in an error or a log.
+func KubeconfigSecretFrom(cfg KubeconfigSecretConfig) login.Handler {
+	if cfg.Key == "" {
+		cfg.Key = ClusterAPIKey
+	}
+	if cfg.PluginPolicy.PolicyType == "" {
+		cfg.PluginPolicy = DenyAll
+	}
+	where := fmt.Sprintf("Secret %s/%s key %q", cfg.Namespace, cfg.Name, cfg.Key)
+	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+		info, err := kubeconfigSecret(ctx, cfg, where)
+		if err != nil {
+			return nil, redact.Error(fmt.Errorf("handlers: %w", err))
+		}
+		return info, nil
+	}
+}
+
+func kubeconfigSecret(ctx context.Context, cfg KubeconfigSecretConfig, where string) (*login.ConnectionInfo, error) {
+	if cfg.Client == nil || cfg.Namespace == "" || cfg.Name == "" {
+		return nil, login.Permanent(errors.New("KubeconfigSecret needs a Client, a Namespace and a Name"))
+	}
+	secret, err := cfg.Client.Secrets(cfg.Namespace).Get(ctx, cfg.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, login.Permanent(fmt.Errorf("%s: the Secret does not exist", where))
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	data, ok := secret.Data[cfg.Key]
+	if !ok {
+		return nil, login.Permanent(fmt.Errorf("%s: the Secret has no such key (its keys: %s)", where, strings.Join(slices.Sorted(maps.Keys(secret.Data)), ", ")))
+	}
+	raw, err := kubeconf.Load(data)
+	if err != nil {
+		return nil, login.Permanent(fmt.Errorf("%s: %w", where, err))
+	}
+	return kubeconf.Connection(ctx, kubeconf.Source{
+		Config:  raw,
+		Where:   where,
+		Context: cfg.Context,
+		Policy:  cfg.PluginPolicy,
+		Inline:  true,
+	}, kubeconfigPlugins)
+}
+
+// kubeconfigPlugins run a kubeconfig's exec plugin and token file.
+var kubeconfigPlugins = kubeconf.Plugins{
+	Exec: func(ctx context.Context, exec clientcmdapi.ExecConfig, cluster login.ConnectionInfo, disableCompression bool) (*login.ConnectionInfo, error) {
+		return Exec(ExecConfig{ExecConfig: exec, Cluster: cluster, DisableCompression: disableCompression})(ctx)
+	},
+	TokenFile: func(ctx context.Context, path string, cluster login.ConnectionInfo) (*login.ConnectionInfo, error) {
+		return TokenFile(path, cluster)(ctx)
+	},
+}

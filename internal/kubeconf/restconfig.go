@@ -1,0 +1,110 @@
+package kubeconf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/login"
+)
+
+// FromREST maps cfg to a credential; proxyURL and namespace come from a
+// kubeconfig, which knows them as strings. Token, basic auth, client
+// certificate and CA map to fields; a token file and an exec provider go to
+// plugins; whatever only client-go can do (an auth provider, WrapTransport,
+// a custom Transport, Dial, a Proxy function, impersonation) keeps client-go's
+// own round tripper as the credential's Transport.
+func FromREST(ctx context.Context, cfg *rest.Config, proxyURL, namespace string, plugins Plugins) (*login.ConnectionInfo, error) {
+	u, err := serverURL(cfg)
+	if err != nil {
+		return nil, login.Permanent(err)
+	}
+	if err := insecureWithCA(cfg); err != nil {
+		return nil, login.Permanent(err)
+	}
+	info := login.ConnectionInfo{
+		Server:           u.String(),
+		DefaultNamespace: namespace,
+		ProxyURL:         proxyURL,
+	}
+	if onlyClientGo(cfg, proxyURL) {
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return nil, login.Permanent(fmt.Errorf("client-go transport for %s: %w", redact.Value(info.Server), err))
+		}
+		info.Transport, info.ProxyURL = rt, ""
+		return &info, nil
+	}
+
+	tls := cfg.TLSClientConfig
+	info.Insecure, info.TLSServerName = tls.Insecure, tls.ServerName
+	// client-go prefers data to a file when it has both; one of each here.
+	info.CAData, info.CAPath = dataOrFile(tls.CAData, tls.CAFile)
+	info.CertificateData, info.CertificatePath = dataOrFile(tls.CertData, tls.CertFile)
+	info.PrivateKeyData, info.PrivateKeyPath = dataOrFile(tls.KeyData, tls.KeyFile)
+
+	// client-go's precedence: its exec authenticator steps aside when the
+	// config has a token (or token file), a username or a client
+	// certificate with its key, and the plugin never runs.
+	hasCert := (len(tls.CertData) > 0 || tls.CertFile != "") && (len(tls.KeyData) > 0 || tls.KeyFile != "")
+	switch {
+	case cfg.BearerTokenFile != "":
+		return plugins.TokenFile(ctx, cfg.BearerTokenFile, info)
+	case cfg.BearerToken != "":
+		info.Token = cfg.BearerToken
+	case cfg.ExecProvider != nil && cfg.Username == "" && !hasCert:
+		return plugins.Exec(ctx, *cfg.ExecProvider, info, cfg.DisableCompression)
+	case cfg.Username != "" || cfg.Password != "":
+		info.Username, info.Password = cfg.Username, cfg.Password
+	}
+	return &info, nil
+}
+
+// insecureWithCA refuses what client-go's transport refuses: skipping
+// verification while naming a CA to verify with.
+func insecureWithCA(cfg *rest.Config) error {
+	if cfg.Insecure && (len(cfg.CAData) > 0 || cfg.CAFile != "") {
+		return errors.New("insecure-skip-tls-verify is set together with a CA (certificate-authority or certificate-authority-data), " +
+			"which client-go refuses: keep one of them")
+	}
+	return nil
+}
+
+// serverURL is cfg's server as client-go resolves it, refused when it is
+// plain http that cfg.Host does not spell out. client-go takes a Host
+// without a scheme ("10.0.0.1:6443") for plain http — clientcmd always,
+// rest.Config when it has no CA, client certificate or Insecure — and the
+// credential would go out in clear; the vault sends a credential over http
+// only to a server that says http://. Errors quote the server with its user
+// info redacted.
+func serverURL(cfg *rest.Config) (*url.URL, error) {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if u.Scheme == "http" && !strings.HasPrefix(strings.ToLower(cfg.Host), "http://") {
+		return nil, fmt.Errorf("server %q has no scheme: client-go would take it for plain http and the credential would go out in clear; "+
+			"write https:// (or http:// to mean plain http)", redact.Value(cfg.Host))
+	}
+	return u, nil
+}
+
+// onlyClientGo tells whether cfg does something only client-go's own
+// transport can do.
+func onlyClientGo(cfg *rest.Config, proxyURL string) bool {
+	return cfg.AuthProvider != nil || cfg.WrapTransport != nil || cfg.Transport != nil || cfg.Dial != nil ||
+		(cfg.Proxy != nil && proxyURL == "") || cfg.Impersonate.UserName != "" || cfg.Impersonate.UID != "" ||
+		len(cfg.Impersonate.Groups) > 0 || len(cfg.Impersonate.Extra) > 0 || len(cfg.NextProtos) > 0
+}
+
+func dataOrFile(data []byte, file string) ([]byte, string) {
+	if len(data) > 0 {
+		return data, ""
+	}
+	return nil, file
+}

@@ -318,6 +318,46 @@ func (v *Vault) armRefreshLocked(h *handler, c *Credential, d time.Duration) {
 	})
 }
 
+// Refresh asks every handler for a new credential now, in the background,
+// as when a credential nears its expiry: the credentials held keep serving
+// until their replacements arrive, and a handler that fails keeps its
+// credential and is retried with backoff. Use it when you know the
+// credentials are about to change (the Secret a handler reads was
+// rewritten, the old token will be revoked): no request waits for the new
+// one, and none meets the old one's 401. A handler backing off after a
+// failed login runs at once: what it reads may have been fixed. A handler
+// whose login is under way is left to it, and a handler is still never
+// called twice within its login floor (its initial backoff): the refresh
+// then comes at the floor. Refresh never waits.
+func (v *Vault) Refresh() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return
+	}
+	empty := true
+	for _, h := range v.activeLocked() {
+		h.retryAt = time.Time{}
+		if h.cred != nil {
+			empty = false
+			if !h.running {
+				v.startLocked(h, login.Reason{Kind: login.Refresh})
+			}
+		}
+	}
+	// Handlers without a credential log in as a round when none serves
+	// (the first-login rules pick the winner), else one by one.
+	if empty {
+		v.startDueLocked()
+		return
+	}
+	for _, h := range v.activeLocked() {
+		if h.cred == nil && !h.running {
+			v.startLocked(h, h.lossReason())
+		}
+	}
+}
+
 // refresh logs h in again while its credential c still serves.
 func (v *Vault) refresh(h *handler, c *Credential) {
 	v.mu.Lock()

@@ -54,10 +54,25 @@ func (m *metrics) register(r prometheus.Registerer) error {
 		return nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.logins, m.loginDuration, m.invalidations, m.retries, m.gauges} {
+	for _, c := range m.collectors() {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)
+}
+
+// unregister removes the metrics from r, so that a closed vault's gauges
+// stop being reported and another vault can take its place.
+func (m *metrics) unregister(r prometheus.Registerer) {
+	if r == nil {
+		return
+	}
+	for _, c := range m.collectors() {
+		r.Unregister(c)
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.logins, m.loginDuration, m.invalidations, m.retries, m.gauges}
 }
 
 func (m *metrics) attempt(handler, result string, took time.Duration) {

@@ -80,7 +80,8 @@ type Options struct {
 
 	// Registerer receives the vault's Prometheus metrics (authvault_*).
 	// Default: nil, which registers nothing. Two vaults on one registerer
-	// need prometheus.WrapRegistererWith to tell them apart.
+	// need prometheus.WrapRegistererWith to tell them apart (the fleet
+	// package labels each cluster's). Close unregisters them.
 	Registerer prometheus.Registerer
 }
 
@@ -346,6 +347,7 @@ func (v *Vault) Close() {
 		v.life.wg.Wait()
 		v.waitForCalls()
 		v.pool.close()
+		v.metrics.unregister(v.opts.Registerer)
 		v.log.V(1).Info("vault closed")
 	})
 }

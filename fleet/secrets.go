@@ -1,0 +1,176 @@
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/login"
+)
+
+// ClusterNameLabel is the label Cluster API puts on a workload cluster's
+// kubeconfig Secret, whose value is the cluster's name.
+const ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+
+// SecretsOptions choose the kubeconfig Secrets of a hub cluster that make
+// up a fleet.
+type SecretsOptions struct {
+	// Client lists, watches and reads the hub's Secrets: it needs list,
+	// watch and get on Secrets in Namespace. Required.
+	Client kubernetes.Interface
+	// Namespace is where the Secrets are. Default: every namespace.
+	Namespace string
+	// LabelSelector chooses the Secrets, in the syntax of
+	// metav1.ListOptions. Default: Cluster API's, the Secrets that carry
+	// ClusterNameLabel. (Cluster API's kubeconfig Secrets carry it; so do
+	// some of its other Secrets, whose lack of Key is an error in the log.)
+	LabelSelector string
+	// Key is the data key that holds the kubeconfig. Default:
+	// handlers.ClusterAPIKey ("value").
+	Key string
+	// PluginPolicy says which exec plugins the kubeconfigs may run.
+	// Default: handlers.DenyAll (see handlers.KubeconfigSecretConfig).
+	PluginPolicy handlers.PluginPolicy
+	// Login are the options of every cluster's login handler (its
+	// timeout, retries, backoff), as for vault.OnLogin.
+	Login []login.Option
+}
+
+// WatchSecrets keeps the fleet in step with the hub's kubeconfig Secrets
+// until ctx ends. A Secret that appears adds its cluster, named
+// "<namespace>/<cluster>", where <cluster> is the value of its
+// ClusterNameLabel, or the Secret's name without it; its handler is
+// handlers.KubeconfigSecretFrom, which reads the Secret at every login. A
+// Secret whose kubeconfig changes refreshes that cluster's vault at once
+// (vault.Vault.Refresh): the new credential is in place before the old one
+// is revoked, and no other cluster is touched. A change that leaves the
+// kubeconfig as it was (a resync, a label or annotation edit) does nothing.
+// A Secret that goes removes its cluster, closing its vault.
+//
+// The clusters stay in the fleet when WatchSecrets returns; Close removes
+// them. A cluster of the same name added by Add, or by another Secret, is
+// left alone, and the Secret that collides with it is logged.
+func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
+	if opts.Client == nil {
+		return errors.New("fleet: WatchSecrets needs a Client")
+	}
+	if opts.LabelSelector == "" {
+		opts.LabelSelector = ClusterNameLabel
+	}
+	if opts.Key == "" {
+		opts.Key = handlers.ClusterAPIKey
+	}
+	if opts.PluginPolicy.PolicyType == "" {
+		opts.PluginPolicy = handlers.DenyAll
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
+	w := &secretWatch{fleet: f, opts: opts, members: map[string]member{}}
+	informer := factory.Core().V1().Secrets().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.upsert(obj) },
+		UpdateFunc: func(_, obj any) { w.upsert(obj) },
+		DeleteFunc: w.delete,
+	}); err != nil {
+		return fmt.Errorf("fleet: watching Secrets: %w", err)
+	}
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	factory.Shutdown()
+	w.closing.Wait()
+	return nil
+}
+
+// secretWatch is WatchSecrets' state. The informer calls its handlers one
+// at a time, from one goroutine: members needs no lock.
+type secretWatch struct {
+	fleet   *Fleet
+	opts    SecretsOptions
+	members map[string]member // by the Secret's namespace/name
+	closing sync.WaitGroup    // vaults of removed clusters being closed
+}
+
+// member is a cluster that a Secret added.
+type member struct {
+	cluster *cluster
+	digest  [sha256.Size]byte // of the kubeconfig it was added or refreshed with
+}
+
+func (w *secretWatch) upsert(obj any) {
+	secret, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
+	}
+	key := secret.Namespace + "/" + secret.Name
+	name := clusterName(secret)
+	digest := sha256.Sum256(secret.Data[w.opts.Key])
+	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
+	old, known := w.members[key]
+	switch {
+	case known && old.cluster.name == name && old.digest == digest:
+		return // a resync, or an edit that leaves the kubeconfig alone
+	case known && old.cluster.name == name:
+		w.members[key] = member{old.cluster, digest}
+		log.V(1).Info("kubeconfig Secret changed: refreshing the cluster's credentials")
+		old.cluster.vault.Refresh()
+		return
+	case known: // relabelled to another cluster
+		w.remove(key, old)
+	}
+	h := handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{
+		Client: w.opts.Client.CoreV1(), Namespace: secret.Namespace, Name: secret.Name, Key: w.opts.Key, PluginPolicy: w.opts.PluginPolicy,
+	})
+	c, err := w.fleet.add(name, h, append([]login.Option{login.ID("secret " + key)}, w.opts.Login...))
+	if err != nil {
+		log.Error(err, "kubeconfig Secret not added to the fleet")
+		return
+	}
+	w.members[key] = member{c, digest}
+	w.fleet.added(c)
+	log.V(1).Info("cluster added from its kubeconfig Secret")
+}
+
+func (w *secretWatch) delete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	secret, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
+	}
+	key := secret.Namespace + "/" + secret.Name
+	if m, ok := w.members[key]; ok {
+		w.remove(key, m)
+	}
+}
+
+// remove takes m's cluster out of the fleet at once (the name is free for
+// the next event) and closes its vault in the background, so that a
+// handler that ignores its context holds up no other cluster's events.
+func (w *secretWatch) remove(key string, m member) {
+	delete(w.members, key)
+	if !w.fleet.detachCluster(m.cluster) {
+		return // removed by hand meanwhile
+	}
+	w.fleet.opts.Logger.V(1).Info("kubeconfig Secret gone: cluster removed", "secret", key, "cluster", m.cluster.name)
+	w.closing.Go(func() { w.fleet.close(m.cluster) })
+}
+
+// clusterName names a Secret's cluster: namespace and Cluster API's label,
+// or the Secret's own name.
+func clusterName(s *corev1.Secret) string {
+	if name := s.Labels[ClusterNameLabel]; name != "" {
+		return s.Namespace + "/" + name
+	}
+	return s.Namespace + "/" + s.Name
+}

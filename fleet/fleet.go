@@ -43,7 +43,10 @@ type Options struct {
 	// or by a Secret), OnRemove before its vault closes: start and stop what
 	// runs against the cluster there (a cluster.Cluster and its
 	// controllers). Each runs on the goroutine that added or removed the
-	// cluster, without the fleet's lock. Default: none.
+	// cluster (Close removes them concurrently), without the fleet's lock;
+	// neither may wait for long: OnAdd is called from WatchSecrets' event
+	// handler, so start what waits for the cluster (RESTConfig) in a
+	// goroutine of your own. Default: none.
 	OnAdd, OnRemove func(name string)
 }
 

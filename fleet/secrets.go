@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -72,10 +73,14 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if opts.PluginPolicy.PolicyType == "" {
 		opts.PluginPolicy = handlers.DenyAll
 	}
+	selector, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return fmt.Errorf("fleet: WatchSecrets: LabelSelector: %w", err)
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := &secretWatch{fleet: f, opts: opts, members: map[string]member{}}
+	w := &secretWatch{fleet: f, opts: opts, selector: selector, members: map[string]member{}}
 	informer := factory.Core().V1().Secrets().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.upsert(obj) },
@@ -94,10 +99,11 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 // secretWatch is WatchSecrets' state. The informer calls its handlers one
 // at a time, from one goroutine: members needs no lock.
 type secretWatch struct {
-	fleet   *Fleet
-	opts    SecretsOptions
-	members map[string]member // by the Secret's namespace/name
-	closing sync.WaitGroup    // vaults of removed clusters being closed
+	fleet    *Fleet
+	opts     SecretsOptions
+	selector labels.Selector
+	members  map[string]member // by the Secret's namespace/name
+	closing  sync.WaitGroup    // vaults of removed clusters being closed
 }
 
 // member is a cluster that a Secret added.
@@ -112,6 +118,15 @@ func (w *secretWatch) upsert(obj any) {
 		return
 	}
 	key := secret.Namespace + "/" + secret.Name
+	if !w.selector.Matches(labels.Set(secret.Labels)) {
+		// The server filters by the selector; this is for a Secret that
+		// lost its label (an update the watch still sends) or a watch
+		// that does not filter.
+		if m, ok := w.members[key]; ok {
+			w.remove(key, m)
+		}
+		return
+	}
 	name := clusterName(secret)
 	digest := sha256.Sum256(secret.Data[w.opts.Key])
 	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)

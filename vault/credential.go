@@ -96,8 +96,6 @@ type snapshot struct {
 	held bool
 }
 
-var emptySnapshot = &snapshot{}
-
 // pick returns a random credential of the highest priority, or nil when the
 // snapshot is empty, held back, or may hold an expired credential.
 func (s *snapshot) pick() *Credential {
@@ -134,7 +132,9 @@ func (s *snapshot) size() int {
 // newSnapshot groups creds by descending priority.
 func newSnapshot(creds []*Credential) *snapshot {
 	if len(creds) == 0 {
-		return emptySnapshot
+		// A new one each time, never one shared by every vault: the
+		// caller sets held on it.
+		return &snapshot{}
 	}
 	creds = slices.Clone(creds)
 	slices.SortStableFunc(creds, func(a, b *Credential) int { return cmp.Compare(b.Info.Priority, a.Info.Priority) })

@@ -211,7 +211,7 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 		changed: make(chan struct{}),
 		life:    lifecycle{ctx: ctx, cancel: cancel},
 	}
-	v.snap.Store(emptySnapshot)
+	v.snap.Store(&snapshot{})
 	v.bases.Store(&[]base{})
 	v.pool = newPool(v.spawn)
 	v.pool.grace = opts.TransportGrace

@@ -1,0 +1,231 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/login"
+)
+
+// hub is a fake hub cluster's Secrets with a WatchSecrets running on them.
+type hub struct {
+	t      *testing.T
+	client *fake.Clientset
+	fleet  *Fleet
+	logs   *testlog.Buffer
+
+	mu             sync.Mutex // guards added and removed
+	added, removed []string
+}
+
+func newHub(t *testing.T, opts SecretsOptions) *hub {
+	t.Helper()
+	h := &hub{t: t, client: fake.NewClientset(), logs: &testlog.Buffer{}}
+	h.fleet = New(Options{
+		Logger:   h.logs.Logger(1),
+		OnAdd:    func(name string) { h.mu.Lock(); h.added = append(h.added, name); h.mu.Unlock() },
+		OnRemove: func(name string) { h.mu.Lock(); h.removed = append(h.removed, name); h.mu.Unlock() },
+	})
+	opts.Client = h.client
+	opts.Login = append(opts.Login, login.Backoff(10*time.Millisecond, time.Second)) // no login floor to wait for
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- h.fleet.WatchSecrets(ctx, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		h.fleet.Close()
+	})
+	return h
+}
+
+func (h *hub) events() (added, removed string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.added, ","), strings.Join(h.removed, ",")
+}
+
+// put creates or updates a Secret.
+func (h *hub) put(namespace, name string, labels map[string]string, data map[string][]byte) {
+	h.t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}, Data: data}
+	secrets := h.client.CoreV1().Secrets(namespace)
+	if _, err := secrets.Update(context.Background(), s, metav1.UpdateOptions{}); err == nil {
+		return
+	}
+	if _, err := secrets.Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// gets counts the GETs of Secrets: one per login of a cluster.
+func (h *hub) gets() int {
+	n := 0
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "secrets" {
+			n++
+		}
+	}
+	return n
+}
+
+func capiLabels(cluster string) map[string]string {
+	return map[string]string{ClusterNameLabel: cluster}
+}
+
+// A Secret that appears adds its cluster; one whose kubeconfig changes
+// refreshes it at once; a resync or a label edit does nothing; one that
+// goes removes it and closes its connections.
+func TestWatchSecretsLifecycle(t *testing.T) {
+	ctx := ctxFor(t)
+	h := newHub(t, SecretsOptions{})
+	api := newAPIServer(t)
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	cfg, err := h.fleet.RESTConfig(ctx, "capi/wl1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := version(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	// The kubeconfig changes: the vault takes the new token at once, with
+	// no request having to meet the old one's 401 first.
+	newToken := api.rotate()
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the vault to hold the new token", func() bool {
+		c, err := h.fleet.Vault("capi/wl1").Select(ctx)
+		return err == nil && c.Info.Token == newToken
+	})
+	if err := version(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	// Unchanged kubeconfig: a label edit and an annotation-only update.
+	time.Sleep(50 * time.Millisecond)
+	gets := h.gets()
+	h.put("capi", "wl1-kubeconfig", map[string]string{ClusterNameLabel: "wl1", "team": "blue"}, map[string][]byte{"value": api.kubeconfig()})
+	h.put("capi", "wl1-kubeconfig", map[string]string{ClusterNameLabel: "wl1", "team": "red"}, map[string][]byte{"value": api.kubeconfig(), "other": []byte("x")})
+	time.Sleep(200 * time.Millisecond)
+	if got := h.gets(); got != gets {
+		t.Errorf("an update that left the kubeconfig alone read the Secret %d more times", got-gets)
+	}
+
+	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "wl1-kubeconfig", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster to be removed", func() bool { return h.fleet.Vault("capi/wl1") == nil })
+	eventually(t, "its connections to close", func() bool { return api.open.Load() == 0 })
+	if added, removed := h.events(); added != "capi/wl1" || removed != "capi/wl1" {
+		t.Errorf("OnAdd saw %q, OnRemove %q; want capi/wl1 once each", added, removed)
+	}
+}
+
+// Clusters are named namespace/cluster: two namespaces may hold clusters of
+// one name. A Secret that moves to another cluster's label moves; a Secret
+// without the label under a custom selector is named after itself.
+func TestWatchSecretsNames(t *testing.T) {
+	h := newHub(t, SecretsOptions{})
+	api := newAPIServer(t)
+	kc := map[string][]byte{"value": api.kubeconfig()}
+	h.put("team-a", "prod-kubeconfig", capiLabels("prod"), kc)
+	h.put("team-b", "prod-kubeconfig", capiLabels("prod"), kc)
+	h.put("team-b", "unlabelled", nil, kc)
+	eventually(t, "both clusters", func() bool { return len(h.fleet.Names()) == 2 })
+	if got := strings.Join(h.fleet.Names(), ","); got != "team-a/prod,team-b/prod" {
+		t.Errorf("Names() = %s", got)
+	}
+	h.put("team-a", "prod-kubeconfig", capiLabels("staging"), kc)
+	eventually(t, "the relabelled cluster", func() bool { return h.fleet.Vault("team-a/staging") != nil })
+	if h.fleet.Vault("team-a/prod") != nil {
+		t.Error("the old name stayed")
+	}
+	// Losing the label is leaving the selection.
+	h.put("team-b", "prod-kubeconfig", nil, kc)
+	eventually(t, "the unlabelled Secret's cluster to go", func() bool { return h.fleet.Vault("team-b/prod") == nil })
+
+	custom := newHub(t, SecretsOptions{LabelSelector: "fleet.example/member=true", Key: "kubeconfig"})
+	custom.put("hub", "edge-1", map[string]string{"fleet.example/member": "true"}, map[string][]byte{"kubeconfig": api.kubeconfig()})
+	eventually(t, "a cluster named after its Secret", func() bool { return custom.fleet.Vault("hub/edge-1") != nil })
+	if _, err := custom.fleet.Vault("hub/edge-1").Select(ctxFor(t)); err != nil {
+		t.Errorf("custom key: %v", err)
+	}
+}
+
+// A cluster added by hand is never replaced by a Secret naming it; the
+// collision is logged.
+func TestWatchSecretsLeavesOthersAlone(t *testing.T) {
+	h := newHub(t, SecretsOptions{})
+	mine, theirs := newAPIServer(t), newAPIServer(t)
+	if err := h.fleet.Add("capi/wl1", mine.login); err != nil {
+		t.Fatal(err)
+	}
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": theirs.kubeconfig()})
+	eventually(t, "the collision to be logged", func() bool { return strings.Contains(h.logs.String(), "not added to the fleet") })
+	c, err := h.fleet.Vault("capi/wl1").Select(ctxFor(t))
+	if err != nil || c.Info.Server != mine.srv.URL {
+		t.Errorf("the hand-added cluster got %v, %v", c, err)
+	}
+	if err := h.client.CoreV1().Secrets("capi").Delete(context.Background(), "wl1-kubeconfig", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if h.fleet.Vault("capi/wl1") == nil {
+		t.Error("deleting the colliding Secret removed the hand-added cluster")
+	}
+}
+
+// A kubeconfig Secret that names an exec plugin is refused under the
+// default policy: the cluster is there, its logins fail saying why, and the
+// command never runs. Nothing of the kubeconfig reaches the log.
+func TestWatchSecretsRefusesPlugins(t *testing.T) {
+	h := newHub(t, SecretsOptions{})
+	marker := filepath.Join(t.TempDir(), "ran")
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://wl.example:6443"}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: sh, args: [-c, "touch %s"], interactiveMode: Never}}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, marker)
+	h.put("capi", "evil-kubeconfig", capiLabels("evil"), map[string][]byte{"value": []byte(kubeconfig)})
+	eventually(t, "the cluster", func() bool { return h.fleet.Vault("capi/evil") != nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := h.fleet.RESTConfig(ctx, "capi/evil")
+	if err == nil || !strings.Contains(err.Error(), `exec plugin "sh" is not allowed: plugin policy DenyAll`) {
+		t.Errorf("RESTConfig = %v, want the plugin refused", err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Error("the plugin ran")
+	}
+	if strings.Contains(h.logs.String(), "touch") {
+		t.Error("the kubeconfig's content reached the log")
+	}
+}
+
+func TestWatchSecretsNeedsAClient(t *testing.T) {
+	f := New(Options{})
+	defer f.Close()
+	if err := f.WatchSecrets(context.Background(), SecretsOptions{}); err == nil {
+		t.Error("no error without a client")
+	}
+	if err := f.WatchSecrets(context.Background(), SecretsOptions{Client: fake.NewClientset(), LabelSelector: "a in (b"}); err == nil {
+		t.Error("no error for a bad selector")
+	}
+}

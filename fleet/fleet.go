@@ -32,7 +32,10 @@ type Options struct {
 	Logger logr.Logger
 	// Registerer receives every cluster's vault metrics (authvault_*),
 	// each with the label cluster="<name>", unregistered when the cluster
-	// is removed. Default: nil, which registers nothing.
+	// is removed. Default: nil, which registers nothing. A vault of your
+	// own on the same registerer (the hub's) needs a cluster label too:
+	// prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "hub"},
+	// reg), since one registry cannot hold authvault_* with and without it.
 	Registerer prometheus.Registerer
 	// Vault configures every cluster's vault. Its Logger and Registerer
 	// are replaced by the fleet's, and its fallback is always off: a

@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/authvault/authvault/examples/operator/annotator"
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
@@ -240,6 +243,62 @@ current-context: wl
 		Expect(err).To(MatchError(ContainSubstring(`exec plugin "sh" is not allowed: plugin policy DenyAll`)))
 		Expect(marker).NotTo(BeAnExistingFile())
 	}, NodeTimeout(time.Minute))
+	It("runs examples/fleet: a manager on the hub with a controller per cluster, through a rotation", func(ctx SpecContext) {
+		ns := newNamespace("fleet-example")
+		const workNS = "fleet-example"
+		tokens := make([]string, len(workloads))
+		for i, wl := range workloads {
+			tokens[i] = wl.Issuer.Issue(0)
+			putKubeconfigSecret(ctx, ns, fmt.Sprintf("wl%d", i), wl, tokens[i])
+			cs, err := kubernetes.NewForConfig(wl.Admin)
+			Expect(err).NotTo(HaveOccurred())
+			_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workNS}}, metav1.CreateOptions{})
+			if !apierrors.IsAlreadyExists(err) {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			for j := range 3 {
+				_, err := cs.CoreV1().ConfigMaps(workNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", j)}}, metav1.CreateOptions{})
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		hubKubeconfig := writeKubeconfig(fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))
+		cmd := exec.CommandContext(ctx, buildExample("fleet"), "--kubeconfig", hubKubeconfig, "--namespace", ns,
+			"--workload-namespace", workNS, "--run-for", "25s")
+		cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+filepath.Dir(hubKubeconfig))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, GinkgoWriter
+		Expect(cmd.Start()).To(Succeed())
+
+		annotated := func(wl *testcluster.Cluster) func(Gomega) {
+			return func(g Gomega) {
+				cs, err := kubernetes.NewForConfig(wl.Admin)
+				g.Expect(err).NotTo(HaveOccurred())
+				cms, err := cs.CoreV1().ConfigMaps(workNS).List(ctx, metav1.ListOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, cm := range cms.Items {
+					g.Expect(cm.Annotations).To(HaveKey(annotator.Annotation), cm.Name)
+				}
+			}
+		}
+		for _, wl := range workloads {
+			Eventually(annotated(wl)).WithTimeout(15 * time.Second).Should(Succeed())
+		}
+		// Rotate wl0's kubeconfig, revoke the old token, and give wl0 new
+		// ConfigMaps: the controller there annotates them on the new token.
+		putKubeconfigSecret(ctx, ns, "wl0", workloads[0], workloads[0].Issuer.Issue(0))
+		workloads[0].Issuer.Revoke(tokens[0])
+		cs, err := kubernetes.NewForConfig(workloads[0].Admin)
+		Expect(err).NotTo(HaveOccurred())
+		for j := 3; j < 6; j++ {
+			_, err := cs.CoreV1().ConfigMaps(workNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", j)}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(annotated(workloads[0])).WithTimeout(15 * time.Second).Should(Succeed())
+		Expect(cmd.Wait()).To(Succeed())
+		for i := range workloads {
+			Expect(out.String()).To(MatchRegexp(`cluster %s/wl%d: reconciled [1-9][0-9]*, failed 0`, ns, i))
+		}
+	}, NodeTimeout(2*time.Minute))
 })
 
 // putKubeconfigSecret writes Cluster API's <name>-kubeconfig Secret for wl

@@ -1,0 +1,107 @@
+// Command fleet is a multi-cluster controller: a controller-runtime manager
+// on a hub cluster that finds its workload clusters in kubeconfig Secrets
+// (Cluster API's <cluster>-kubeconfig) and runs a controller in each, which
+// annotates every ConfigMap it sees. Every cluster's credentials live in
+// its own vault of one authvault fleet: a Secret rewritten with a new token
+// refreshes that cluster's vault, and its cache and controller go on
+// without a restart or a relist.
+//
+//	go run ./examples/fleet --kubeconfig hub.kubeconfig --namespace capi-clusters
+//	go run ./examples/fleet --allow-plugins aws-iam-authenticator,kubelogin   # kubeconfigs with these plugins
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/authvault/authvault/fleet"
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/vault"
+)
+
+func main() {
+	// controller-runtime registers --kubeconfig when it is imported; the
+	// hub's vault falls back on it (piggyback.Defaults).
+	if flag.Lookup("kubeconfig") == nil {
+		flag.String("kubeconfig", "", "the hub's kubeconfig")
+	}
+	secrets := flag.String("namespace", "", "the hub namespace of the kubeconfig Secrets (default: every namespace)")
+	workloadNamespace := flag.String("workload-namespace", "default", "the namespace whose ConfigMaps to annotate in each cluster")
+	allow := flag.String("allow-plugins", "", "comma-separated exec plugins the kubeconfigs may run (default: none)")
+	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	flag.Parse()
+	ctrl.SetLogger(zap.New())
+	log := ctrl.Log.WithName("fleet-example")
+
+	ctx := ctrl.SetupSignalHandler()
+	if *runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		defer cancel()
+	}
+
+	// The hub's own credentials, in a vault of their own. Its metrics carry
+	// a cluster label too: one registry cannot hold authvault_* with and
+	// without it.
+	hubVault := vault.New(vault.Options{
+		Logger:     ctrl.Log.WithName("hub"),
+		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "hub"}, metrics.Registry),
+	})
+	defer hubVault.Close()
+	hubConfig, err := hubVault.RESTConfig(ctx)
+	if err != nil {
+		log.Error(err, "no credential for the hub")
+		os.Exit(1)
+	}
+	hub, err := kubernetes.NewForConfig(hubConfig)
+	if err != nil {
+		log.Error(err, "hub client")
+		os.Exit(1)
+	}
+	mgr, err := ctrl.NewManager(hubConfig, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		log.Error(err, "creating the manager")
+		os.Exit(1)
+	}
+
+	var members *engagements
+	f := fleet.New(fleet.Options{
+		Logger:     ctrl.Log.WithName("fleet"),
+		Registerer: metrics.Registry,
+		OnAdd:      func(name string) { members.engage(name) },
+		OnRemove:   func(name string) { members.disengage(name) },
+	})
+	defer f.Close()
+	members = newEngagements(mgr, f, *workloadNamespace)
+
+	policy := handlers.DenyAll
+	if *allow != "" {
+		policy = handlers.Allowlist(strings.Split(*allow, ",")...)
+	}
+	// The watch of the Secrets runs with the manager, and stops with it.
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return f.WatchSecrets(ctx, fleet.SecretsOptions{Client: hub, Namespace: *secrets, PluginPolicy: policy})
+	}))
+	if err != nil {
+		log.Error(err, "adding the Secrets' watch")
+		os.Exit(1)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+	for _, line := range members.report() {
+		fmt.Println(line)
+	}
+}

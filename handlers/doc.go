@@ -33,7 +33,8 @@
 // # Which plugins may run
 //
 // ExecConfig.PluginPolicy is client-go's own (PluginPolicy here): the zero
-// value and AllowAll run any command, as client-go does; DenyAll runs none;
+// value and AllowAll run any command, as client-go does (KubeconfigSecret's
+// zero value is DenyAll instead); DenyAll runs none;
 // Allowlist runs only the commands it names, compared as written and after
 // both are resolved through $PATH. A policy that refuses the plugin, or is
 // malformed (an Allowlist without entries, a policy type client-go does not
@@ -66,6 +67,22 @@
 // regular file of at most 1 MiB holding one token; it is never read beyond
 // that bound, and a named pipe never blocks a login. [Static] gives a fixed
 // credential.
+//
+// # Kubeconfigs in Secrets
+//
+// [KubeconfigSecret] reads a kubeconfig from a Secret of a hub cluster at
+// every login (Cluster API's <cluster>-kubeconfig, key "value") and maps it as
+// piggyback.KubeconfigFrom maps a file, with clientcmd's semantics: the same
+// cases of clientcmd's tests come to the same credential through both. Its
+// author is not this process, so two things differ. Its exec plugins and auth
+// providers are refused unless [KubeconfigSecretConfig].PluginPolicy allows
+// them (default DenyAll; a kubeconfig file's default stays client-go's,
+// AllowAll). And an entry that names a file (certificate-authority,
+// client-certificate, client-key, tokenFile) is refused: it would name a file
+// of this machine, such as the pod's own ServiceAccount token, and send it to a
+// server the Secret's author chose. A missing Secret or key, or content that
+// does not parse, is a permanent error naming the Secret and the key; parse
+// errors that quote the content have it cut out.
 //
 // # ServiceAccount tokens
 //

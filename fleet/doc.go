@@ -24,7 +24,9 @@
 // of a hub cluster (Cluster API's <cluster>-kubeconfig by default): a Secret
 // that appears adds its cluster, one that goes removes it, and one whose
 // kubeconfig changes refreshes its cluster's vault at once, before the old
-// token is revoked. The kubeconfigs are read with
+// token is revoked. Argo CD's declarative cluster Secrets work the same way
+// ([ArgoCD]: name, server and a JSON config; an awsAuthConfig runs
+// argocd-k8s-auth, as Argo CD does). The kubeconfigs are read with
 // handlers.KubeconfigSecretFrom: someone else wrote them, so their exec
 // plugins and auth providers are refused unless [SecretsOptions.PluginPolicy]
 // allows them, and entries that name a file of this machine are refused.

@@ -28,15 +28,18 @@ type SecretsOptions struct {
 	// Client lists, watches and reads the hub's Secrets: it needs list,
 	// watch and get on Secrets in Namespace. Required.
 	Client kubernetes.Interface
+	// Format is how the Secrets describe their clusters. Default:
+	// ClusterAPI.
+	Format SecretFormat
 	// Namespace is where the Secrets are. Default: every namespace.
 	Namespace string
 	// LabelSelector chooses the Secrets, in the syntax of
 	// metav1.ListOptions. Default: Cluster API's, the Secrets that carry
-	// ClusterNameLabel. (Cluster API's kubeconfig Secrets carry it; so do
+	// ClusterNameLabel; for ArgoCD, ArgoCDSecretTypeLabel=cluster. (Cluster API's kubeconfig Secrets carry it; so do
 	// some of its other Secrets, whose lack of Key is an error in the log.)
 	LabelSelector string
 	// Key is the data key that holds the kubeconfig. Default:
-	// handlers.ClusterAPIKey ("value").
+	// handlers.ClusterAPIKey ("value"). Not used for ArgoCD.
 	Key string
 	// PluginPolicy says which exec plugins the kubeconfigs may run.
 	// Default: handlers.DenyAll (see handlers.KubeconfigSecretConfig).
@@ -49,8 +52,9 @@ type SecretsOptions struct {
 // WatchSecrets keeps the fleet in step with the hub's kubeconfig Secrets
 // until ctx ends. A Secret that appears adds its cluster, named
 // "<namespace>/<cluster>", where <cluster> is the value of its
-// ClusterNameLabel, or the Secret's name without it; its handler is
-// handlers.KubeconfigSecretFrom, which reads the Secret at every login. A
+// ClusterNameLabel (for ArgoCD, its name key), or the Secret's name without
+// it; its handler (handlers.KubeconfigSecretFrom for ClusterAPI) reads the
+// Secret at every login. A
 // Secret whose kubeconfig changes refreshes that cluster's vault at once
 // (vault.Vault.Refresh): the new credential is in place before the old one
 // is revoked, and no other cluster is touched. A change that leaves the
@@ -66,6 +70,9 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	}
 	if opts.LabelSelector == "" {
 		opts.LabelSelector = ClusterNameLabel
+		if opts.Format == ArgoCD {
+			opts.LabelSelector = ArgoCDSecretTypeLabel + "=cluster"
+		}
 	}
 	if opts.Key == "" {
 		opts.Key = handlers.ClusterAPIKey
@@ -127,8 +134,11 @@ func (w *secretWatch) upsert(obj any) {
 		}
 		return
 	}
-	name := clusterName(secret)
+	name := w.clusterName(secret)
 	digest := sha256.Sum256(secret.Data[w.opts.Key])
+	if w.opts.Format == ArgoCD {
+		digest = argoCDDigest(secret.Data)
+	}
 	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
 	old, known := w.members[key]
 	switch {
@@ -145,6 +155,9 @@ func (w *secretWatch) upsert(obj any) {
 	h := handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{
 		Client: w.opts.Client.CoreV1(), Namespace: secret.Namespace, Name: secret.Name, Key: w.opts.Key, PluginPolicy: w.opts.PluginPolicy,
 	})
+	if w.opts.Format == ArgoCD {
+		h = argoCDSecret(w.opts.Client.CoreV1(), secret.Namespace, secret.Name, w.opts.PluginPolicy)
+	}
 	c, err := w.fleet.add(name, h, append([]login.Option{login.ID("secret " + key)}, w.opts.Login...))
 	if err != nil {
 		log.Error(err, "kubeconfig Secret not added to the fleet")
@@ -181,11 +194,15 @@ func (w *secretWatch) remove(key string, m member) {
 	w.closing.Go(func() { w.fleet.close(m.cluster) })
 }
 
-// clusterName names a Secret's cluster: namespace and Cluster API's label,
-// or the Secret's own name.
-func clusterName(s *corev1.Secret) string {
-	if name := s.Labels[ClusterNameLabel]; name != "" {
-		return s.Namespace + "/" + name
+// clusterName names a Secret's cluster: its namespace and Cluster API's
+// label (ClusterAPI) or its name key (ArgoCD), else the Secret's own name.
+func (w *secretWatch) clusterName(s *corev1.Secret) string {
+	name := s.Labels[ClusterNameLabel]
+	if w.opts.Format == ArgoCD {
+		name = string(s.Data["name"])
 	}
-	return s.Namespace + "/" + s.Name
+	if name == "" {
+		name = s.Name
+	}
+	return s.Namespace + "/" + name
 }

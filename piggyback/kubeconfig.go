@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/internal/kubeplugins"
 	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
@@ -75,21 +75,11 @@ func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 		Loader:  rules,
 		Context: contextName,
 		Policy:  policy,
-	}, plugins)
+	}, kubeplugins.Plugins)
 	if err != nil {
 		return nil, fmt.Errorf("piggyback: %w", err)
 	}
 	return info, nil
-}
-
-// plugins are the handlers a kubeconfig's user may need.
-var plugins = kubeconf.Plugins{
-	Exec: func(ctx context.Context, exec clientcmdapi.ExecConfig, cluster login.ConnectionInfo, disableCompression bool) (*login.ConnectionInfo, error) {
-		return handlers.Exec(handlers.ExecConfig{ExecConfig: exec, Cluster: cluster, DisableCompression: disableCompression})(ctx)
-	},
-	TokenFile: func(ctx context.Context, path string, cluster login.ConnectionInfo) (*login.ConnectionInfo, error) {
-		return handlers.TokenFile(path, cluster)(ctx)
-	},
 }
 
 // redacted hides URL user info in err: clientcmd's and url.Parse's errors

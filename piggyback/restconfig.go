@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/internal/kubeplugins"
 	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
@@ -21,7 +22,7 @@ import (
 // Transport.
 func FromRESTConfig(cfg *rest.Config) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
-		info, err := kubeconf.FromREST(ctx, cfg, "", "", plugins)
+		info, err := kubeconf.FromREST(ctx, cfg, "", "", kubeplugins.Plugins)
 		if err != nil {
 			return nil, redact.Error(fmt.Errorf("piggyback: rest.Config: %w", err))
 		}

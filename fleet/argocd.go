@@ -1,0 +1,155 @@
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/internal/kubeplugins"
+	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/login"
+)
+
+// SecretFormat says how a Secret describes its cluster.
+type SecretFormat int
+
+const (
+	// ClusterAPI Secrets hold a kubeconfig under a key (SecretsOptions.Key)
+	// and name their cluster with ClusterNameLabel.
+	ClusterAPI SecretFormat = iota
+	// ArgoCD Secrets are Argo CD's declarative cluster Secrets, labelled
+	// ArgoCDSecretTypeLabel=cluster, with the keys name, server and config
+	// (JSON: bearerToken, username and password, tlsClientConfig,
+	// execProviderConfig, awsAuthConfig, proxyUrl, disableCompression).
+	// An awsAuthConfig runs argocd-k8s-auth, as Argo CD does: an exec
+	// plugin like any other, which PluginPolicy must allow.
+	ArgoCD
+)
+
+// ArgoCDSecretTypeLabel is the label of Argo CD's cluster Secrets (value
+// "cluster").
+const ArgoCDSecretTypeLabel = "argocd.argoproj.io/secret-type"
+
+// argoCDConfig is the config key of an Argo CD cluster Secret: the fields
+// that authenticate and reach the cluster. Fields it does not know are
+// ignored, as Argo CD adds some over time.
+type argoCDConfig struct {
+	Username        string `json:"username"`
+	Password        string `json:"password"`
+	BearerToken     string `json:"bearerToken"`
+	TLSClientConfig struct {
+		Insecure   bool   `json:"insecure"`
+		ServerName string `json:"serverName"`
+		CAData     []byte `json:"caData"`
+		CertData   []byte `json:"certData"`
+		KeyData    []byte `json:"keyData"`
+	} `json:"tlsClientConfig"`
+	AWSAuthConfig *struct {
+		ClusterName string `json:"clusterName"`
+		RoleARN     string `json:"roleARN"`
+		Profile     string `json:"profile"`
+	} `json:"awsAuthConfig"`
+	ExecProviderConfig *struct {
+		Command     string            `json:"command"`
+		Args        []string          `json:"args"`
+		Env         map[string]string `json:"env"`
+		APIVersion  string            `json:"apiVersion"`
+		InstallHint string            `json:"installHint"`
+	} `json:"execProviderConfig"`
+	ProxyURL           string `json:"proxyUrl"`
+	DisableCompression bool   `json:"disableCompression"`
+}
+
+// argoCDDigest covers what an Argo CD cluster Secret authenticates with.
+func argoCDDigest(data map[string][]byte) [sha256.Size]byte {
+	h := sha256.New()
+	for _, key := range []string{"server", "config"} {
+		h.Write(data[key])
+		h.Write([]byte{0})
+	}
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+// argoCDSecret returns a handler that reads an Argo CD cluster Secret at
+// every login and maps it through a rest.Config, as Argo CD builds one,
+// with client-go's precedence (a token or client certificate wins over a
+// plugin) and the policy over its plugin.
+func argoCDSecret(client corev1client.SecretsGetter, namespace, name string, policy handlers.PluginPolicy) login.Handler {
+	where := fmt.Sprintf("Argo CD cluster Secret %s/%s", namespace, name)
+	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+		secret, err := client.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, login.Permanent(fmt.Errorf("fleet: %s: the Secret does not exist", where))
+		case err != nil:
+			return nil, fmt.Errorf("fleet: %s: %w", where, err)
+		}
+		cfg, proxyURL, err := argoCDRESTConfig(secret.Data, policy)
+		if err != nil {
+			return nil, login.Permanent(redact.Error(fmt.Errorf("fleet: %s: %w", where, err)))
+		}
+		info, err := kubeconf.FromREST(ctx, cfg, proxyURL, "", kubeplugins.Plugins)
+		if err != nil {
+			return nil, redact.Error(fmt.Errorf("fleet: %s: %w", where, err))
+		}
+		return info, nil
+	}
+}
+
+func argoCDRESTConfig(data map[string][]byte, policy handlers.PluginPolicy) (*rest.Config, string, error) {
+	server := string(data["server"])
+	if server == "" {
+		return nil, "", errors.New("it has no server")
+	}
+	var c argoCDConfig
+	if raw := data["config"]; len(raw) > 0 {
+		if err := json.Unmarshal(raw, &c); err != nil {
+			// encoding/json quotes at most one character of its input.
+			return nil, "", fmt.Errorf("config is not Argo CD's cluster config JSON: %w", err)
+		}
+	}
+	cfg := &rest.Config{
+		Host:     server,
+		Username: c.Username, Password: c.Password, BearerToken: c.BearerToken,
+		TLSClientConfig: rest.TLSClientConfig{
+			Insecure: c.TLSClientConfig.Insecure, ServerName: c.TLSClientConfig.ServerName,
+			CAData: c.TLSClientConfig.CAData, CertData: c.TLSClientConfig.CertData, KeyData: c.TLSClientConfig.KeyData,
+		},
+		DisableCompression: c.DisableCompression,
+	}
+	exec := &clientcmdapi.ExecConfig{InteractiveMode: clientcmdapi.NeverExecInteractiveMode, PluginPolicy: policy}
+	switch {
+	case c.ExecProviderConfig != nil:
+		p := c.ExecProviderConfig
+		exec.Command, exec.Args, exec.APIVersion, exec.InstallHint = p.Command, p.Args, p.APIVersion, p.InstallHint
+		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+			exec.Env = append(exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: p.Env[k]})
+		}
+		cfg.ExecProvider = exec
+	case c.AWSAuthConfig != nil:
+		// What Argo CD runs for an EKS cluster: its own helper binary.
+		a := c.AWSAuthConfig
+		exec.Command, exec.APIVersion = "argocd-k8s-auth", "client.authentication.k8s.io/v1beta1"
+		exec.Args = []string{"aws", "--cluster-name", a.ClusterName}
+		if a.RoleARN != "" {
+			exec.Args = append(exec.Args, "--role-arn", a.RoleARN)
+		}
+		if a.Profile != "" {
+			exec.Args = append(exec.Args, "--profile", a.Profile)
+		}
+		cfg.ExecProvider = exec
+	}
+	return cfg, c.ProxyURL, nil
+}

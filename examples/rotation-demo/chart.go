@@ -25,7 +25,7 @@ const bucket = 100 * time.Millisecond
 // drawn: below every request, one row per side.
 const (
 	yMin = 0.2
-	yMax = 100_000 // room for the legend above the longest stalls
+	yMax = 30_000
 )
 
 var (
@@ -97,13 +97,21 @@ func panel(r *result) (*plot.Plot, error) {
 		p.Legend.Add("issuer down: plugin runs fail", down)
 	}
 	for i, s := range r.sides {
-		line, err := plotter.NewLine(slowest(s.samples))
-		if err != nil {
-			return nil, err
+		for j, stretch := range slowest(s.samples) {
+			line, points, err := plotter.NewLinePoints(stretch)
+			if err != nil {
+				return nil, err
+			}
+			line.Color, line.Width = sideColors[i], vg.Points(1)
+			p.Add(line)
+			if len(stretch) == 1 { // a line of one point draws nothing
+				points.Color, points.Shape, points.Radius = sideColors[i], draw.CircleGlyph{}, vg.Points(1.5)
+				p.Add(points)
+			}
+			if j == 0 {
+				p.Legend.Add(s.name, line)
+			}
 		}
-		line.Color, line.Width = sideColors[i], vg.Points(1)
-		p.Add(line)
-		p.Legend.Add(s.name, line)
 		var legend *plotter.Line
 		for _, run := range s.endpoint.Runs() {
 			y := runRows[i]
@@ -127,17 +135,28 @@ func panel(r *result) (*plot.Plot, error) {
 	return p, nil
 }
 
-// slowest is the longest request of each bucket, by start, in milliseconds.
-// samples are sorted by start.
-func slowest(samples []sample) plotter.XYs {
+// slowest is the longest request of each bucket, by start, in
+// milliseconds, in stretches of consecutive buckets: a bucket in which no
+// request started (every worker was waiting) breaks the line rather than
+// being drawn over. samples are sorted by start.
+func slowest(samples []sample) []plotter.XYs {
+	var stretches []plotter.XYs
 	var xys plotter.XYs
+	last := time.Duration(-2)
 	for i := 0; i < len(samples); {
 		b := samples[i].at / bucket
 		top := samples[i].took
 		for i++; i < len(samples) && samples[i].at/bucket == b; i++ {
 			top = max(top, samples[i].took)
 		}
-		xys = append(xys, plotter.XY{X: (time.Duration(b) * bucket).Seconds(), Y: max(float64(top)/float64(time.Millisecond), yMin)})
+		if b != last+1 && len(xys) > 0 {
+			stretches, xys = append(stretches, xys), nil
+		}
+		last = b
+		xys = append(xys, plotter.XY{X: (b * bucket).Seconds(), Y: max(float64(top)/float64(time.Millisecond), yMin)})
 	}
-	return xys
+	if len(xys) > 0 {
+		stretches = append(stretches, xys)
+	}
+	return stretches
 }

@@ -91,7 +91,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.outage, "outage", 15*time.Second, "outage: how long the issuer fails; the scenario runs until client-go is back")
 	fs.DurationVar(&o.outageLife, "outage-token-life", time.Minute,
 		"outage: how long a token lives (the vault refreshes when about half of it is left, at most 30 s before expiry)")
-	fs.StringVar(&o.chart, "chart", "rotation-demo.svg", "where to write the chart (.svg or .png)")
+	fs.StringVar(&o.chart, "chart", "rotation-demo.svg", "where to write the chart (.svg or .png; several, comma-separated)")
 	fs.DurationVar(&o.duration, "duration", time.Minute, "with --kubeconfig: how long the workload runs")
 	// controller-runtime registers --kubeconfig when it is imported.
 	if fs.Lookup("kubeconfig") == nil {
@@ -102,9 +102,13 @@ func (o *options) register(fs *flag.FlagSet) {
 
 func (o *options) kubeconfig() string { return flag.Lookup("kubeconfig").Value.String() }
 
+// lineWidth is where the demo's prose wraps.
+const lineWidth = 100
+
 // outageLead is how long before client-go's token expires the issuer goes
-// down: the token still has time left, as the vault's has.
-const outageLead = 5 * time.Second
+// down: the token still has time left, as the vault's has. A third of the
+// outage at most, so that client-go's expiry falls well inside it.
+func (o *options) outageLead() time.Duration { return min(5*time.Second, o.outage/3) }
 
 // picked are the scenarios the flags ask for.
 func (o *options) picked() ([]*scenario, error) {
@@ -123,14 +127,14 @@ func (o *options) picked() ([]*scenario, error) {
 				"and every request in flight waits; the vault runs it in the background before expiry.", o.tokenLife, o.latency),
 		},
 		"outage": {
-			name: "outage", ttl: o.outageLife, outage: o.outage, outageLead: outageLead,
+			name: "outage", ttl: o.outageLife, outage: o.outage, outageLead: o.outageLead(),
 			// until client-go's token has expired, the issuer is back and
 			// client-go has run its plugin again
-			run:   o.outageLife - outageLead + o.outage + o.latency + 3*time.Second,
+			run:   o.outageLife - o.outageLead() + o.outage + o.latency + 3*time.Second,
 			title: fmt.Sprintf("the issuer fails for %v around client-go's token's expiry (tokens live %v)", o.outage, o.outageLife),
 			what: fmt.Sprintf("the plugin fails for %v, from %v before client-go's token expires (tokens live %v): client-go runs it on every request "+
 				"from the expiry on, one at a time, and fails them until the issuer is back; the vault keeps serving the token it refreshed earlier "+
-				"and retries in the background.", o.outage, outageLead, o.outageLife),
+				"and retries in the background.", o.outage, o.outageLead(), o.outageLife),
 		},
 	}
 	var picked []*scenario
@@ -170,13 +174,13 @@ func embedded(ctx context.Context, o *options) error {
 	}
 	e := &env{cluster: cluster, admin: admin, namespace: ns.Name, plugin: self, workers: o.workers, latency: o.latency,
 		operator: &operator{admin: admin}, progress: newProgress(os.Stdout)}
-	fmt.Printf("API server %s. Each scenario runs %d workers through a vault and %d through plain client-go, at once, "+
-		"with the same exec credential plugin; a request \"waited\" when it took more than %v to get a credential.\n",
-		cluster.Server, o.workers, o.workers, slowCredential)
+	fmt.Println(wrap(fmt.Sprintf("API server %s. Each scenario runs %d workers through a vault and %d through plain client-go, at once, "+
+		"with the same exec credential plugin; a request \"waited\" when it spent more than %v getting a credential.",
+		cluster.Server, o.workers, o.workers, slowCredential), lineWidth))
 
 	var results []*result
 	for _, sc := range scenarios {
-		fmt.Printf("\n%s: %s\n", sc.name, sc.what)
+		fmt.Printf("\n%s\n", wrap(sc.name+": "+sc.what, lineWidth))
 		r, err := e.runScenario(ctx, sc)
 		if err != nil {
 			return err
@@ -185,16 +189,18 @@ func embedded(ctx context.Context, o *options) error {
 		fmt.Printf("\n%s", table(sc.name, r.sides))
 	}
 	if slices.ContainsFunc(scenarios, func(sc *scenario) bool { return sc.operator }) {
-		fmt.Printf("\nThe operator (a controller-runtime manager with leader election, through the revocation scenario's vault) reconciled %d ConfigMaps with %d errors.\n",
-			e.operator.reconciler.Reconciled.Load(), e.operator.reconciler.Failed.Load())
+		fmt.Printf("\n%s\n", wrap(fmt.Sprintf("The operator (a controller-runtime manager with leader election, through the revocation scenario's vault) "+
+			"reconciled %d ConfigMaps with %d errors.", e.operator.reconciler.Reconciled.Load(), e.operator.reconciler.Failed.Load()), lineWidth))
 	}
-	if err := writeChart(o.chart, results); err != nil {
-		return err
+	fmt.Printf("\n%s\n", closing(results))
+	for path := range strings.SplitSeq(o.chart, ",") {
+		if err := writeChart(path, results); err != nil {
+			return err
+		}
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		fmt.Println("chart:", path)
 	}
-	path, err := filepath.Abs(o.chart)
-	if err != nil {
-		path = o.chart
-	}
-	fmt.Println("\nchart:", path)
 	return nil
 }

@@ -119,8 +119,10 @@ func (e *env) runScenario(ctx context.Context, sc *scenario) (*result, error) {
 	work, cancel := context.WithTimeout(ctx, sc.run)
 	defer cancel() // before timeline.Wait
 	if sc.outage > 0 {
-		first := cg.endpoint.Runs()[0].end
-		from := first.Add(sc.ttl - sc.outageLead)
+		// client-go's token expires when its expirationTimestamp says:
+		// the issue plus ttl, to the second below (RFC 3339).
+		expiry := cg.endpoint.Runs()[0].end.Add(sc.ttl).Truncate(time.Second)
+		from := expiry.Add(-sc.outageLead)
 		res.downFrom, res.downTo = from.Sub(res.origin), from.Add(sc.outage).Sub(res.origin)
 		timeline.Go(func() {
 			if !sleep(work, time.Until(from)) {

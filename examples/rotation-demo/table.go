@@ -67,3 +67,40 @@ func round(d time.Duration) string {
 	}
 	return d.Round(10 * time.Microsecond).String()
 }
+
+// closing sums the run up, a line per scenario, client-go first: what the
+// vault spares its callers.
+func closing(results []*result) string {
+	var b strings.Builder
+	b.WriteString("In short, per scenario: caller-visible errors, requests that waited for a credential, the longest request.\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "  %-10s", r.scenario.name)
+		for i := len(r.sides) - 1; i >= 0; i-- {
+			f := r.sides[i].figures
+			fmt.Fprintf(&b, "  %s: %d errors, %d waited, %s", short(r.sides[i].name), f.unauthorized+f.other, f.slow, round(f.longest))
+			if i > 0 {
+				b.WriteString(";")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// wrap breaks s into lines of at most width characters, at spaces.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(s) {
+		if i > 0 && n+1+len(word) > width {
+			b.WriteString("\n")
+			n = 0
+		} else if i > 0 {
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}

@@ -160,12 +160,18 @@ func (e *env) exec(ep *endpoint) *clientcmdapi.ExecConfig {
 	}
 }
 
-// clientset is a client without client-go's rate limit, which would
+// clientset is a client whose transport, its authenticating layer
+// included, is metered, without client-go's rate limit, which would
 // measure itself rather than the credentials.
 func clientset(cfg *rest.Config) (kubernetes.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
-	return kubernetes.NewForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	hc.Transport = metered{hc.Transport}
+	return kubernetes.NewForConfigAndClient(cfg, hc)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptrace"
 	"slices"
 	"sync"
@@ -23,8 +24,8 @@ const slowCredential = 100 * time.Millisecond
 type sample struct {
 	at   time.Duration // its start, since the scenario's
 	took time.Duration
-	// wait is the time it spent above net/http (see trace): waiting for a
-	// credential, or failing to get one.
+	// wait is the time it spent in the authenticating layer (see trace):
+	// waiting for a credential, or failing to get one.
 	wait time.Duration
 	err  outcome
 }
@@ -108,57 +109,84 @@ func workload(ctx context.Context, cs kubernetes.Interface, namespace, prefix st
 	return all
 }
 
-// trace follows one request through net/http, to tell the time it spent
-// above it: in client-go's exec authenticator or the vault, which is where
-// a request waits for a credential. That is the time before net/http was
-// first asked for a connection, and after each answer's first byte until
-// net/http was asked again (the vault replaying a request after a 401) or
-// the request ended (client-go running its plugin before it hands the 401
-// back). Reading an answer's body counts too; it takes microseconds.
+// trace follows one request, to tell the time it spent in the
+// authenticating layer (client-go's exec round tripper or the vault), which
+// is where a request waits for a credential: the time inside the side's
+// transport (see metered) less the time net/http had it, from each request
+// for a connection to the answer's first byte. That counts a wait before
+// the request is sent, the vault's wait before it replays a request after
+// a 401, and client-go running its plugin before it hands a 401 back.
 type trace struct {
 	start time.Time
 	mu    sync.Mutex // guards the rest: the first byte comes on net/http's own goroutine
-	asked time.Time  // net/http was first asked for a connection; zero: not yet
-	since time.Time  // the latest answer's first byte, if no connection was asked for since
-	above time.Duration
+	// The current round trip through the transport.
+	entered   time.Time
+	inNet     bool      // net/http has it
+	netFrom   time.Time // since then
+	netTotal  time.Duration
+	authTotal time.Duration // over the round trips that ended
 }
+
+type traceKey struct{}
 
 // traced starts a request with ctx.
 func traced(ctx context.Context) (*trace, context.Context) {
 	t := &trace{start: time.Now()}
+	ctx = context.WithValue(ctx, traceKey{}, t)
 	return t, httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GetConn: func(string) {
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			now := time.Now()
-			if t.asked.IsZero() {
-				t.asked = now
-				t.above = now.Sub(t.start)
-			}
-			if !t.since.IsZero() {
-				t.above += now.Sub(t.since)
-				t.since = time.Time{}
+			if !t.inNet { // net/http asking again (a retry after a GOAWAY) is still its time
+				t.inNet, t.netFrom = true, time.Now()
 			}
 		},
 		GotFirstResponseByte: func() {
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			t.since = time.Now()
+			if t.inNet {
+				t.inNet = false
+				t.netTotal += time.Since(t.netFrom)
+			}
 		},
 	})
 }
 
-// end is the request's duration and the time it spent above net/http.
-func (t *trace) end() (took, above time.Duration) {
+func (t *trace) enter() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entered, t.netTotal = time.Now(), 0
+}
+
+func (t *trace) leave() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
-	took = now.Sub(t.start)
-	switch {
-	case t.asked.IsZero():
-		return took, took // it never got as far as net/http
-	case !t.since.IsZero():
-		return took, t.above + now.Sub(t.since)
+	if t.inNet { // no answer
+		t.inNet = false
+		t.netTotal += now.Sub(t.netFrom)
 	}
-	return took, t.above
+	t.authTotal += now.Sub(t.entered) - t.netTotal
+}
+
+// end is the request's duration and the time it spent in the
+// authenticating layer.
+func (t *trace) end() (took, auth time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return time.Since(t.start), t.authTotal
+}
+
+// metered wraps a side's whole transport, its authenticating layer
+// included, to mark where each traced request enters and leaves it.
+type metered struct{ next http.RoundTripper }
+
+func (m metered) RoundTrip(req *http.Request) (*http.Response, error) {
+	t, _ := req.Context().Value(traceKey{}).(*trace)
+	if t == nil {
+		return m.next.RoundTrip(req)
+	}
+	t.enter()
+	defer t.leave()
+	return m.next.RoundTrip(req)
 }

@@ -189,8 +189,12 @@ func embedded(ctx context.Context, o *options) error {
 		fmt.Printf("\n%s", table(sc.name, r.sides))
 	}
 	if slices.ContainsFunc(scenarios, func(sc *scenario) bool { return sc.operator }) {
-		fmt.Printf("\n%s\n", wrap(fmt.Sprintf("The operator (a controller-runtime manager with leader election, through the revocation scenario's vault) "+
-			"reconciled %d ConfigMaps with %d errors.", e.operator.reconciler.Reconciled.Load(), e.operator.reconciler.Failed.Load()), lineWidth))
+		op := fmt.Sprintf("The operator (a controller-runtime manager with leader election, through the revocation scenario's vault) "+
+			"reconciled %d ConfigMaps; reconcile errors: %d.", e.operator.reconciler.Reconciled.Load(), e.operator.reconciler.Failed.Load())
+		if err := e.operator.firstError(); err != nil {
+			op += fmt.Sprintf(" The first: %v.", err)
+		}
+		fmt.Printf("\n%s\n", wrap(op, lineWidth))
 	}
 	fmt.Printf("\n%s\n", closing(results))
 	for path := range strings.SplitSeq(o.chart, ",") {

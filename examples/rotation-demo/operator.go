@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/authvault/authvault/examples/operator/annotator"
 )
@@ -25,6 +26,29 @@ import (
 type operator struct {
 	admin      kubernetes.Interface
 	reconciler annotator.Reconciler
+
+	mu    sync.Mutex // guards first
+	first error      // the first reconcile error, for the report
+}
+
+// reconcile is the annotator's Reconcile, keeping its first error.
+func (o *operator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := o.reconciler.Reconcile(ctx, req)
+	if err != nil {
+		o.mu.Lock()
+		if o.first == nil {
+			o.first = err
+		}
+		o.mu.Unlock()
+	}
+	return res, err
+}
+
+// firstError is the first reconcile error, if any.
+func (o *operator) firstError() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.first
 }
 
 // start runs the operator on cfg, in a namespace of its own where the admin
@@ -48,7 +72,9 @@ func (o *operator) start(ctx context.Context, cfg *rest.Config) (stop func(), er
 		return nil, err
 	}
 	o.reconciler.Client = mgr.GetClient()
-	if err := o.reconciler.SetupWithManager(mgr); err != nil {
+	// The annotator's own SetupWithManager, with o.reconcile in between.
+	err = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("annotator").Complete(reconcile.Func(o.reconcile))
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -59,8 +60,11 @@ func main() {
 	} else {
 		err = embedded(ctx, &o)
 	}
+	if ctx.Err() != nil {
+		err = errors.New("interrupted")
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "rotation-demo:", err)
+		fmt.Fprintln(os.Stderr, "\nrotation-demo:", err)
 		os.Exit(1)
 	}
 }

@@ -102,8 +102,11 @@ func (e *env) runScenario(ctx context.Context, sc *scenario) (*result, error) {
 		}
 	})
 	wg.Wait()
-	if avErr != nil || cgErr != nil {
-		return nil, fmt.Errorf("first login: authvault: %v; client-go: %v", avErr, cgErr)
+	if avErr != nil {
+		return nil, fmt.Errorf("the vault's first login: %w", avErr)
+	}
+	if cgErr != nil {
+		return nil, fmt.Errorf("client-go's first request: %w", cgErr)
 	}
 
 	if sc.operator {

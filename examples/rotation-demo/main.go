@@ -49,14 +49,18 @@ func main() {
 	ctrl.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
 
+	// A flag set of the demo's own: the packages it links register theirs
+	// (Ginkgo's, through the test cluster) on flag.CommandLine, and --help
+	// would list them all.
 	var o options
-	o.register(flag.CommandLine)
-	flag.Parse()
+	fs := flag.NewFlagSet("rotation-demo", flag.ExitOnError)
+	o.register(fs)
+	_ = fs.Parse(os.Args[1:]) // ExitOnError: it exits on a bad flag
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	var err error
-	if o.kubeconfig() != "" {
-		err = realCluster(ctx, o.kubeconfig(), o.workers, o.duration)
+	if o.kubeconfig != "" {
+		err = realCluster(ctx, o.kubeconfig, o.workers, o.duration)
 	} else {
 		err = embedded(ctx, &o)
 	}
@@ -81,6 +85,7 @@ type options struct {
 	outage        time.Duration
 	outageLife    time.Duration
 	chart         string
+	kubeconfig    string        // a real cluster instead of the scenarios
 	duration      time.Duration // the workload on a real cluster
 }
 
@@ -94,17 +99,11 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.tokenLife, "token-life", 20*time.Second, "expiry: how long a token lives")
 	fs.DurationVar(&o.outage, "outage", 15*time.Second, "outage: how long the issuer fails; the scenario runs until client-go is back")
 	fs.DurationVar(&o.outageLife, "outage-token-life", time.Minute,
-		"outage: how long a token lives (the vault refreshes when about half of it is left, at most 30 s before expiry)")
+		"outage: how long a token lives (much shorter, and the vault's token may run out during the outage too)")
 	fs.StringVar(&o.chart, "chart", "rotation-demo.svg", "where to write the chart (.svg or .png; several, comma-separated)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "run a workload through a vault against this cluster instead of the scenarios")
 	fs.DurationVar(&o.duration, "duration", time.Minute, "with --kubeconfig: how long the workload runs")
-	// controller-runtime registers --kubeconfig when it is imported.
-	if fs.Lookup("kubeconfig") == nil {
-		fs.String("kubeconfig", "", "")
-	}
-	fs.Lookup("kubeconfig").Usage = "run a workload through a vault against this cluster instead of the scenarios"
 }
-
-func (o *options) kubeconfig() string { return flag.Lookup("kubeconfig").Value.String() }
 
 // lineWidth is where the demo's prose wraps.
 const lineWidth = 100

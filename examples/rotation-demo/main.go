@@ -193,7 +193,7 @@ func embedded(ctx context.Context, o *options) error {
 	}
 	if slices.ContainsFunc(scenarios, func(sc *scenario) bool { return sc.operator }) {
 		op := fmt.Sprintf("The operator (a controller-runtime manager with leader election, through the revocation scenario's vault) "+
-			"reconciled %d ConfigMaps; reconcile errors: %d.", e.operator.reconciler.Reconciled.Load(), e.operator.reconciler.Failed.Load())
+			"reconciled %d ConfigMaps; reconcile errors: %d.", e.operator.reconciler.Reconciled.Load(), e.operator.failed.Load())
 		if err := e.operator.firstError(); err != nil {
 			op += fmt.Sprintf(" The first: %v.", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,14 +28,18 @@ type operator struct {
 	admin      kubernetes.Interface
 	reconciler annotator.Reconciler
 
-	mu    sync.Mutex // guards first
-	first error      // the first reconcile error, for the report
+	// failed counts reconcile errors but those of a reconcile that the
+	// manager's stop cut short (the annotator's own Failed counts those too).
+	failed atomic.Int64
+	mu     sync.Mutex // guards first
+	first  error      // the first error failed counts, for the report
 }
 
-// reconcile is the annotator's Reconcile, keeping its first error.
+// reconcile is the annotator's Reconcile, counting its errors.
 func (o *operator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	res, err := o.reconciler.Reconcile(ctx, req)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
+		o.failed.Add(1)
 		o.mu.Lock()
 		if o.first == nil {
 			o.first = err

@@ -16,8 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// slowCredential is the wait for a credential that the tables count: well
-// above a request's own latency on a loaded machine, well below a plugin run.
+// slowCredential is the wait for a credential that the tables count: far
+// above what the vault or client-go's authenticator take with a credential
+// at hand (microseconds, or a scheduling delay on a loaded machine), well
+// below a plugin run.
 const slowCredential = 100 * time.Millisecond
 
 // sample is one request as its caller saw it.
@@ -45,7 +47,7 @@ type counters struct {
 
 // workload has workers create, update, list and delete ConfigMaps through
 // cs, as fast as they can, until ctx ends; it returns every request that
-// ended before then.
+// ended before then, and those still waiting for a credential then.
 func workload(ctx context.Context, cs kubernetes.Interface, namespace, prefix string, workers int, origin time.Time, c *counters) []sample {
 	var mu sync.Mutex // guards all
 	var all []sample

@@ -1,83 +1,172 @@
-// Command rotation-demo shows authvault keeping an operator authenticated
-// while its tokens are revoked under it, on an embedded kube-apiserver, and
-// compares the same workload through plain client-go.
+// Command rotation-demo shows what callers go through while their
+// credentials are revoked, expire or cannot be renewed, through authvault
+// and through plain client-go with the same exec credential plugin, on an
+// embedded kube-apiserver, and draws it.
 //
-//	make demo                      # builds the envtest binaries if missing, runs ~1 min
-//	go run ./examples/rotation-demo --duration 2m --revoke-after 3s
-//	go run ./examples/rotation-demo --kubeconfig ~/.kube/config   # the operator part on a real cluster
+//	make demo                      # builds the envtest binaries if missing, runs ~2.5 min
+//	make demo DEMO_FLAGS="--scenarios expiry --expiry-run 30s --plugin-latency 2s"
+//	go run . --kubeconfig ~/.kube/config   # a workload through a vault on a real cluster
+//
+// Each scenario runs both sides at once, each with its own issuer endpoint
+// that the demo's binary, run as the plugin, fetches tokens from:
+//
+//   - revocation: every token is revoked soon after its issue;
+//   - expiry: tokens expire, and the plugin takes a second per run;
+//   - outage: the issuer fails for a while around client-go's token's
+//     expiry.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/authvault/authvault/examples/operator/annotator"
-	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
-	"github.com/authvault/authvault/login"
-	"github.com/authvault/authvault/piggyback"
-	"github.com/authvault/authvault/vault"
 )
 
 func main() {
-	// The demo is also its own credential plugin: client-go and the vault
-	// run it to fetch a token from the demo's issuer.
-	if os.Getenv("PLUGIN_MODE") == "fetch" {
-		os.Exit(plugin(os.Getenv("PLUGIN_FETCH_URL")))
+	if os.Getenv(pluginModeEnv) == "fetch" {
+		os.Exit(plugin(os.Getenv(pluginURLEnv)))
 	}
-	duration := flag.Duration("duration", time.Minute, "how long the whole comparison runs (half for each side)")
-	revokeAfter := flag.Duration("revoke-after", 5*time.Second, "how long after its issue a token is revoked")
-	workers := flag.Int("workers", 8, "concurrent workers creating, updating, listing and deleting ConfigMaps")
-	// controller-runtime registers --kubeconfig when it is imported.
-	if flag.Lookup("kubeconfig") == nil {
-		flag.String("kubeconfig", "", "")
-	}
-	flag.Lookup("kubeconfig").Usage = "run the workload against this cluster instead of the embedded one"
-	flag.Parse()
-	kubeconfig := ptr(flag.Lookup("kubeconfig").Value.String())
+	// The demo's output is its tables: controller-runtime and client-go
+	// (klog) log nothing of their own, and neither does the vault (its
+	// zero Logger discards). controller-runtime complains on stderr, with a
+	// stack trace, when a log line finds no logger set.
+	ctrl.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 
+	// A flag set of the demo's own: the packages it links register theirs
+	// (Ginkgo's, through the test cluster) on flag.CommandLine, and --help
+	// would list them all.
+	var o options
+	fs := flag.NewFlagSet("rotation-demo", flag.ExitOnError)
+	o.register(fs)
+	_ = fs.Parse(os.Args[1:]) // ExitOnError: it exits on a bad flag
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	var err error
-	if *kubeconfig != "" {
-		err = realCluster(ctx, *kubeconfig, *workers, *duration)
+	if o.kubeconfig != "" {
+		err = realCluster(ctx, o.kubeconfig, o.workers, o.duration)
 	} else {
-		err = embedded(ctx, *workers, *duration, *revokeAfter)
+		err = embedded(ctx, &o)
+	}
+	if ctx.Err() != nil {
+		err = errors.New("interrupted")
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "rotation-demo:", err)
+		fmt.Fprintln(os.Stderr, "\nrotation-demo:", err)
 		os.Exit(1)
 	}
 }
 
-// embedded runs the comparison on an embedded API server.
-func embedded(ctx context.Context, workers int, duration, revokeAfter time.Duration) error {
+// options are the demo's flags.
+type options struct {
+	scenarios     string
+	workers       int
+	latency       time.Duration
+	revocationRun time.Duration
+	revokeAfter   time.Duration
+	expiryRun     time.Duration
+	tokenLife     time.Duration
+	outage        time.Duration
+	outageLife    time.Duration
+	chart         string
+	kubeconfig    string        // a real cluster instead of the scenarios
+	duration      time.Duration // the workload on a real cluster
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.scenarios, "scenarios", "revocation,expiry,outage", "the scenarios to run, in this order")
+	fs.IntVar(&o.workers, "workers", 8, "concurrent workers per side creating, updating, listing and deleting ConfigMaps")
+	fs.DurationVar(&o.latency, "plugin-latency", time.Second, "how long each run of the credential plugin takes")
+	fs.DurationVar(&o.revocationRun, "revocation-run", 24*time.Second, "revocation: how long the workloads run")
+	fs.DurationVar(&o.revokeAfter, "revoke-after", 2*time.Second, "revocation: how long after its issue a token is revoked")
+	fs.DurationVar(&o.expiryRun, "expiry-run", 45*time.Second, "expiry: how long the workloads run")
+	fs.DurationVar(&o.tokenLife, "token-life", 20*time.Second, "expiry: how long a token lives")
+	fs.DurationVar(&o.outage, "outage", 15*time.Second, "outage: how long the issuer fails; the scenario runs until client-go is back")
+	fs.DurationVar(&o.outageLife, "outage-token-life", time.Minute,
+		"outage: how long a token lives (much shorter, and the vault's token may run out during the outage too)")
+	fs.StringVar(&o.chart, "chart", "rotation-demo.svg", "where to write the chart (.svg or .png; several, comma-separated)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "run a workload through a vault against this cluster instead of the scenarios")
+	fs.DurationVar(&o.duration, "duration", time.Minute, "with --kubeconfig: how long the workload runs")
+}
+
+// lineWidth is where the demo's prose wraps.
+const lineWidth = 100
+
+// outageLead is how long before client-go's token expires the issuer goes
+// down: the token still has time left, as the vault's has. A third of the
+// outage at most, so that client-go's expiry falls well inside it.
+func (o *options) outageLead() time.Duration { return min(5*time.Second, o.outage/3) }
+
+// picked are the scenarios the flags ask for.
+func (o *options) picked() ([]*scenario, error) {
+	all := map[string]*scenario{
+		"revocation": {
+			name: "revocation", run: o.revocationRun, revokeAfter: o.revokeAfter, operator: true,
+			title: fmt.Sprintf("every token revoked %v after its issue", o.revokeAfter),
+			what: fmt.Sprintf("every token is revoked %v after its issue and rejected within %v more (the API server's review cache): "+
+				"client-go hands callers the 401 that makes it rerun its plugin; the vault retries those requests with the new token. "+
+				"An operator runs through the same vault.", o.revokeAfter, testcluster.ReviewCacheTTL),
+		},
+		"expiry": {
+			name: "expiry", run: o.expiryRun, ttl: o.tokenLife,
+			title: fmt.Sprintf("tokens live %v, the plugin takes %v", o.tokenLife, o.latency),
+			what: fmt.Sprintf("tokens live %v and the plugin takes %v per run: client-go runs it on the request that finds its token expired, "+
+				"and every request in flight waits; the vault runs it in the background before expiry.", o.tokenLife, o.latency),
+		},
+		"outage": {
+			name: "outage", ttl: o.outageLife, outage: o.outage, outageLead: o.outageLead(),
+			// until client-go's token has expired, the issuer is back and
+			// client-go has run its plugin again
+			run:   o.outageLife - o.outageLead() + o.outage + o.latency + 3*time.Second,
+			title: fmt.Sprintf("the issuer fails for %v around client-go's token's expiry (tokens live %v)", o.outage, o.outageLife),
+			what: fmt.Sprintf("the plugin fails for %v, from %v before client-go's token expires (tokens live %v): client-go runs it on every request "+
+				"from the expiry on, one at a time, and fails them until the issuer is back; the vault keeps serving the token it refreshed earlier "+
+				"and retries in the background.", o.outage, o.outageLead(), o.outageLife),
+		},
+	}
+	var picked []*scenario
+	for name := range strings.SplitSeq(o.scenarios, ",") {
+		sc, ok := all[strings.TrimSpace(name)]
+		if !ok {
+			return nil, fmt.Errorf("--scenarios: no scenario %q (revocation, expiry, outage)", name)
+		}
+		picked = append(picked, sc)
+	}
+	return picked, nil
+}
+
+// embedded runs the scenarios on an embedded API server.
+func embedded(ctx context.Context, o *options) error {
+	scenarios, err := o.picked()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	fmt.Println("starting kube-apiserver and etcd, with a token issuer as its webhook authenticator ...")
 	cluster, err := testcluster.Start()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = cluster.Stop() }()
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	admin, err := kubernetes.NewForConfig(cluster.Admin)
 	if err != nil {
 		return err
@@ -86,132 +175,39 @@ func embedded(ctx context.Context, workers int, duration, revokeAfter time.Durat
 	if err != nil {
 		return err
 	}
-	fmt.Printf("API server %s; every token is revoked %v after its issue (the server notices within %v more)\n\n",
-		cluster.Server, revokeAfter, testcluster.ReviewCacheTTL)
+	e := &env{cluster: cluster, admin: admin, namespace: ns.Name, plugin: self, workers: o.workers, latency: o.latency,
+		operator: &operator{admin: admin}, progress: newProgress(os.Stdout)}
+	fmt.Println(wrap(fmt.Sprintf("API server %s. Each scenario runs %d workers through a vault and %d through plain client-go, at once, "+
+		"with the same exec credential plugin; a request \"waited\" when it spent more than %v getting a credential.",
+		cluster.Server, o.workers, o.workers, slowCredential), lineWidth))
 
-	operator := &annotator.Reconciler{}
-	sides, err := rotation.Compare(ctx, rotation.CompareOptions{
-		Cluster: cluster, Namespace: ns.Name, Plugin: self,
-		Workers: workers, Duration: duration / 2, RevokeAfter: revokeAfter,
-		WithVault: func(ctx context.Context, cfg *rest.Config) (func(), error) {
-			return runOperator(ctx, cfg, admin, operator)
-		},
-		Progress: func(side string, requests, unauthorized, other, runs int64) {
-			fmt.Printf("\r%-22s requests %7d  401s seen by callers %4d  other errors %3d  plugin runs %3d  operator reconciles %5d (errors %d)",
-				side, requests, unauthorized, other, runs, operator.Reconciled.Load(), operator.Failed.Load())
-		},
-	})
-	fmt.Println()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("\n%d workers, %v each side, tokens revoked %v after issue:\n\n%s", workers, duration/2, revokeAfter, rotation.Table(sides))
-	for _, s := range sides {
-		if s.Stats.FirstError != nil {
-			fmt.Printf("errors through %s: %v; the first: %v\n", s.Name, s.Stats.Reasons, s.Stats.FirstError)
+	var results []*result
+	for _, sc := range scenarios {
+		fmt.Printf("\n%s\n", wrap(sc.name+": "+sc.what, lineWidth))
+		r, err := e.runScenario(ctx, sc)
+		if err != nil {
+			return err
 		}
+		results = append(results, r)
+		fmt.Printf("\n%s", table(sc.name, r.sides))
 	}
-	fmt.Printf("\nThe operator (a controller-runtime manager with leader election, through the same vault) reconciled %d ConfigMaps with %d errors.\n",
-		operator.Reconciled.Load(), operator.Failed.Load())
-	fmt.Println("client-go hands callers the 401 that makes it rerun its plugin; the vault retries the request with a fresh token.")
-	return nil
-}
-
-// runOperator starts the annotator in a controller-runtime manager on cfg,
-// with leader election, in a namespace of its own where the admin creates a
-// ConfigMap five times a second; it returns what stops both.
-func runOperator(ctx context.Context, cfg *rest.Config, admin kubernetes.Interface, r *annotator.Reconciler) (func(), error) {
-	ns, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "operator-"}}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	namespace := ns.Name
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		LeaderElection: true, LeaderElectionID: "rotation-demo", LeaderElectionNamespace: namespace,
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Logger:  logr.Discard(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.Client = mgr.GetClient()
-	if err := r.SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{}, 2)
-	go func() {
-		defer func() { done <- struct{}{} }()
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "\noperator:", err)
+	if slices.ContainsFunc(scenarios, func(sc *scenario) bool { return sc.operator }) {
+		op := fmt.Sprintf("The operator (a controller-runtime manager with leader election, through the revocation scenario's vault) "+
+			"reconciled %d ConfigMaps; reconcile errors: %d.", e.operator.reconciler.Reconciled.Load(), e.operator.failed.Load())
+		if err := e.operator.firstError(); err != nil {
+			op += fmt.Sprintf(" The first: %v.", err)
 		}
-	}()
-	go func() { // the work the operator is there for
-		defer func() { done <- struct{}{} }()
-		for i := 0; ctx.Err() == nil; i++ {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("work-%d", i)}}
-			_, _ = admin.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
+		fmt.Printf("\n%s\n", wrap(op, lineWidth))
+	}
+	fmt.Printf("\n%s\n", closing(results))
+	for path := range strings.SplitSeq(o.chart, ",") {
+		if err := writeChart(path, results); err != nil {
+			return err
 		}
-	}()
-	return func() { cancel(); <-done; <-done }, nil
-}
-
-// realCluster runs the workload through a vault with the kubeconfig's
-// credentials, against a cluster of the user's.
-func realCluster(ctx context.Context, kubeconfig string, workers int, duration time.Duration) error {
-	v := vault.New(vault.Options{NoFallback: true, Logger: logr.Discard()})
-	defer v.Close()
-	v.OnLogin(piggyback.KubeconfigFrom(piggyback.KubeconfigOptions{Path: kubeconfig}), login.ID("kubeconfig"), login.Timeout(time.Minute))
-	cfg, err := v.RESTConfig(ctx)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	ns := v.Namespace()
-	fmt.Printf("running %d workers for %v in namespace %s of %s\n", workers, duration, ns, cfg.Host)
-	stats := rotation.Run(ctx, cs, ns, workers, duration, func(requests, unauthorized, other int64) {
-		fmt.Printf("\rrequests %7d  401s seen by callers %4d  other errors %3d", requests, unauthorized, other)
-	})
-	fmt.Printf("\n\n%s", rotation.Table([]rotation.Side{{Name: "authvault", Stats: stats}}))
-	if stats.FirstError != nil {
-		fmt.Println("first error:", stats.FirstError)
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		fmt.Println("chart:", path)
 	}
 	return nil
 }
-
-// plugin is the credential plugin: it fetches a token and prints an
-// ExecCredential.
-func plugin(url string) int {
-	resp, err := http.Get(url)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer resp.Body.Close()
-	var got struct {
-		Token   string `json:"token"`
-		Expires string `json:"expires"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got.Token == "" {
-		fmt.Fprintln(os.Stderr, "no token:", errors.Join(err, errors.New(resp.Status)))
-		return 1
-	}
-	status := map[string]string{"token": got.Token}
-	if got.Expires != "" {
-		status["expirationTimestamp"] = got.Expires
-	}
-	_ = json.NewEncoder(os.Stdout).Encode(map[string]any{
-		"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": status,
-	})
-	return 0
-}
-
-func ptr[T any](v T) *T { return &v }

@@ -39,8 +39,11 @@
 // handler in the background, when about a tenth of its life is left (at least
 // 30 s, at most half of it, moved earlier by a random part of up to half that
 // window), and keeps serving the old credential until the new one arrives. A
-// failed refresh is retried with backoff; the old credential serves until it
-// expires. In steady state, no caller ever waits for a login. A refresh
+// failed refresh is retried with backoff, but never later than half the
+// time its credential has left (nor sooner than the login floor), so the
+// retries grow denser as the expiry nears and an issuer outage that ends
+// before the credential does is caught while it serves; the old credential
+// serves until it expires. [Vault.Refresh] asks for one at once. In steady state, no caller ever waits for a login. A refresh
 // that would come sooner than the login floor comes at the floor; a
 // credential that would not even outlive the floor (it lives milliseconds)
 // is refreshed after the handler's next backoff step instead, and the step

@@ -172,7 +172,12 @@ func retryable(err error) bool {
 }
 
 // nextDelay is how long to wait after a failed attempt: what a Temporary
-// error asks for, else the handler's next backoff step.
+// error asks for, else the handler's next backoff step, but during a
+// failed refresh no more than half the time its credential has left (and
+// no less than the login floor): the retries grow denser as the expiry
+// nears, so that an issuer outage that ends before the credential does is
+// caught before callers find the vault empty, however far the backoff has
+// grown.
 func (v *Vault) nextDelay(h *handler, err error) time.Duration {
 	var temporary *login.TemporaryError
 	if errors.As(err, &temporary) && temporary.Delay > 0 {
@@ -180,7 +185,13 @@ func (v *Vault) nextDelay(h *handler, err error) time.Duration {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return h.backoff.Step()
+	d := h.backoff.Step()
+	if c := h.cred; c != nil && !c.usableUntil.IsZero() {
+		if left := c.usableUntil.Sub(v.clock.Now()); left > 0 {
+			d = min(d, max(h.settings.BackoffInitial, left/2))
+		}
+	}
+	return d
 }
 
 // sleep waits d on the vault's clock; false if the vault closed first.

@@ -1,0 +1,46 @@
+package vault
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/authvault/authvault/login"
+)
+
+// A refresh that keeps failing retries more often as its credential's
+// expiry nears, whatever its backoff has grown to: the last retry comes
+// within a couple of login floors of the expiry, so that an issuer outage
+// that ends before the credential does is caught while it still serves.
+// (Before, the retries followed the backoff alone: 1, 2, 4, 8, 16 s after
+// the refresh started, the last one 15 s before the expiry, the next 16 s
+// after it, while callers waited.)
+func TestFailedRefreshRetriesBeforeTheExpiry(t *testing.T) {
+	v, clk := testVault(t, Options{Leeway: -1})
+	v.jitter = func(int64) int64 { return 0 }
+	h := &counter{lifetime: 100 * time.Second, now: clk.Now}
+	v.OnLogin(h.login, login.ID("issuer"), login.Backoff(time.Second, time.Hour))
+	first := mustSelect(t, v)
+	expiry := first.usableUntil
+	h.failWith(errors.New("issuer outage"))
+
+	var calls []time.Duration // when the handler was called, before the expiry
+	seen := h.calls.Load()
+	for now := epoch; now.Before(expiry); now = now.Add(100 * time.Millisecond) {
+		clk.SetTime(now)
+		time.Sleep(time.Millisecond) // let a woken retry run and arm its next timer
+		if n := h.calls.Load(); n != seen {
+			seen = n
+			calls = append(calls, expiry.Sub(now))
+		}
+	}
+	if len(calls) < 3 {
+		t.Fatalf("the refresh was tried %d times before the expiry", len(calls))
+	}
+	if last := calls[len(calls)-1]; last > 3*time.Second {
+		t.Errorf("the last retry came %v before the expiry (retries at %v before it), want within 3 s", last, calls)
+	}
+	if len(calls) > 20 {
+		t.Errorf("%d retries in the refresh window: a storm", len(calls))
+	}
+}

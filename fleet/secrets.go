@@ -33,7 +33,8 @@ type SecretsOptions struct {
 	// LabelSelector chooses the Secrets, in the syntax of
 	// metav1.ListOptions. Default: Cluster API's, the Secrets that carry
 	// ClusterNameLabel. (Cluster API's kubeconfig Secrets carry it; so do
-	// some of its other Secrets, whose lack of Key is an error in the log.)
+	// its CA, etcd, sa and proxy Secrets, which lack Key and are skipped:
+	// a Secret without Key is no cluster's.)
 	LabelSelector string
 	// Key is the data key that holds the kubeconfig. Default:
 	// handlers.ClusterAPIKey ("value").
@@ -118,17 +119,21 @@ func (w *secretWatch) upsert(obj any) {
 		return
 	}
 	key := secret.Namespace + "/" + secret.Name
-	if !w.selector.Matches(labels.Set(secret.Labels)) {
+	data, hasKey := secret.Data[w.opts.Key]
+	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
 		// The server filters by the selector; this is for a Secret that
 		// lost its label (an update the watch still sends) or a watch
-		// that does not filter.
+		// that does not filter. A Secret without the key is not a
+		// kubeconfig: Cluster API labels a cluster's CA, etcd, sa and
+		// proxy Secrets as it labels its kubeconfig, and one of those
+		// must not take the cluster's name first.
 		if m, ok := w.members[key]; ok {
 			w.remove(key, m)
 		}
 		return
 	}
 	name := clusterName(secret)
-	digest := sha256.Sum256(secret.Data[w.opts.Key])
+	digest := sha256.Sum256(data)
 	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
 	old, known := w.members[key]
 	switch {
@@ -170,15 +175,18 @@ func (w *secretWatch) delete(obj any) {
 }
 
 // remove takes m's cluster out of the fleet at once (the name is free for
-// the next event) and closes its vault in the background, so that a
-// handler that ignores its context holds up no other cluster's events.
+// the next event) and tells OnRemove, here, so that OnRemove of a cluster
+// comes before OnAdd of the next of its name. It closes the vault in the
+// background, so that a handler that ignores its context holds up no other
+// cluster's events.
 func (w *secretWatch) remove(key string, m member) {
 	delete(w.members, key)
 	if !w.fleet.detachCluster(m.cluster) {
 		return // removed by hand meanwhile
 	}
 	w.fleet.opts.Logger.V(1).Info("kubeconfig Secret gone: cluster removed", "secret", key, "cluster", m.cluster.name)
-	w.closing.Go(func() { w.fleet.close(m.cluster) })
+	w.fleet.removed(m.cluster)
+	w.closing.Go(m.cluster.vault.Close)
 }
 
 // clusterName names a Secret's cluster: namespace and Cluster API's label,

@@ -229,3 +229,70 @@ func TestWatchSecretsNeedsAClient(t *testing.T) {
 		t.Error("no error for a bad selector")
 	}
 }
+
+// Cluster API labels every Secret of a cluster with ClusterNameLabel (its
+// CA, etcd, sa and proxy Secrets as well as its kubeconfig): under the
+// default selector, a Secret without the kubeconfig's key must not take the
+// cluster's name before the kubeconfig Secret comes.
+func TestWatchSecretsSkipsSecretsWithoutTheKey(t *testing.T) {
+	ctx := ctxFor(t)
+	h := newHub(t, SecretsOptions{})
+	api := newAPIServer(t)
+	h.put("capi", "wl1-ca", capiLabels("wl1"), map[string][]byte{"tls.crt": []byte("x"), "tls.key": []byte("y")})
+	time.Sleep(100 * time.Millisecond)
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	cfg, err := h.fleet.RESTConfig(ctx, "capi/wl1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := version(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Secret deleted and created again at once: OnRemove of the old cluster
+// comes before OnAdd of the new one of the same name, so that whoever keys
+// what runs against a cluster by its name (examples/fleet) stops the old
+// and keeps the new.
+func TestWatchSecretsRemoveBeforeReAdd(t *testing.T) {
+	ctx := ctxFor(t)
+	var mu sync.Mutex
+	var events []string
+	f := New(Options{
+		OnAdd: func(name string) { mu.Lock(); events = append(events, "add "+name); mu.Unlock() },
+		OnRemove: func(name string) {
+			time.Sleep(50 * time.Millisecond) // a goroutine scheduled late
+			mu.Lock()
+			events = append(events, "remove "+name)
+			mu.Unlock()
+		},
+	})
+	defer f.Close()
+	client := fake.NewClientset()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- f.WatchSecrets(wctx, SecretsOptions{Client: client}) }()
+	defer func() { cancel(); <-done }()
+	api := newAPIServer(t)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "wl1-kubeconfig", Labels: capiLabels("wl1")},
+		Data: map[string][]byte{"value": api.kubeconfig()}}
+	secrets := client.CoreV1().Secrets("capi")
+	if _, err := secrets.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster to be added", func() bool { return f.Vault("capi/wl1") != nil })
+	if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := secrets.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "three events", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) == 3 })
+	mu.Lock()
+	got := strings.Join(events, ", ")
+	mu.Unlock()
+	if want := "add capi/wl1, remove capi/wl1, add capi/wl1"; got != want {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+}

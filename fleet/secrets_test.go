@@ -39,7 +39,7 @@ func newHub(t *testing.T, opts SecretsOptions) *hub {
 		OnRemove: func(name string) { h.mu.Lock(); h.removed = append(h.removed, name); h.mu.Unlock() },
 	})
 	opts.Client = h.client
-	opts.Login = append(opts.Login, login.Backoff(10*time.Millisecond, time.Second)) // no login floor to wait for
+	opts.Login = append([]login.Option{login.Backoff(10*time.Millisecond, time.Second)}, opts.Login...) // no login floor to wait for, unless the test sets one
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- h.fleet.WatchSecrets(ctx, opts) }()
@@ -294,5 +294,29 @@ func TestWatchSecretsRemoveBeforeReAdd(t *testing.T) {
 	mu.Unlock()
 	if want := "add capi/wl1, remove capi/wl1, add capi/wl1"; got != want {
 		t.Errorf("events = %q, want %q", got, want)
+	}
+}
+
+// A Secret rewritten in a storm refreshes its cluster no more than its
+// login floor allows: the hub is read about once per floor, not once per
+// rewrite.
+func TestWatchSecretsRewriteStorm(t *testing.T) {
+	ctx := ctxFor(t)
+	h := newHub(t, SecretsOptions{Login: []login.Option{login.Backoff(200*time.Millisecond, time.Second)}})
+	api := newAPIServer(t)
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	if _, err := h.fleet.RESTConfig(ctx, "capi/wl1"); err != nil {
+		t.Fatal(err)
+	}
+	start, gets := time.Now(), h.gets()
+	for range 200 {
+		api.rotate()
+		h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	}
+	time.Sleep(300 * time.Millisecond)
+	took := time.Since(start)
+	if got, limit := h.gets()-gets, int(took/(200*time.Millisecond))+2; got > limit {
+		t.Errorf("200 rewrites in %v read the Secret %d times, want at most %d", took, got, limit)
 	}
 }

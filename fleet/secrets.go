@@ -48,7 +48,8 @@ type SecretsOptions struct {
 }
 
 // WatchSecrets keeps the fleet in step with the hub's kubeconfig Secrets
-// until ctx ends. A Secret that appears adds its cluster, named
+// until ctx ends: it blocks until then, and returns nil then (run it in a
+// goroutine, or as a manager's runnable). A Secret that appears adds its cluster, named
 // "<namespace>/<cluster>", where <cluster> is the value of its
 // ClusterNameLabel, or the Secret's name without it; its handler is
 // handlers.KubeconfigSecretFrom, which reads the Secret at every login. A

@@ -84,6 +84,9 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
 	w := &secretWatch{fleet: f, opts: opts, selector: selector, members: map[string]member{}}
 	informer := factory.Core().V1().Secrets().Informer()
+	if err := informer.SetTransform(w.slim); err != nil {
+		return fmt.Errorf("fleet: watching Secrets: %w", err)
+	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.upsert(obj) },
 		UpdateFunc: func(_, obj any) { w.upsert(obj) },
@@ -111,7 +114,33 @@ type secretWatch struct {
 // member is a cluster that a Secret added.
 type member struct {
 	cluster *cluster
-	digest  [sha256.Size]byte // of the kubeconfig it was added or refreshed with
+	digest  []byte // of the kubeconfig it was added or refreshed with
+}
+
+// slimType marks a Secret that slim has made.
+const slimType corev1.SecretType = "fleet.authvault/slim"
+
+// slim is the informer's transform: it keeps of a Secret what the watch
+// reads, and of its kubeconfig only a digest, so that the cache holds no
+// credential (the handler reads the Secret itself at every login), nor
+// any of the other keys that Cluster API's selector brings in (its CA,
+// etcd and service-account Secrets). It is idempotent.
+func (w *secretWatch) slim(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok || s.Type == slimType {
+		return obj, nil
+	}
+	out := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion, Labels: s.Labels,
+		},
+		Type: slimType,
+	}
+	if data, ok := s.Data[w.opts.Key]; ok {
+		digest := sha256.Sum256(data)
+		out.Data = map[string][]byte{w.opts.Key: digest[:]}
+	}
+	return out, nil
 }
 
 func (w *secretWatch) upsert(obj any) {
@@ -120,7 +149,7 @@ func (w *secretWatch) upsert(obj any) {
 		return
 	}
 	key := secret.Namespace + "/" + secret.Name
-	data, hasKey := secret.Data[w.opts.Key]
+	digest, hasKey := secret.Data[w.opts.Key] // slim's
 	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
 		// The server filters by the selector; this is for a Secret that
 		// lost its label (an update the watch still sends) or a watch
@@ -134,11 +163,10 @@ func (w *secretWatch) upsert(obj any) {
 		return
 	}
 	name := clusterName(secret)
-	digest := sha256.Sum256(data)
 	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
 	old, known := w.members[key]
 	switch {
-	case known && old.cluster.name == name && old.digest == digest:
+	case known && old.cluster.name == name && string(old.digest) == string(digest):
 		return // a resync, or an edit that leaves the kubeconfig alone
 	case known && old.cluster.name == name:
 		w.members[key] = member{old.cluster, digest}

@@ -320,3 +320,32 @@ func TestWatchSecretsRewriteStorm(t *testing.T) {
 		t.Errorf("200 rewrites in %v read the Secret %d times, want at most %d", took, got, limit)
 	}
 }
+
+// The informer's cache keeps no Secret's content: the handler reads the
+// Secret at every login, and the watch needs only to know whether the
+// kubeconfig changed. Under Cluster API's selector the cache would
+// otherwise hold every cluster's admin kubeconfig and CA, etcd and
+// service-account keys for the life of the process.
+func TestWatchSecretsCacheHoldsNoContent(t *testing.T) {
+	w := &secretWatch{opts: SecretsOptions{Key: "value"}}
+	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "wl1-ca", Labels: capiLabels("wl1")},
+		Data: map[string][]byte{"value": []byte("token: s3cret"), "tls.key": []byte("PRIVATE KEY")}}
+	out, err := w.slim(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*corev1.Secret)
+	if s.Name != "wl1-ca" || s.Labels[ClusterNameLabel] != "wl1" {
+		t.Errorf("slim dropped the metadata: %v", s.ObjectMeta)
+	}
+	if _, ok := s.Data["tls.key"]; ok || len(s.Data) != 1 || strings.Contains(string(s.Data["value"]), "s3cret") {
+		t.Errorf("slim kept content: %q", s.Data)
+	}
+	other, _ := w.slim(&corev1.Secret{Data: map[string][]byte{"value": []byte("token: other")}})
+	if string(other.(*corev1.Secret).Data["value"]) == string(s.Data["value"]) {
+		t.Error("two kubeconfigs slim to the same value")
+	}
+	if none, _ := w.slim(&corev1.Secret{Data: map[string][]byte{"tls.key": []byte("k")}}); len(none.(*corev1.Secret).Data) != 0 {
+		t.Error("a Secret without the key slims to one with it")
+	}
+}

@@ -53,6 +53,7 @@ type SecretsOptions struct {
 // "<namespace>/<cluster>", where <cluster> is the value of its
 // ClusterNameLabel, or the Secret's name without it; its handler is
 // handlers.KubeconfigSecretFrom, which reads the Secret at every login. A
+// Secret without SecretsOptions.Key is no cluster's, and is skipped. A
 // Secret whose kubeconfig changes refreshes that cluster's vault at once
 // (vault.Vault.Refresh): the new credential is in place before the old one
 // is revoked, and no other cluster is touched. A change that leaves the

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,7 +64,9 @@ type SecretsOptions struct {
 //
 // The clusters stay in the fleet when WatchSecrets returns; Close removes
 // them. A cluster of the same name added by Add, or by another Secret, is
-// left alone, and the Secret that collides with it is logged.
+// left alone, and the Secret that collides with it is logged; it takes the
+// name when the other Secret's cluster goes with its Secret (not when a
+// cluster is removed with Remove, which WatchSecrets does not see).
 func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if opts.Client == nil {
 		return errors.New("fleet: WatchSecrets needs a Client")
@@ -83,7 +87,7 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := &secretWatch{fleet: f, opts: opts, selector: selector, members: map[string]member{}}
+	w := &secretWatch{fleet: f, opts: opts, selector: selector, members: map[string]member{}, waiting: map[string]*corev1.Secret{}}
 	informer := factory.Core().V1().Secrets().Informer()
 	if err := informer.SetTransform(w.slim); err != nil {
 		return fmt.Errorf("fleet: watching Secrets: %w", err)
@@ -108,8 +112,9 @@ type secretWatch struct {
 	fleet    *Fleet
 	opts     SecretsOptions
 	selector labels.Selector
-	members  map[string]member // by the Secret's namespace/name
-	closing  sync.WaitGroup    // vaults of removed clusters being closed
+	members  map[string]member         // by the Secret's namespace/name
+	waiting  map[string]*corev1.Secret // Secrets whose cluster's name was taken, by namespace/name
+	closing  sync.WaitGroup            // vaults of removed clusters being closed
 }
 
 // member is a cluster that a Secret added.
@@ -150,6 +155,7 @@ func (w *secretWatch) upsert(obj any) {
 		return
 	}
 	key := secret.Namespace + "/" + secret.Name
+	delete(w.waiting, key)                    // seen again: decided again below
 	digest, hasKey := secret.Data[w.opts.Key] // slim's
 	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
 		// The server filters by the selector; this is for a Secret that
@@ -182,6 +188,10 @@ func (w *secretWatch) upsert(obj any) {
 	})
 	c, err := w.fleet.add(name, h, append([]login.Option{login.ID("secret " + key)}, w.opts.Login...))
 	if err != nil {
+		if errors.Is(err, ErrExists) {
+			err = fmt.Errorf("%w; the Secret waits for the name to free", err)
+			w.waiting[key] = secret
+		}
 		log.Error(err, "kubeconfig Secret not added to the fleet")
 		return
 	}
@@ -199,6 +209,7 @@ func (w *secretWatch) delete(obj any) {
 		return
 	}
 	key := secret.Namespace + "/" + secret.Name
+	delete(w.waiting, key)
 	if m, ok := w.members[key]; ok {
 		w.remove(key, m)
 	}
@@ -217,6 +228,18 @@ func (w *secretWatch) remove(key string, m member) {
 	w.fleet.opts.Logger.V(1).Info("kubeconfig Secret gone: cluster removed", "secret", key, "cluster", m.cluster.name)
 	w.fleet.removed(m.cluster)
 	w.closing.Go(m.cluster.vault.Close)
+	w.takeOver(m.cluster.name)
+}
+
+// takeOver adds the cluster name of a Secret that waited for it, if any
+// (the first by namespace/name): it collided with the cluster just removed.
+func (w *secretWatch) takeOver(name string) {
+	for _, key := range slices.Sorted(maps.Keys(w.waiting)) {
+		if s := w.waiting[key]; clusterName(s) == name {
+			w.upsert(s)
+			return
+		}
+	}
 }
 
 // clusterName names a Secret's cluster: namespace and Cluster API's label,

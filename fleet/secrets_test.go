@@ -349,3 +349,31 @@ func TestWatchSecretsCacheHoldsNoContent(t *testing.T) {
 		t.Error("a Secret without the key slims to one with it")
 	}
 }
+
+// Two Secrets name one cluster: the first takes it, the second waits, and
+// takes it when the first goes, rather than being forgotten until it
+// changes.
+func TestWatchSecretsCollisionTakesOverWhenTheNameFrees(t *testing.T) {
+	ctx := ctxFor(t)
+	h := newHub(t, SecretsOptions{})
+	a, b := newAPIServer(t), newAPIServer(t)
+	h.put("capi", "first-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": a.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	h.put("capi", "second-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": b.kubeconfig()})
+	eventually(t, "the collision to be logged", func() bool { return strings.Contains(h.logs.String(), "second-kubeconfig") })
+	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "first-kubeconfig", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second Secret's cluster", func() bool {
+		v := h.fleet.Vault("capi/wl1")
+		if v == nil {
+			return false
+		}
+		c, err := v.Select(ctx)
+		return err == nil && c.Handler == "secret capi/second-kubeconfig"
+	})
+	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "second-kubeconfig", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster to be removed", func() bool { return h.fleet.Vault("capi/wl1") == nil })
+}

@@ -58,7 +58,8 @@ type SecretsOptions struct {
 // Secret without SecretsOptions.Key is no cluster's, and is skipped. A
 // Secret whose kubeconfig changes refreshes that cluster's vault at once
 // (vault.Vault.Refresh): the new credential is in place before the old one
-// is revoked, and no other cluster is touched. A change that leaves the
+// is revoked, and no other cluster is touched; a cluster not used yet
+// stays so. A change that leaves the
 // kubeconfig as it was (a resync, a label or annotation edit) does nothing.
 // A Secret that goes removes its cluster, closing its vault.
 //

@@ -377,3 +377,20 @@ func TestWatchSecretsCollisionTakesOverWhenTheNameFrees(t *testing.T) {
 	}
 	eventually(t, "the cluster to be removed", func() bool { return h.fleet.Vault("capi/wl1") == nil })
 }
+
+// A cluster that nothing has used yet does not log in when its Secret
+// changes: its first login will read the Secret as it is then. A fleet
+// of EKS clusters, whose kubeconfig Secrets Cluster API rewrites every few
+// minutes, would otherwise log in to every cluster at every rewrite.
+func TestWatchSecretsChangeOfAnUnusedClusterStaysLazy(t *testing.T) {
+	h := newHub(t, SecretsOptions{})
+	api := newAPIServer(t)
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	api.rotate()
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	time.Sleep(200 * time.Millisecond)
+	if got := h.gets(); got != 0 {
+		t.Errorf("an unused cluster read its Secret %d times on a change, want 0", got)
+	}
+}

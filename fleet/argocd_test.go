@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 )
@@ -139,5 +141,21 @@ func TestArgoCDSecretMapping(t *testing.T) {
 	var perm *login.PermanentError
 	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "argocd/gone") {
 		t.Errorf("missing Secret: %v", err)
+	}
+}
+
+// The informer's cache keeps of an Argo CD Secret its name and a digest of
+// what it authenticates with, never the config.
+func TestArgoCDSecretCacheHoldsNoContent(t *testing.T) {
+	w := &secretWatch{opts: SecretsOptions{Format: ArgoCD}}
+	in := &corev1.Secret{Data: argoSecret("prod", "https://a.example", map[string]any{"bearerToken": "argo-s3cret"})}
+	out, _ := w.slim(in)
+	s := out.(*corev1.Secret)
+	if string(s.Data["name"]) != "prod" || len(s.Data[digestKey]) == 0 || strings.Contains(fmt.Sprint(s.Data), "argo-s3cret") || len(s.Data) != 2 {
+		t.Errorf("slim gave %q", s.Data)
+	}
+	rotated, _ := w.slim(&corev1.Secret{Data: argoSecret("prod", "https://a.example", map[string]any{"bearerToken": "argo-other"})})
+	if string(rotated.(*corev1.Secret).Data[digestKey]) == string(s.Data[digestKey]) {
+		t.Error("a rotated config slims to the same digest")
 	}
 }

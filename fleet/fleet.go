@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -47,9 +48,11 @@ type Options struct {
 	// runs against the cluster there (a cluster.Cluster and its
 	// controllers). Each runs on the goroutine that added or removed the
 	// cluster (Close removes them concurrently), without the fleet's lock;
-	// neither may wait for long: OnAdd is called from WatchSecrets' event
-	// handler, so start what waits for the cluster (RESTConfig) in a
-	// goroutine of your own. Default: none.
+	// OnRemove of a cluster returns before OnAdd of a cluster of the same
+	// name added later by the same goroutine or WatchSecrets. Neither may
+	// wait for long: WatchSecrets calls them from its event handler, so
+	// start what waits for the cluster (RESTConfig) in a goroutine of your
+	// own. Default: none.
 	OnAdd, OnRemove func(name string)
 }
 
@@ -68,6 +71,7 @@ type Fleet struct {
 type cluster struct {
 	name  string
 	vault *vault.Vault
+	reg   *registerer // nil without Options.Registerer
 
 	mu  sync.Mutex // guards cfg
 	cfg *rest.Config
@@ -114,11 +118,13 @@ func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*cluster
 	vopts := f.opts.Vault
 	vopts.Logger = f.opts.Logger.WithValues("cluster", name)
 	vopts.Registerer = nil
+	var reg *registerer
 	if f.opts.Registerer != nil {
-		vopts.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": name}, f.opts.Registerer)
+		reg = &registerer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": name}, f.opts.Registerer)}
+		vopts.Registerer = reg
 	}
 	vopts.Fallback, vopts.NoFallback = nil, true
-	c := &cluster{name: name, vault: vault.New(vopts)}
+	c := &cluster{name: name, vault: vault.New(vopts), reg: reg}
 	c.vault.OnLogin(h, opts...)
 	f.clusters[name] = c
 	return c, nil
@@ -196,7 +202,9 @@ func (f *Fleet) detach(name string) *cluster {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.clusters[name]
-	delete(f.clusters, name)
+	if c != nil {
+		f.detachLocked(c)
+	}
 	return c
 }
 
@@ -208,16 +216,31 @@ func (f *Fleet) detachCluster(c *cluster) bool {
 	if f.clusters[c.name] != c {
 		return false
 	}
-	delete(f.clusters, c.name)
+	f.detachLocked(c)
 	return true
+}
+
+// detachLocked takes c out of the map and its metrics out of the
+// registerer, together: a cluster of the same name may be added as soon as
+// the lock is released, while c's vault is still closing.
+func (f *Fleet) detachLocked(c *cluster) {
+	delete(f.clusters, c.name)
+	if c.reg != nil {
+		c.reg.drop()
+	}
 }
 
 // close tells OnRemove and closes c's vault.
 func (f *Fleet) close(c *cluster) {
+	f.removed(c)
+	c.vault.Close()
+}
+
+// removed tells OnRemove.
+func (f *Fleet) removed(c *cluster) {
 	if f.opts.OnRemove != nil {
 		f.opts.OnRemove(c.name)
 	}
-	c.vault.Close()
 }
 
 // Close removes every cluster, closing their vaults concurrently, and makes
@@ -225,8 +248,10 @@ func (f *Fleet) close(c *cluster) {
 func (f *Fleet) Close() {
 	f.mu.Lock()
 	f.closed = true
-	clusters := f.clusters
-	f.clusters = map[string]*cluster{}
+	clusters := slices.Collect(maps.Values(f.clusters))
+	for _, c := range clusters {
+		f.detachLocked(c)
+	}
 	f.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range clusters {

@@ -312,3 +312,45 @@ func TestRESTConfigWithoutCredential(t *testing.T) {
 		t.Errorf("RESTConfig = %v, want a LoginError naming the cluster and the cause", err)
 	}
 }
+
+// A cluster of a name that was just removed, added while the old one's
+// vault is still closing (WatchSecrets closes in the background; Remove
+// frees the name before it closes), has its metrics: the old vault's
+// neither blocks their registration nor, unregistered late, takes them
+// away.
+func TestMetricsOfAClusterAddedWhileItsNamesakeCloses(t *testing.T) {
+	ctx := ctxFor(t)
+	reg := prometheus.NewPedanticRegistry()
+	a := newAPIServer(t)
+	var f *Fleet
+	var once sync.Once
+	f = New(Options{Registerer: reg, OnRemove: func(name string) {
+		once.Do(func() {
+			if err := f.Add(name, a.login); err != nil { // before the old vault closes
+				t.Error(err)
+			}
+		})
+	}})
+	defer f.Close()
+	if err := f.Add("a", a.login); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Vault("a").Select(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.Remove("a")
+	if _, err := f.Vault("a").Select(ctx); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range families {
+		found = found || mf.GetName() == "authvault_credentials"
+	}
+	if !found {
+		t.Errorf("the new cluster \"a\" has no authvault_credentials; families: %d", len(families))
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,8 +37,10 @@ type SecretsOptions struct {
 	Namespace string
 	// LabelSelector chooses the Secrets, in the syntax of
 	// metav1.ListOptions. Default: Cluster API's, the Secrets that carry
-	// ClusterNameLabel; for ArgoCD, ArgoCDSecretTypeLabel=cluster. (Cluster API's kubeconfig Secrets carry it; so do
-	// some of its other Secrets, whose lack of Key is an error in the log.)
+	// ClusterNameLabel; for ArgoCD, ArgoCDSecretTypeLabel=cluster.
+	// (Cluster API's kubeconfig Secrets carry ClusterNameLabel; so do its
+	// CA, etcd, sa and proxy Secrets, which lack Key and are skipped: a
+	// Secret without Key is no cluster's.)
 	LabelSelector string
 	// Key is the data key that holds the kubeconfig. Default:
 	// handlers.ClusterAPIKey ("value"). Not used for ArgoCD.
@@ -50,20 +54,25 @@ type SecretsOptions struct {
 }
 
 // WatchSecrets keeps the fleet in step with the hub's kubeconfig Secrets
-// until ctx ends. A Secret that appears adds its cluster, named
+// until ctx ends: it blocks until then, and returns nil then (run it in a
+// goroutine, or as a manager's runnable). A Secret that appears adds its cluster, named
 // "<namespace>/<cluster>", where <cluster> is the value of its
 // ClusterNameLabel (for ArgoCD, its name key), or the Secret's name without
 // it; its handler (handlers.KubeconfigSecretFrom for ClusterAPI) reads the
-// Secret at every login. A
+// Secret at every login. A Secret without SecretsOptions.Key (for ArgoCD,
+// without server) is no cluster's, and is skipped. A
 // Secret whose kubeconfig changes refreshes that cluster's vault at once
 // (vault.Vault.Refresh): the new credential is in place before the old one
-// is revoked, and no other cluster is touched. A change that leaves the
+// is revoked, and no other cluster is touched; a cluster not used yet
+// stays so. A change that leaves the
 // kubeconfig as it was (a resync, a label or annotation edit) does nothing.
 // A Secret that goes removes its cluster, closing its vault.
 //
 // The clusters stay in the fleet when WatchSecrets returns; Close removes
 // them. A cluster of the same name added by Add, or by another Secret, is
-// left alone, and the Secret that collides with it is logged.
+// left alone, and the Secret that collides with it is logged; it takes the
+// name when the other Secret's cluster goes with its Secret (not when a
+// cluster is removed with Remove, which WatchSecrets does not see).
 func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if opts.Client == nil {
 		return errors.New("fleet: WatchSecrets needs a Client")
@@ -87,8 +96,11 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := &secretWatch{fleet: f, opts: opts, selector: selector, members: map[string]member{}}
+	w := &secretWatch{fleet: f, opts: opts, selector: selector, members: map[string]member{}, waiting: map[string]*corev1.Secret{}}
 	informer := factory.Core().V1().Secrets().Informer()
+	if err := informer.SetTransform(w.slim); err != nil {
+		return fmt.Errorf("fleet: watching Secrets: %w", err)
+	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.upsert(obj) },
 		UpdateFunc: func(_, obj any) { w.upsert(obj) },
@@ -109,14 +121,57 @@ type secretWatch struct {
 	fleet    *Fleet
 	opts     SecretsOptions
 	selector labels.Selector
-	members  map[string]member // by the Secret's namespace/name
-	closing  sync.WaitGroup    // vaults of removed clusters being closed
+	members  map[string]member         // by the Secret's namespace/name
+	waiting  map[string]*corev1.Secret // Secrets whose cluster's name was taken, by namespace/name
+	closing  sync.WaitGroup            // vaults of removed clusters being closed
 }
 
 // member is a cluster that a Secret added.
 type member struct {
 	cluster *cluster
-	digest  [sha256.Size]byte // of the kubeconfig it was added or refreshed with
+	digest  []byte // of the kubeconfig it was added or refreshed with
+}
+
+// slimType marks a Secret that slim has made.
+const slimType corev1.SecretType = "fleet.authvault/slim"
+
+// digestKey is where slim keeps the digest of what a Secret authenticates
+// with: the kubeconfig (ClusterAPI), or the server and config (ArgoCD).
+const digestKey = "fleet.authvault/digest"
+
+// slim is the informer's transform: it keeps of a Secret what the watch
+// reads (its labels, and for ArgoCD its name key), and of what it
+// authenticates with only a digest, so that the cache holds no credential
+// (the handler reads the Secret itself at every login), nor any of the
+// other keys that Cluster API's selector brings in (its CA, etcd and
+// service-account Secrets). A Secret without a kubeconfig (or, for ArgoCD,
+// a server) gets no digest. It is idempotent.
+func (w *secretWatch) slim(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok || s.Type == slimType {
+		return obj, nil
+	}
+	out := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion, Labels: s.Labels,
+		},
+		Type: slimType,
+		Data: map[string][]byte{},
+	}
+	switch {
+	case w.opts.Format == ArgoCD:
+		out.Data["name"] = s.Data["name"]
+		if _, ok := s.Data["server"]; ok {
+			digest := argoCDDigest(s.Data)
+			out.Data[digestKey] = digest[:]
+		}
+	default:
+		if data, ok := s.Data[w.opts.Key]; ok {
+			digest := sha256.Sum256(data)
+			out.Data[digestKey] = digest[:]
+		}
+	}
+	return out, nil
 }
 
 func (w *secretWatch) upsert(obj any) {
@@ -125,24 +180,25 @@ func (w *secretWatch) upsert(obj any) {
 		return
 	}
 	key := secret.Namespace + "/" + secret.Name
-	if !w.selector.Matches(labels.Set(secret.Labels)) {
+	delete(w.waiting, key)                    // seen again: decided again below
+	digest, hasKey := secret.Data[digestKey] // slim's
+	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
 		// The server filters by the selector; this is for a Secret that
 		// lost its label (an update the watch still sends) or a watch
-		// that does not filter.
+		// that does not filter. A Secret without the key is not a
+		// kubeconfig: Cluster API labels a cluster's CA, etcd, sa and
+		// proxy Secrets as it labels its kubeconfig, and one of those
+		// must not take the cluster's name first.
 		if m, ok := w.members[key]; ok {
 			w.remove(key, m)
 		}
 		return
 	}
 	name := w.clusterName(secret)
-	digest := sha256.Sum256(secret.Data[w.opts.Key])
-	if w.opts.Format == ArgoCD {
-		digest = argoCDDigest(secret.Data)
-	}
 	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
 	old, known := w.members[key]
 	switch {
-	case known && old.cluster.name == name && old.digest == digest:
+	case known && old.cluster.name == name && string(old.digest) == string(digest):
 		return // a resync, or an edit that leaves the kubeconfig alone
 	case known && old.cluster.name == name:
 		w.members[key] = member{old.cluster, digest}
@@ -160,6 +216,10 @@ func (w *secretWatch) upsert(obj any) {
 	}
 	c, err := w.fleet.add(name, h, append([]login.Option{login.ID("secret " + key)}, w.opts.Login...))
 	if err != nil {
+		if errors.Is(err, ErrExists) {
+			err = fmt.Errorf("%w; the Secret waits for the name to free", err)
+			w.waiting[key] = secret
+		}
 		log.Error(err, "kubeconfig Secret not added to the fleet")
 		return
 	}
@@ -177,21 +237,37 @@ func (w *secretWatch) delete(obj any) {
 		return
 	}
 	key := secret.Namespace + "/" + secret.Name
+	delete(w.waiting, key)
 	if m, ok := w.members[key]; ok {
 		w.remove(key, m)
 	}
 }
 
 // remove takes m's cluster out of the fleet at once (the name is free for
-// the next event) and closes its vault in the background, so that a
-// handler that ignores its context holds up no other cluster's events.
+// the next event) and tells OnRemove, here, so that OnRemove of a cluster
+// comes before OnAdd of the next of its name. It closes the vault in the
+// background, so that a handler that ignores its context holds up no other
+// cluster's events.
 func (w *secretWatch) remove(key string, m member) {
 	delete(w.members, key)
 	if !w.fleet.detachCluster(m.cluster) {
 		return // removed by hand meanwhile
 	}
 	w.fleet.opts.Logger.V(1).Info("kubeconfig Secret gone: cluster removed", "secret", key, "cluster", m.cluster.name)
-	w.closing.Go(func() { w.fleet.close(m.cluster) })
+	w.fleet.removed(m.cluster)
+	w.closing.Go(m.cluster.vault.Close)
+	w.takeOver(m.cluster.name)
+}
+
+// takeOver adds the cluster name of a Secret that waited for it, if any
+// (the first by namespace/name): it collided with the cluster just removed.
+func (w *secretWatch) takeOver(name string) {
+	for _, key := range slices.Sorted(maps.Keys(w.waiting)) {
+		if s := w.waiting[key]; w.clusterName(s) == name {
+			w.upsert(s)
+			return
+		}
+	}
 }
 
 // clusterName names a Secret's cluster: its namespace and Cluster API's

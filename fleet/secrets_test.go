@@ -39,7 +39,7 @@ func newHub(t *testing.T, opts SecretsOptions) *hub {
 		OnRemove: func(name string) { h.mu.Lock(); h.removed = append(h.removed, name); h.mu.Unlock() },
 	})
 	opts.Client = h.client
-	opts.Login = append(opts.Login, login.Backoff(10*time.Millisecond, time.Second)) // no login floor to wait for
+	opts.Login = append([]login.Option{login.Backoff(10*time.Millisecond, time.Second)}, opts.Login...) // no login floor to wait for, unless the test sets one
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- h.fleet.WatchSecrets(ctx, opts) }()
@@ -227,5 +227,170 @@ func TestWatchSecretsNeedsAClient(t *testing.T) {
 	}
 	if err := f.WatchSecrets(context.Background(), SecretsOptions{Client: fake.NewClientset(), LabelSelector: "a in (b"}); err == nil {
 		t.Error("no error for a bad selector")
+	}
+}
+
+// Cluster API labels every Secret of a cluster with ClusterNameLabel (its
+// CA, etcd, sa and proxy Secrets as well as its kubeconfig): under the
+// default selector, a Secret without the kubeconfig's key must not take the
+// cluster's name before the kubeconfig Secret comes.
+func TestWatchSecretsSkipsSecretsWithoutTheKey(t *testing.T) {
+	ctx := ctxFor(t)
+	h := newHub(t, SecretsOptions{})
+	api := newAPIServer(t)
+	h.put("capi", "wl1-ca", capiLabels("wl1"), map[string][]byte{"tls.crt": []byte("x"), "tls.key": []byte("y")})
+	time.Sleep(100 * time.Millisecond)
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	cfg, err := h.fleet.RESTConfig(ctx, "capi/wl1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := version(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Secret deleted and created again at once: OnRemove of the old cluster
+// comes before OnAdd of the new one of the same name, so that whoever keys
+// what runs against a cluster by its name (examples/fleet) stops the old
+// and keeps the new.
+func TestWatchSecretsRemoveBeforeReAdd(t *testing.T) {
+	ctx := ctxFor(t)
+	var mu sync.Mutex
+	var events []string
+	f := New(Options{
+		OnAdd: func(name string) { mu.Lock(); events = append(events, "add "+name); mu.Unlock() },
+		OnRemove: func(name string) {
+			time.Sleep(50 * time.Millisecond) // a goroutine scheduled late
+			mu.Lock()
+			events = append(events, "remove "+name)
+			mu.Unlock()
+		},
+	})
+	defer f.Close()
+	client := fake.NewClientset()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- f.WatchSecrets(wctx, SecretsOptions{Client: client}) }()
+	defer func() { cancel(); <-done }()
+	api := newAPIServer(t)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "wl1-kubeconfig", Labels: capiLabels("wl1")},
+		Data: map[string][]byte{"value": api.kubeconfig()}}
+	secrets := client.CoreV1().Secrets("capi")
+	if _, err := secrets.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster to be added", func() bool { return f.Vault("capi/wl1") != nil })
+	if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := secrets.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "three events", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) == 3 })
+	mu.Lock()
+	got := strings.Join(events, ", ")
+	mu.Unlock()
+	if want := "add capi/wl1, remove capi/wl1, add capi/wl1"; got != want {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+}
+
+// A Secret rewritten in a storm refreshes its cluster no more than its
+// login floor allows: the hub is read about once per floor, not once per
+// rewrite.
+func TestWatchSecretsRewriteStorm(t *testing.T) {
+	ctx := ctxFor(t)
+	h := newHub(t, SecretsOptions{Login: []login.Option{login.Backoff(200*time.Millisecond, time.Second)}})
+	api := newAPIServer(t)
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	if _, err := h.fleet.RESTConfig(ctx, "capi/wl1"); err != nil {
+		t.Fatal(err)
+	}
+	start, gets := time.Now(), h.gets()
+	for range 200 {
+		api.rotate()
+		h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	}
+	time.Sleep(300 * time.Millisecond)
+	took := time.Since(start)
+	if got, limit := h.gets()-gets, int(took/(200*time.Millisecond))+2; got > limit {
+		t.Errorf("200 rewrites in %v read the Secret %d times, want at most %d", took, got, limit)
+	}
+}
+
+// The informer's cache keeps no Secret's content: the handler reads the
+// Secret at every login, and the watch needs only to know whether the
+// kubeconfig changed. Under Cluster API's selector the cache would
+// otherwise hold every cluster's admin kubeconfig and CA, etcd and
+// service-account keys for the life of the process.
+func TestWatchSecretsCacheHoldsNoContent(t *testing.T) {
+	w := &secretWatch{opts: SecretsOptions{Key: "value"}}
+	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "wl1-ca", Labels: capiLabels("wl1")},
+		Data: map[string][]byte{"value": []byte("token: s3cret"), "tls.key": []byte("PRIVATE KEY")}}
+	out, err := w.slim(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*corev1.Secret)
+	if s.Name != "wl1-ca" || s.Labels[ClusterNameLabel] != "wl1" {
+		t.Errorf("slim dropped the metadata: %v", s.ObjectMeta)
+	}
+	if _, ok := s.Data["tls.key"]; ok || len(s.Data) != 1 || strings.Contains(fmt.Sprint(s.Data), "s3cret") {
+		t.Errorf("slim kept content: %q", s.Data)
+	}
+	other, _ := w.slim(&corev1.Secret{Data: map[string][]byte{"value": []byte("token: other")}})
+	if string(other.(*corev1.Secret).Data[digestKey]) == string(s.Data[digestKey]) {
+		t.Error("two kubeconfigs slim to the same value")
+	}
+	if none, _ := w.slim(&corev1.Secret{Data: map[string][]byte{"tls.key": []byte("k")}}); len(none.(*corev1.Secret).Data) != 0 {
+		t.Error("a Secret without the key slims to one with it")
+	}
+}
+
+// Two Secrets name one cluster: the first takes it, the second waits, and
+// takes it when the first goes, rather than being forgotten until it
+// changes.
+func TestWatchSecretsCollisionTakesOverWhenTheNameFrees(t *testing.T) {
+	ctx := ctxFor(t)
+	h := newHub(t, SecretsOptions{})
+	a, b := newAPIServer(t), newAPIServer(t)
+	h.put("capi", "first-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": a.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	h.put("capi", "second-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": b.kubeconfig()})
+	eventually(t, "the collision to be logged", func() bool { return strings.Contains(h.logs.String(), "second-kubeconfig") })
+	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "first-kubeconfig", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second Secret's cluster", func() bool {
+		v := h.fleet.Vault("capi/wl1")
+		if v == nil {
+			return false
+		}
+		c, err := v.Select(ctx)
+		return err == nil && c.Handler == "secret capi/second-kubeconfig"
+	})
+	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "second-kubeconfig", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster to be removed", func() bool { return h.fleet.Vault("capi/wl1") == nil })
+}
+
+// A cluster that nothing has used yet does not log in when its Secret
+// changes: its first login will read the Secret as it is then. A fleet
+// of EKS clusters, whose kubeconfig Secrets Cluster API rewrites every few
+// minutes, would otherwise log in to every cluster at every rewrite.
+func TestWatchSecretsChangeOfAnUnusedClusterStaysLazy(t *testing.T) {
+	h := newHub(t, SecretsOptions{})
+	api := newAPIServer(t)
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	api.rotate()
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	time.Sleep(200 * time.Millisecond)
+	if got := h.gets(); got != 0 {
+		t.Errorf("an unused cluster read its Secret %d times on a change, want 0", got)
 	}
 }

@@ -40,7 +40,12 @@ type KubeconfigSecretConfig struct {
 	// unlike a kubeconfig file's: DenyAll, since whoever writes the Secret
 	// would choose the commands this process runs. Set an Allowlist of the
 	// plugins your clusters use (aws-iam-authenticator, kubelogin), or
-	// AllowAll.
+	// AllowAll. An allowed plugin still runs with the arguments and
+	// environment the Secret gives it: one that mints a token from this
+	// process's own identity (aws-iam-authenticator from its AWS role) mints
+	// it for the cluster the Secret names and sends it to the Secret's
+	// server, so allow such a plugin only for Secrets whose writers could
+	// use that identity anyway.
 	PluginPolicy PluginPolicy
 }
 

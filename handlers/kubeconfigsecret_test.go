@@ -197,3 +197,27 @@ func TestKubeconfigSecretAPIErrors(t *testing.T) {
 		t.Errorf("no client: %v", err)
 	}
 }
+
+// The YAML parser quotes what it chokes on, in the form it parsed: a
+// password cut by colons into words too short to look secret, or a token
+// written with YAML escapes, is not the text of the Secret, and must not
+// reach the error either.
+func TestKubeconfigSecretParseErrorsQuoteNoContent(t *testing.T) {
+	for _, tc := range []struct{ name, data, secret string }{
+		{"password of short words", "users:\n- name: u\n  user: {{password: \"ab:cd:ef:gh:ij\"}: y}\n", "ab:cd:ef:gh:ij"},
+		{"escaped token", "users:\n- name: u\n  user: {{token: \"tok\\u00e9n-s3cret\\\\xyz\"}: y}\n", "s3cret"},
+		{"unknown anchor", "users:\n- name: u\n  user: {token: *s3cretanchor}\n", "s3cretanchor"},
+		{"binary tag", "users:\n- name: u\n  user: {token: !!binary s3cr:et!}\n", "s3cr:et"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hub := hubWith(map[string][]byte{"value": []byte(tc.data)})
+			_, err := KubeconfigSecret(hub.CoreV1(), "capi", "wl-kubeconfig", "value")(context.Background())
+			if err == nil || !strings.Contains(err.Error(), "not a valid kubeconfig") {
+				t.Fatalf("got %v, want a parse error", err)
+			}
+			if strings.Contains(err.Error(), tc.secret) {
+				t.Errorf("error repeats %q: %v", tc.secret, err)
+			}
+		})
+	}
+}

@@ -64,3 +64,19 @@ func TestPluginPolicy(t *testing.T) {
 		})
 	}
 }
+
+// An Allowlist entry named by its bare name ("sh") allows that command as
+// $PATH resolves it, not a file of that name under the working directory
+// that a kubeconfig names with a relative path ("./sh", "x/../sh").
+func TestAllowlistBareNameIsNotARelativePath(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, command := range []string{"./sh", "x/../sh", "sh/."} {
+		if err := policyAllows(Allowlist("sh"), command); err == nil {
+			t.Errorf("Allowlist(sh) allows %q, which runs %s", command, filepath.Join(dir, "sh"))
+		}
+	}
+	if err := policyAllows(Allowlist("sh"), "sh"); err != nil {
+		t.Errorf("Allowlist(sh) refuses sh: %v", err)
+	}
+}

@@ -339,11 +339,13 @@ func (v *Vault) armRefreshLocked(h *handler, c *Credential, d time.Duration) {
 // failed login runs at once: what it reads may have been fixed. A handler
 // whose login is under way is left to it, and a handler is still never
 // called twice within its login floor (its initial backoff): the refresh
-// then comes at the floor. Refresh never waits.
+// then comes at the floor. A vault that has never logged in stays as it is:
+// its first login, when it is first used, reads what is current then.
+// Refresh never waits.
 func (v *Vault) Refresh() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.closed {
+	if v.closed || !v.loggedInLocked() {
 		return
 	}
 	empty := true
@@ -367,6 +369,17 @@ func (v *Vault) Refresh() {
 			v.startLocked(h, h.lossReason())
 		}
 	}
+}
+
+// loggedInLocked tells whether any handler has been called or is being
+// called: whether the vault has been used.
+func (v *Vault) loggedInLocked() bool {
+	for _, h := range v.activeLocked() {
+		if h.running || !h.lastCall.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // refresh logs h in again while its credential c still serves.

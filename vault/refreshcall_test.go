@@ -119,3 +119,20 @@ func TestCloseUnregistersMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Refresh on a vault that has never logged in leaves it so: its first
+// login, when it is used, reads what is current then.
+func TestRefreshCallOnAnUnusedVaultDoesNothing(t *testing.T) {
+	v, _ := testVault(t, Options{})
+	h := &counter{}
+	v.OnLogin(h.login)
+	v.Refresh()
+	time.Sleep(20 * time.Millisecond)
+	if got := h.calls.Load(); got != 0 {
+		t.Errorf("handler called %d times by Refresh on an unused vault, want 0", got)
+	}
+	mustSelect(t, v)
+	if got := h.calls.Load(); got != 1 {
+		t.Errorf("handler called %d times by the first Select, want 1", got)
+	}
+}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -76,7 +79,7 @@ func (e *engagements) disengage(name string) {
 // run starts a cluster.Cluster on the fleet's config for name, and a
 // controller that annotates its ConfigMaps, until ctx ends.
 func (e *engagements) run(ctx context.Context, name string, r *annotator.Reconciler) error {
-	cfg, err := e.fleet.RESTConfig(ctx, name) // the same object for as long as the cluster is in the fleet
+	cfg, err := e.restConfig(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -110,6 +113,26 @@ func (e *engagements) run(ctx context.Context, name string, r *annotator.Reconci
 		}
 	}
 	return nil
+}
+
+// restConfig waits for name's config (the same object for as long as the
+// cluster is in the fleet). A first login that fails (a Secret with a
+// broken kubeconfig, a refused plugin) is tried again until the cluster
+// leaves: the fleet refreshes the vault when the Secret is fixed, and this
+// cluster's controller must not have given up by then.
+func (e *engagements) restConfig(ctx context.Context, name string) (*rest.Config, error) {
+	for {
+		cfg, err := e.fleet.RESTConfig(ctx, name)
+		if err == nil || ctx.Err() != nil || errors.Is(err, fleet.ErrUnknownCluster) || errors.Is(err, fleet.ErrClosed) {
+			return cfg, err
+		}
+		ctrl.Log.WithName("fleet-example").Error(err, "no credential for the cluster yet", "cluster", name)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Second):
+		}
+	}
 }
 
 // report says what each cluster's controller did, sorted by cluster.

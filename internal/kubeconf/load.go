@@ -2,6 +2,7 @@ package kubeconf
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"unicode"
 
@@ -28,8 +29,18 @@ func Load(data []byte) (*clientcmdapi.Config, error) {
 // shorter ones are YAML keys and punctuation, no secret.
 const minQuoted = 6
 
-// withoutContent replaces in msg every word of data at least minQuoted long.
+// quoted matches what a parser's message quotes: a Go string literal (an
+// invalid map key is printed with %#v, escapes and all), a YAML anchor or
+// character in single quotes, a value in backquotes. Up to two characters
+// inside ('-', ':') are punctuation the message names, and stay.
+var quoted = regexp.MustCompile("\"(?:[^\"\\\\]|\\\\.){3,}\"|'[^']{3,}'|`[^`]{3,}`")
+
+// withoutContent cuts out of msg everything it quotes, and every word of
+// data at least minQuoted long that it repeats unquoted. The quoted form
+// need not be the text of data (YAML escapes, a flow key split at colons
+// into short words, an anchor without its *), so it goes whole.
 func withoutContent(msg string, data []byte) string {
+	msg = quoted.ReplaceAllString(msg, "[content]")
 	words := strings.FieldsFunc(string(data), func(r rune) bool {
 		return unicode.IsSpace(r) || strings.ContainsRune(`:,[]{}"'`, r)
 	})

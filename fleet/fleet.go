@@ -208,6 +208,13 @@ func (f *Fleet) detach(name string) *cluster {
 	return c
 }
 
+// holds tells whether c is (still) in the fleet.
+func (f *Fleet) holds(c *cluster) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.clusters[c.name] == c
+}
+
 // detachCluster takes c out of the map if it is still there, and tells
 // whether it was.
 func (f *Fleet) detachCluster(c *cluster) bool {

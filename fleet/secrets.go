@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,7 +50,8 @@ type SecretsOptions struct {
 	// Default: handlers.DenyAll (see handlers.KubeconfigSecretConfig).
 	PluginPolicy handlers.PluginPolicy
 	// Login are the options of every cluster's login handler (its
-	// timeout, retries, backoff), as for vault.OnLogin.
+	// timeout, retries, backoff), as for vault.OnLogin. Default: login's
+	// defaults, with a timeout of 30 s.
 	Login []login.Option
 }
 
@@ -72,7 +74,10 @@ type SecretsOptions struct {
 // them. A cluster of the same name added by Add, or by another Secret, is
 // left alone, and the Secret that collides with it is logged; it takes the
 // name when the other Secret's cluster goes with its Secret (not when a
-// cluster is removed with Remove, which WatchSecrets does not see).
+// cluster is removed with Remove, which WatchSecrets does not see). A
+// Secret's cluster removed with Remove comes back when its Secret changes.
+// A failing list or watch of the Secrets (RBAC, an outage) is logged
+// through Options.Logger and retried.
 func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if opts.Client == nil {
 		return errors.New("fleet: WatchSecrets needs a Client")
@@ -98,6 +103,13 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
 	w := &secretWatch{fleet: f, opts: opts, selector: selector, members: map[string]member{}, waiting: map[string]*corev1.Secret{}}
 	informer := factory.Core().V1().Secrets().Informer()
+	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		// Through the fleet's logger, not only klog's: a watch that RBAC
+		// refuses leaves the fleet without its clusters.
+		f.opts.Logger.Error(err, "watching kubeconfig Secrets failed; retrying", "namespace", opts.Namespace, "selector", opts.LabelSelector)
+	}); err != nil {
+		return fmt.Errorf("fleet: watching Secrets: %w", err)
+	}
 	if err := informer.SetTransform(w.slim); err != nil {
 		return fmt.Errorf("fleet: watching Secrets: %w", err)
 	}
@@ -114,6 +126,10 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	w.closing.Wait()
 	return nil
 }
+
+// secretTimeout bounds each login of a Secret's cluster: one GET of the
+// Secret, and the plugin it may run.
+const secretTimeout = 30 * time.Second
 
 // secretWatch is WatchSecrets' state. The informer calls its handlers one
 // at a time, from one goroutine: members needs no lock.
@@ -180,7 +196,7 @@ func (w *secretWatch) upsert(obj any) {
 		return
 	}
 	key := secret.Namespace + "/" + secret.Name
-	delete(w.waiting, key)                    // seen again: decided again below
+	delete(w.waiting, key)                   // seen again: decided again below
 	digest, hasKey := secret.Data[digestKey] // slim's
 	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
 		// The server filters by the selector; this is for a Secret that
@@ -197,6 +213,12 @@ func (w *secretWatch) upsert(obj any) {
 	name := w.clusterName(secret)
 	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
 	old, known := w.members[key]
+	if known && !w.fleet.holds(old.cluster) {
+		// Removed by hand (Fleet.Remove) since: the Secret, still here and
+		// changed, brings it back.
+		delete(w.members, key)
+		known = false
+	}
 	switch {
 	case known && old.cluster.name == name && string(old.digest) == string(digest):
 		return // a resync, or an edit that leaves the kubeconfig alone
@@ -214,7 +236,10 @@ func (w *secretWatch) upsert(obj any) {
 	if w.opts.Format == ArgoCD {
 		h = argoCDSecret(w.opts.Client.CoreV1(), secret.Namespace, secret.Name, w.opts.PluginPolicy)
 	}
-	c, err := w.fleet.add(name, h, append([]login.Option{login.ID("secret " + key)}, w.opts.Login...))
+	// A hub that stalls a GET holds a login no longer than secretTimeout;
+	// the caller's options come after, and win.
+	opts := append([]login.Option{login.ID("secret " + key), login.Timeout(secretTimeout)}, w.opts.Login...)
+	c, err := w.fleet.add(name, h, opts)
 	if err != nil {
 		if errors.Is(err, ErrExists) {
 			err = fmt.Errorf("%w; the Secret waits for the name to free", err)

@@ -12,8 +12,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
@@ -392,5 +396,43 @@ func TestWatchSecretsChangeOfAnUnusedClusterStaysLazy(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if got := h.gets(); got != 0 {
 		t.Errorf("an unused cluster read its Secret %d times on a change, want 0", got)
+	}
+}
+
+// A Secret's cluster removed by hand comes back when its Secret changes.
+func TestWatchSecretsBringsBackAClusterRemovedByHand(t *testing.T) {
+	h := newHub(t, SecretsOptions{})
+	api := newAPIServer(t)
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	h.fleet.Remove("capi/wl1")
+	api.rotate()
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	eventually(t, "the cluster back", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	c, err := h.fleet.Vault("capi/wl1").Select(ctxFor(t))
+	if err != nil || c.Info.Token != *api.token.Load() {
+		t.Errorf("the cluster came back with %v, %v", c, err)
+	}
+}
+
+// A watch that the hub refuses (RBAC) says so through the fleet's logger.
+func TestWatchSecretsLogsWatchErrors(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("list", "secrets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("RBAC says no"))
+	})
+	var logs testlog.Buffer
+	f := New(Options{Logger: logs.Logger(0)})
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- f.WatchSecrets(ctx, SecretsOptions{Client: client}) }()
+	eventually(t, "the error in the log", func() bool { return strings.Contains(logs.String(), "watching kubeconfig Secrets failed") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	if !strings.Contains(logs.String(), "forbidden") {
+		t.Errorf("the log does not say why: %s", logs.String())
 	}
 }

@@ -20,54 +20,79 @@ import (
 )
 
 var (
-	benchClusters  = flag.Int("fleet.clusters", 1000, "clusters of BenchmarkFleetRotation (-short: 50)")
-	benchRotations = flag.Int("fleet.rotations", 100, "token rotations per cluster of BenchmarkFleetRotation (-short: 10)")
-	benchSettle    = flag.Duration("fleet.settle", 10*time.Second, "how long BenchmarkFleetRotation waits for connections to settle to one per cluster")
+	benchClusters      = flag.Int("fleet.clusters", 1000, "clusters of BenchmarkFleetRotation (-short: 50)")
+	benchRotations     = flag.Int("fleet.rotations", 100, "token rotations per cluster of BenchmarkFleetRotation (-short: 10)")
+	benchCertRotations = flag.Int("fleet.cert-rotations", 5, "client-certificate rotations per cluster of BenchmarkFleetRotation (-short: 3)")
+	benchSettle        = flag.Duration("fleet.settle", 45*time.Second, "how long BenchmarkFleetRotation waits at most for connections and the heap to settle")
 )
 
 // benchWorkers is how many clusters rotate at once.
 const benchWorkers = 64
 
+// h2Linger is how long a closed HTTP/2 client connection stays reachable:
+// x/net's read loop leaves its health-check timer armed when the
+// connection ends, and client-go sets that timer to 30 s (ReadIdleTimeout).
+// A settled heap is measured this long after the last connection ended.
+const h2Linger = 31 * time.Second
+
 // BenchmarkFleetRotation: 1,000 clusters (loopback HTTP/2 TLS servers, each
-// with a CA of its own, that accept their current bearer token and the one
-// before it), each rotating its token 100 times, kept authenticated two
-// ways, in one run:
+// with a CA of its own, that accept their current credential and the one
+// before it), each rotating its credential, kept authenticated two ways,
+// side by side in one run:
 //
 //   - authvault: one fleet; each cluster's handler returns its current
-//     token; a rotation is the server's new token, Vault(name).Refresh (as
-//     WatchSecrets does when a kubeconfig Secret changes), the wait until
-//     the vault hands the new token out, and a ConfigMap list through the
-//     cluster's one clientset, built once on Fleet.RESTConfig.
+//     credential; a rotation is the server's new credential,
+//     Vault(name).Refresh (as WatchSecrets does when a kubeconfig Secret
+//     changes), the wait until the vault hands the new one out, and a
+//     ConfigMap list through the cluster's one clientset, built once on
+//     Fleet.RESTConfig.
 //   - NewForConfig: what controllers write today (Cluster API, Argo CD): a
-//     rotation is the server's new token, a new rest.Config with it and the
-//     CA data, kubernetes.NewForConfig, and the same list; the previous
-//     clientset is dropped.
+//     rotation is the server's new credential, a new rest.Config with it
+//     and the CA data, kubernetes.NewForConfig, and the same list; the
+//     previous clientset is dropped.
+//
+// Two kinds of rotation: token (100 per cluster), the bearer token changes
+// and the TLS settings stay, which client-go's transport cache keys on;
+// cert (5 per cluster), the kubeconfig's client certificate is reissued,
+// which changes that key. Five, because NewForConfig keeps every old
+// connection open until its 90-s idle timeout: 1,000 clusters × 5 is 10,000
+// sockets on both ends, half this machine's limit.
 //
 // An op is one rotation of one cluster: ns/op, B/op and allocs/op are per
 // rotation (the servers' share included). The custom metrics, per cluster
-// where they say so: live heap (HeapAlloc after GC) and client goroutines
-// (the servers' are labelled and left out) once every cluster has logged in
-// and its connections settled (idle), right after the last rotation
-// (active), and after the settling wait (settled); heap retained per
-// rotation from the end of the warm-up (the first tenth of the rotations)
-// to the end, both settled; connections open per cluster (each a TLS
-// identity of its own) as the servers count them; TLS handshakes per
-// rotation; client-go transports created per rotation and transport-cache
-// entries left (tools/metrics); 401s the servers sent.
+// where they say so: live heap (HeapAlloc after GC; the servers' ends of
+// the connections included) and client goroutines (the servers' are
+// labelled and left out) once every cluster has logged in and settled
+// (idle), right after the last rotation (active), and once settled again
+// (settled); heap retained per rotation from the end of the warm-up (a
+// tenth of the rotations, at least one) to the end, both settled;
+// connections open per cluster (each cluster is a TLS identity of its own)
+// as the servers count them; TLS handshakes per rotation; client-go
+// transports created per rotation and transport-cache entries added
+// (through client-go's tools/metrics hooks); 401s the servers sent.
+// Settled: no cluster with more than one connection open, and h2Linger
+// since the last one closed; or -fleet.settle, whichever comes first.
 //
 //	go test -run '^$' -bench BenchmarkFleetRotation -benchmem -count 1 ./fleet
 //
-// -fleet.clusters, -fleet.rotations and -fleet.settle change the size
-// (after -args); -short makes it 50 clusters of 10 rotations.
+// -fleet.clusters, -fleet.rotations, -fleet.cert-rotations and
+// -fleet.settle change the size (after -args); -short makes it 50 clusters
+// of 10 and 3 rotations.
 func BenchmarkFleetRotation(b *testing.B) {
-	clusters, rotations := *benchClusters, *benchRotations
+	clusters, rotations, certRotations := *benchClusters, *benchRotations, *benchCertRotations
 	if testing.Short() {
-		clusters, rotations = min(clusters, 50), min(rotations, 10)
+		clusters, rotations, certRotations = min(clusters, 50), min(rotations, 10), min(certRotations, 3)
 	}
-	for _, s := range rotationSides {
-		b.Run(s.name, func(b *testing.B) {
-			runRotation(b, s.new(), clusters, rotations, *benchSettle, benchWorkers)
-		})
+	for _, certs := range []bool{false, true} {
+		n, kind := rotations, "token"
+		if certs {
+			n, kind = certRotations, "cert"
+		}
+		for _, s := range rotationSides {
+			b.Run(kind+"/"+s.name, func(b *testing.B) {
+				runRotation(b, s.new(), rotationRun{clusters: clusters, rotations: n, certs: certs, settle: *benchSettle, workers: benchWorkers})
+			})
+		}
 	}
 }
 
@@ -76,21 +101,23 @@ func BenchmarkFleetRotation(b *testing.B) {
 // publish an empty snapshot at once race on the shared one (reported in
 // issue 13), which -race would catch here.
 func TestFleetRotation(t *testing.T) {
-	for _, s := range rotationSides {
-		t.Run(s.name, func(t *testing.T) {
-			runRotation(t, s.new(), 3, 4, 0, 1)
-		})
+	for _, certs := range []bool{false, true} {
+		for _, s := range rotationSides {
+			t.Run(fmt.Sprintf("certs=%t/%s", certs, s.name), func(t *testing.T) {
+				runRotation(t, s.new(), rotationRun{clusters: 3, rotations: 3, certs: certs, workers: 1})
+			})
+		}
 	}
 }
 
 // rotationSide is one way of keeping a cluster's client authenticated
-// while its token rotates.
+// while its credential rotates.
 type rotationSide interface {
 	// join makes the client of cluster i and sends it a first request.
 	join(ctx context.Context, i int, s *apiServer) error
-	// rotated has the client of cluster i take the token its server has
-	// just rotated to, and send a request.
-	rotated(ctx context.Context, i int, s *apiServer, token string) error
+	// rotated has the client of cluster i take m, the credential its
+	// server has just rotated to, and send a request.
+	rotated(ctx context.Context, i int, s *apiServer, m *material) error
 	// close ends every client.
 	close()
 }
@@ -113,8 +140,14 @@ type fleetSide struct {
 func (f *fleetSide) join(ctx context.Context, i int, s *apiServer) error {
 	err := f.fleet.Add(s.id, func(context.Context) (*login.ConnectionInfo, error) {
 		// What a kubeconfig read afresh gives: the server, the CA, the
-		// token of the moment.
-		return &login.ConnectionInfo{Server: s.srv.URL, CAData: bytes.Clone(s.ca.PEM), Token: s.token()}, nil
+		// credential of the moment.
+		info := &login.ConnectionInfo{Server: s.srv.URL, CAData: bytes.Clone(s.ca.PEM)}
+		if m := s.current(); m.cert != nil {
+			info.CertificateData, info.PrivateKeyData = m.cert, m.key
+		} else {
+			info.Token = m.name
+		}
+		return info, nil
 	}, login.ID("kubeconfig"), login.Backoff(time.Millisecond, time.Second)) // rotations come milliseconds apart here: a floor of 1 ms
 	if err != nil {
 		return err
@@ -141,15 +174,15 @@ func (f *fleetSide) join(ctx context.Context, i int, s *apiServer) error {
 	return list(ctx, cs)
 }
 
-func (f *fleetSide) rotated(ctx context.Context, i int, s *apiServer, token string) error {
+func (f *fleetSide) rotated(ctx context.Context, i int, s *apiServer, m *material) error {
 	v := f.fleet.Vault(s.id)
 	v.Refresh()
-	for { // the new token comes in the background; the old one serves meanwhile
+	for { // the new credential comes in the background; the old one serves meanwhile
 		cred, err := v.Select(ctx)
 		if err != nil {
 			return err
 		}
-		if cred.Info.Token == token {
+		if cred.Info.Token == m.name || (m.cert != nil && bytes.Equal(cred.Info.CertificateData, m.cert)) {
 			break
 		}
 		time.Sleep(100 * time.Microsecond)
@@ -178,13 +211,18 @@ type newForConfigSide struct {
 }
 
 func (p *newForConfigSide) join(ctx context.Context, i int, s *apiServer) error {
-	return p.rotated(ctx, i, s, s.token())
+	return p.rotated(ctx, i, s, s.current())
 }
 
-func (p *newForConfigSide) rotated(ctx context.Context, i int, s *apiServer, token string) error {
+func (p *newForConfigSide) rotated(ctx context.Context, i int, s *apiServer, m *material) error {
 	// As clientcmd makes it from the rotated kubeconfig; QPS and Burst
 	// left at client-go's defaults, as a kubeconfig leaves them.
-	cfg := &rest.Config{Host: s.srv.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: bytes.Clone(s.ca.PEM)}}
+	cfg := &rest.Config{Host: s.srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: bytes.Clone(s.ca.PEM)}}
+	if m.cert != nil {
+		cfg.CertData, cfg.KeyData = m.cert, m.key
+	} else {
+		cfg.BearerToken = m.name
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -209,16 +247,24 @@ func list(ctx context.Context, cs kubernetes.Interface) error {
 	return err
 }
 
-// runRotation runs the scenario on side with clusters servers, each
-// rotating rotations times (more when a benchmark's b.Loop asks for more
-// passes), workers clusters at a time, waiting up to settle for
-// connections to settle, and reports the figures when tb is a benchmark.
-func runRotation(tb testing.TB, side rotationSide, clusters, rotations int, settle time.Duration, workers int) {
+// rotationRun is the size of a run.
+type rotationRun struct {
+	clusters  int
+	rotations int           // per cluster, per pass (a benchmark's b.Loop may ask for more passes)
+	certs     bool          // rotate client certificates, not tokens
+	settle    time.Duration // the longest wait for connections and heap to settle
+	workers   int           // clusters rotating at once
+}
+
+// runRotation runs the scenario on side and reports the figures when tb is
+// a benchmark.
+func runRotation(tb testing.TB, side rotationSide, run rotationRun) {
 	registerCacheMetrics()
 	ctx := context.Background()
+	clusters, rotations, settle, workers := run.clusters, run.rotations, run.settle, run.workers
 	servers := make([]*apiServer, clusters)
 	for i := range servers {
-		servers[i] = startAPIServer(tb, fmt.Sprintf("c%04d", i))
+		servers[i] = startAPIServer(tb, fmt.Sprintf("c%04d", i), run.certs)
 	}
 	tb.Cleanup(side.close) // before the servers close: cleanups run last first
 	cacheBefore := tcache.snapshot()
@@ -232,7 +278,7 @@ func runRotation(tb testing.TB, side rotationSide, clusters, rotations int, sett
 
 	m := &meter{tb: tb}
 	round := func() {
-		if err := eachCluster(servers, workers, func(i int, s *apiServer) error { return side.rotated(ctx, i, s, s.rotate()) }); err != nil {
+		if err := eachCluster(servers, workers, func(i int, s *apiServer) error { return side.rotated(ctx, i, s, s.rotate(tb)) }); err != nil {
 			tb.Fatalf("request after a rotation: %v", err)
 		}
 	}
@@ -241,7 +287,7 @@ func runRotation(tb testing.TB, side rotationSide, clusters, rotations int, sett
 	var warmOpened int64
 	rounds := 0
 	pass := func() {
-		for r := range rotations {
+		for range rotations {
 			round()
 			rounds++
 			if rounds == warmup {
@@ -251,7 +297,6 @@ func runRotation(tb testing.TB, side rotationSide, clusters, rotations int, sett
 				warmOpened = opened(servers)
 				m.start()
 			}
-			_ = r
 		}
 	}
 	openedBefore := opened(servers)
@@ -367,20 +412,19 @@ func opened(servers []*apiServer) int64 {
 	return n
 }
 
-// settleConns waits until no server has more than one connection open,
-// at most limit, and returns how long it waited.
+// settleConns waits until no server has more than one connection open and
+// h2Linger has passed since the last one closed, at most limit, and returns
+// how long it waited.
 func settleConns(servers []*apiServer, limit time.Duration) time.Duration {
 	start := time.Now()
 	for {
-		extra := false
+		extra, last := false, int64(0)
 		for _, s := range servers {
-			if s.open() > 1 {
-				extra = true
-				break
-			}
+			extra = extra || s.open() > 1
+			last = max(last, s.lastEnd.Load())
 		}
 		waited := time.Since(start)
-		if !extra || waited >= limit {
+		if waited >= limit || (!extra && time.Since(time.Unix(0, last)) >= h2Linger) {
 			return waited
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -3,6 +3,8 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -13,31 +15,43 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/authvault/authvault/internal/testkit/testpki"
 )
 
 // apiServer stands in for one cluster's API server in the scale
 // benchmark: a loopback HTTP/2 TLS server with a CA of its own, which
-// answers a ConfigMap list to its current bearer token and to the one
-// before it (a grace for requests in flight at a rotation), and 401 to any
-// other. It counts the connections it accepted and those that ended.
+// answers a ConfigMap list to its current credential and to the one before
+// it (a grace for requests in flight at a rotation), and 401 to any other.
+// A credential is a bearer token, or a client certificate from the
+// server's CA whose common name is the credential's name. It counts the
+// connections it accepted and those that ended.
 type apiServer struct {
 	srv *httptest.Server
 	ca  *testpki.CA
 	id  string
 
-	tokens   atomic.Pointer[tokenPair]
+	creds    atomic.Pointer[credPair]
 	opened   atomic.Int64 // connections accepted
 	ended    atomic.Int64 // connections closed or hijacked
+	lastEnd  atomic.Int64 // when the last one ended, in Unix nanoseconds
 	rejected atomic.Int64 // requests answered 401
 }
 
-// tokenPair is an apiServer's valid tokens: the one of generation gen and
-// the one before it.
-type tokenPair struct {
-	gen               int
-	current, previous string
+// credPair is an apiServer's valid credentials: the current one, of
+// generation gen, and the name of the one before it.
+type credPair struct {
+	gen      int
+	current  *material
+	previous string
+}
+
+// material is one credential: a token (name itself), or a client
+// certificate and its key issued for name.
+type material struct {
+	name      string
+	cert, key []byte
 }
 
 // serverLabel marks the goroutines of the loopback servers (and of their
@@ -49,14 +63,15 @@ const serverLabel = "authvault-bench-side"
 // List decodes.
 const configMapList = `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`
 
-// startAPIServer starts a server named id; tb's cleanup closes it.
-func startAPIServer(tb testing.TB, id string) *apiServer {
+// startAPIServer starts a server named id whose first credential is a
+// token, or a client certificate when certs is set; tb's cleanup closes it.
+func startAPIServer(tb testing.TB, id string, certs bool) *apiServer {
 	tb.Helper()
 	s := &apiServer{ca: testpki.NewCA(tb), id: id}
-	s.tokens.Store(&tokenPair{current: s.tokenOf(0)})
+	s.creds.Store(&credPair{current: s.issue(tb, 0, certs)})
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.EnableHTTP2 = true
-	s.srv.TLS = s.ca.ServerTLS(tb, id, nil)
+	s.srv.TLS = s.ca.ServerTLS(tb, id, s.ca) // client certificates verified when given
 	// A client that drops a connection mid-handshake is logged; not news.
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
@@ -64,6 +79,7 @@ func startAPIServer(tb testing.TB, id string) *apiServer {
 		case http.StateNew:
 			s.opened.Add(1)
 		case http.StateClosed, http.StateHijacked:
+			s.lastEnd.Store(time.Now().UnixNano())
 			s.ended.Add(1)
 		}
 	}
@@ -72,36 +88,44 @@ func startAPIServer(tb testing.TB, id string) *apiServer {
 	return s
 }
 
-func (s *apiServer) tokenOf(gen int) string {
-	return "token-" + s.id + "-" + strconv.Itoa(gen)
+// issue makes the credential of generation gen.
+func (s *apiServer) issue(tb testing.TB, gen int, cert bool) *material {
+	m := &material{name: "cred-" + s.id + "-" + strconv.Itoa(gen)}
+	if cert {
+		m.cert, m.key = s.ca.Issue(tb, m.name, false)
+	}
+	return m
 }
 
-// rotate makes a new token current, keeps the one it replaces valid, and
-// revokes the one before; it returns the new token.
-func (s *apiServer) rotate() string {
-	old := s.tokens.Load()
-	next := &tokenPair{gen: old.gen + 1, current: s.tokenOf(old.gen + 1), previous: old.current}
-	s.tokens.Store(next) // one rotator per server: no race between Load and Store
+// rotate makes a new credential current (a client certificate if the
+// current one is), keeps the one it replaces valid, revokes the one
+// before, and returns the new one. Only one goroutine may rotate a server.
+func (s *apiServer) rotate(tb testing.TB) *material {
+	old := s.creds.Load()
+	next := &credPair{gen: old.gen + 1, current: s.issue(tb, old.gen+1, old.current.cert != nil), previous: old.current.name}
+	s.creds.Store(next)
 	return next.current
 }
 
-// token returns the current token.
-func (s *apiServer) token() string { return s.tokens.Load().current }
+// current returns the current credential.
+func (s *apiServer) current() *material { return s.creds.Load().current }
 
 // open is the number of connections open now.
 func (s *apiServer) open() int64 { return s.opened.Load() - s.ended.Load() }
 
 func (s *apiServer) serve(w http.ResponseWriter, r *http.Request) {
-	tokens := s.tokens.Load()
-	auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || auth == "" || (auth != tokens.current && auth != tokens.previous) {
+	creds := s.creds.Load()
+	name, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		name, ok = r.TLS.PeerCertificates[0].Subject.CommonName, true
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !ok || name == "" || (name != creds.current.name && name != creds.previous) {
 		s.rejected.Add(1)
-		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Unauthorized","code":401}`)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, configMapList)
 }
 
@@ -140,55 +164,70 @@ func clientGoroutines(tb testing.TB) int {
 }
 
 // TestAPIServer checks the benchmark's stand-in: the current and the
-// previous token pass, older and missing ones get 401, and its goroutines
-// are told from the client's.
+// previous credential pass, older and missing ones get 401, and its
+// goroutines are told from the client's.
 func TestAPIServer(t *testing.T) {
-	s := startAPIServer(t, "c0")
-	client := s.srv.Client()
-	defer client.CloseIdleConnections()
-	get := func(token string) int {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, s.srv.URL+"/api/v1/namespaces/default/configmaps", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+	for _, certs := range []bool{false, true} {
+		t.Run(fmt.Sprint("certs=", certs), func(t *testing.T) {
+			s := startAPIServer(t, "c0", certs)
+			get := func(m *material) int {
+				t.Helper()
+				tr := s.srv.Client().Transport.(*http.Transport).Clone()
+				defer tr.CloseIdleConnections()
+				req, err := http.NewRequest(http.MethodGet, s.srv.URL+"/api/v1/namespaces/default/configmaps", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case m == nil:
+				case m.cert != nil:
+					pair, err := tls.X509KeyPair(m.cert, m.key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					tr.TLSClientConfig.Certificates = []tls.Certificate{pair}
+				default:
+					req.Header.Set("Authorization", "Bearer "+m.name)
+				}
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			m0 := s.current()
+			m1 := s.rotate(t)
+			m2 := s.rotate(t)
+			if got, want := m2.cert != nil, certs; got != want {
+				t.Errorf("rotated to a certificate: got %t, want %t", got, want)
+			}
+			for _, c := range []struct {
+				name string
+				m    *material
+				want int
+			}{
+				{"current", m2, 200},
+				{"previous", m1, 200},
+				{"revoked", m0, 401},
+				{"none", nil, 401},
+			} {
+				if got := get(c.m); got != c.want {
+					t.Errorf("%s credential: got %d, want %d", c.name, got, c.want)
+				}
+			}
+			if got, want := s.rejected.Load(), int64(2); got != want {
+				t.Errorf("rejected: got %d, want %d", got, want)
+			}
+			if got, want := s.opened.Load(), int64(4); got != want {
+				t.Errorf("connections: got %d, want %d", got, want)
+			}
+			before := clientGoroutines(t)
+			startAPIServer(t, "c1", certs) // its Serve loop is a server goroutine
+			if got := clientGoroutines(t); got != before {
+				t.Errorf("client goroutines after starting a server: got %d, want %d", got, before)
+			}
+		})
 	}
-	t0 := s.token()
-	t1 := s.rotate()
-	t2 := s.rotate()
-	for _, c := range []struct {
-		name, token string
-		want        int
-	}{
-		{"current", t2, 200},
-		{"previous", t1, 200},
-		{"revoked", t0, 401},
-		{"none", "", 401},
-	} {
-		if got := get(c.token); got != c.want {
-			t.Errorf("%s token: got %d, want %d", c.name, got, c.want)
-		}
-	}
-	if got, want := s.rejected.Load(), int64(2); got != want {
-		t.Errorf("rejected: got %d, want %d", got, want)
-	}
-	if got := s.open(); got != 1 {
-		t.Errorf("open connections: got %d, want 1", got)
-	}
-	before := clientGoroutines(t)
-	extra := startAPIServer(t, "c1") // its Serve loop is a server goroutine
-	if got := clientGoroutines(t); got != before {
-		t.Errorf("client goroutines after starting a server: got %d, want %d", got, before)
-	}
-	_ = extra
 }

@@ -223,10 +223,12 @@ func TestAPIServer(t *testing.T) {
 			if got, want := s.opened.Load(), int64(4); got != want {
 				t.Errorf("connections: got %d, want %d", got, want)
 			}
+			// The client's connections may still be ending: the count may
+			// fall, but a server's goroutines must not raise it.
 			before := clientGoroutines(t)
 			startAPIServer(t, "c1", certs) // its Serve loop is a server goroutine
-			if got := clientGoroutines(t); got != before {
-				t.Errorf("client goroutines after starting a server: got %d, want %d", got, before)
+			if got := clientGoroutines(t); got > before {
+				t.Errorf("client goroutines after starting a server: got %d, want at most %d", got, before)
 			}
 		})
 	}

@@ -232,7 +232,13 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 	if old := h.cred; old != nil && old.digest == c.digest && old.Info.Expiration.Equal(info.Expiration) {
 		return errUnchanged
 	}
-	v.dropLocked(h)
+	if old := h.cred; old != nil {
+		// A handler whose new credential has another TLS identity (a
+		// reissued client certificate) will not bring the old one back:
+		// it skips the grace kept for a re-login with the same identity.
+		v.dropLocked(h)
+		v.pool.superseded(old.route, r)
+	}
 	h.cred, h.lastPriority = c, info.Priority
 	if h.retryTimer != nil {
 		h.retryTimer.Stop()

@@ -178,6 +178,19 @@ func (p *pool) release(t *pooled) {
 	}
 }
 
+// superseded retires the transports of old, a credential's route, at the
+// next sweep rather than after the grace, when no credential uses them and
+// next, the route of the credential that replaces it, has other ones.
+func (p *pool) superseded(old, next *route) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range []*pooled{old.transport, old.bare} {
+		if t != nil && t.refs == 0 && t != next.transport && t != next.bare {
+			t.unused = time.Time{}
+		}
+	}
+}
+
 // armSweep schedules a sweep if none is; p.mu is held.
 func (p *pool) armSweep() {
 	if p.sweep == nil {

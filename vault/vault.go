@@ -50,7 +50,10 @@ type Options struct {
 	// TransportGrace is how long the connections of a credential without a
 	// token or password (a client certificate, say) are kept once no
 	// credential uses them, for the next credential with the same TLS
-	// identity; then they are closed as soon as they are idle. A token's
+	// identity; then they are closed as soon as they are idle. A
+	// credential replaced by its handler's next one of another TLS identity
+	// (a reissued certificate) skips the grace: that handler will not bring
+	// it back. A token's
 	// connections are closed once idle as soon as its credential is gone:
 	// no later token uses them. Default: 1 min; negative: none.
 	TransportGrace time.Duration

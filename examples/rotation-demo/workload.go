@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/authvault/authvault/internal/testkit/rotation"
 )
 
 // slowCredential is the wait for a credential that the tables count: far
@@ -81,25 +81,10 @@ func workload(ctx context.Context, cs kubernetes.Interface, namespace, prefix st
 			cms := cs.CoreV1().ConfigMaps(namespace)
 			for i := 0; ctx.Err() == nil; i++ {
 				name := fmt.Sprintf("%s-w%d-%d", prefix, w, i)
-				t, rctx := traced(ctx)
-				cm, err := cms.Create(rctx, &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: name},
-					Data:       map[string]string{"step": "created"},
-				}, metav1.CreateOptions{})
-				record(t, err)
-				if err != nil {
-					continue
-				}
-				cm.Data["step"] = "updated"
-				t, rctx = traced(ctx)
-				_, err = cms.Update(rctx, cm, metav1.UpdateOptions{})
-				record(t, err)
-				t, rctx = traced(ctx)
-				_, err = cms.List(rctx, metav1.ListOptions{Limit: 20})
-				record(t, err)
-				t, rctx = traced(ctx)
-				err = cms.Delete(rctx, name, metav1.DeleteOptions{})
-				record(t, err)
+				rotation.Cycle(ctx, cms, name, func(ctx context.Context, _ string) (context.Context, func(error)) {
+					t, rctx := traced(ctx)
+					return rctx, func(err error) { record(t, err) }
+				})
 			}
 			mu.Lock()
 			all = append(all, mine...)

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -85,25 +84,10 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 			cms := cs.CoreV1().ConfigMaps(namespace)
 			for i := 0; ctx.Err() == nil; i++ {
 				name := fmt.Sprintf("rotation-%d-w%d-%d", run, w, i)
-				tr := newTrace("create")
-				cm, err := cms.Create(tr.with(ctx), &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: name},
-					Data:       map[string]string{"step": "created"},
-				}, metav1.CreateOptions{})
-				record(tr, err)
-				if err != nil {
-					continue
-				}
-				cm.Data["step"] = "updated"
-				tr = newTrace("update")
-				_, err = cms.Update(tr.with(ctx), cm, metav1.UpdateOptions{})
-				record(tr, err)
-				tr = newTrace("list")
-				_, err = cms.List(tr.with(ctx), metav1.ListOptions{Limit: 20})
-				record(tr, err)
-				tr = newTrace("delete")
-				err = cms.Delete(tr.with(ctx), name, metav1.DeleteOptions{})
-				record(tr, err)
+				Cycle(ctx, cms, name, func(ctx context.Context, op string) (context.Context, func(error)) {
+					tr := newTrace(op)
+					return tr.with(ctx), func(err error) { record(tr, err) }
+				})
 			}
 		})
 	}

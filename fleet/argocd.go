@@ -83,9 +83,10 @@ func argoCDDigest(data map[string][]byte) [sha256.Size]byte {
 }
 
 // argoCDSecret returns a handler that reads an Argo CD cluster Secret at
-// every login and maps it through a rest.Config, as Argo CD builds one,
-// with client-go's precedence (a token or client certificate wins over a
-// plugin) and the policy over its plugin.
+// every login and maps it through a rest.Config, as Argo CD builds one (a
+// plugin's config has no token nor basic auth), with client-go's
+// precedence (a client certificate wins over a plugin) and the policy over
+// its plugin.
 func argoCDSecret(client corev1client.SecretsGetter, namespace, name string, policy handlers.PluginPolicy) login.Handler {
 	where := fmt.Sprintf("Argo CD cluster Secret %s/%s", namespace, name)
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
@@ -121,8 +122,7 @@ func argoCDRESTConfig(data map[string][]byte, policy handlers.PluginPolicy) (*re
 		}
 	}
 	cfg := &rest.Config{
-		Host:     server,
-		Username: c.Username, Password: c.Password, BearerToken: c.BearerToken,
+		Host: server,
 		TLSClientConfig: rest.TLSClientConfig{
 			Insecure: c.TLSClientConfig.Insecure, ServerName: c.TLSClientConfig.ServerName,
 			CAData: c.TLSClientConfig.CAData, CertData: c.TLSClientConfig.CertData, KeyData: c.TLSClientConfig.KeyData,
@@ -130,14 +130,10 @@ func argoCDRESTConfig(data map[string][]byte, policy handlers.PluginPolicy) (*re
 		DisableCompression: c.DisableCompression,
 	}
 	exec := &clientcmdapi.ExecConfig{InteractiveMode: clientcmdapi.NeverExecInteractiveMode, PluginPolicy: policy}
+	// Argo CD's order (RawRestConfig): awsAuthConfig, else
+	// execProviderConfig, else the token and basic auth, which a plugin's
+	// config leaves out (a stale bearerToken beside a plugin is not sent).
 	switch {
-	case c.ExecProviderConfig != nil:
-		p := c.ExecProviderConfig
-		exec.Command, exec.Args, exec.APIVersion, exec.InstallHint = p.Command, p.Args, p.APIVersion, p.InstallHint
-		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-			exec.Env = append(exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: p.Env[k]})
-		}
-		cfg.ExecProvider = exec
 	case c.AWSAuthConfig != nil:
 		// What Argo CD runs for an EKS cluster: its own helper binary.
 		a := c.AWSAuthConfig
@@ -150,6 +146,15 @@ func argoCDRESTConfig(data map[string][]byte, policy handlers.PluginPolicy) (*re
 			exec.Args = append(exec.Args, "--profile", a.Profile)
 		}
 		cfg.ExecProvider = exec
+	case c.ExecProviderConfig != nil:
+		p := c.ExecProviderConfig
+		exec.Command, exec.Args, exec.APIVersion, exec.InstallHint = p.Command, p.Args, p.APIVersion, p.InstallHint
+		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+			exec.Env = append(exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: p.Env[k]})
+		}
+		cfg.ExecProvider = exec
+	default:
+		cfg.Username, cfg.Password, cfg.BearerToken = c.Username, c.Password, c.BearerToken
 	}
 	return cfg, c.ProxyURL, nil
 }

@@ -93,10 +93,19 @@ func TestArgoCDSecretMapping(t *testing.T) {
 		{"awsAuthConfig allowed but not installed", argoSecret("a", "https://a.example", map[string]any{
 			"awsAuthConfig": map[string]any{"clusterName": "prod"},
 		}), handlers.AllowAll, nil, "argocd-k8s-auth"},
-		{"a token wins over a plugin, as in client-go", argoSecret("a", "https://a.example", map[string]any{
-			"bearerToken": token, "execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}},
+		// Argo CD's RawRestConfig: awsAuthConfig, else execProviderConfig,
+		// else the token and basic auth, which a plugin's config leaves out.
+		{"a plugin wins over a token, as in Argo CD", argoSecret("a", "https://a.example", map[string]any{
+			"bearerToken": token, "username": "admin", "execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}},
+		}), handlers.PluginPolicy{}, nil, `exec plugin "sh" is not allowed`},
+		{"awsAuthConfig wins over execProviderConfig, as in Argo CD", argoSecret("a", "https://a.example", map[string]any{
+			"awsAuthConfig": map[string]any{"clusterName": "prod"}, "execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}},
+		}), handlers.PluginPolicy{}, nil, `exec plugin "argocd-k8s-auth" is not allowed`},
+		{"a client certificate wins over a plugin, as in client-go", argoSecret("a", "https://a.example", map[string]any{
+			"tlsClientConfig":    map[string]any{"certData": []byte("cert"), "keyData": []byte(token)},
+			"execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}},
 		}), handlers.AllowAll, func(t *testing.T, got *login.ConnectionInfo) {
-			if got.Token != token {
+			if string(got.PrivateKeyData) != token || got.Token != "" {
 				t.Errorf("got %v", got)
 			}
 		}, ""},

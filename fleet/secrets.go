@@ -82,6 +82,9 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if opts.Client == nil {
 		return errors.New("fleet: WatchSecrets needs a Client")
 	}
+	if opts.Format != ClusterAPI && opts.Format != ArgoCD {
+		return fmt.Errorf("fleet: WatchSecrets: unknown Format %d", opts.Format)
+	}
 	if opts.LabelSelector == "" {
 		opts.LabelSelector = ClusterNameLabel
 		if opts.Format == ArgoCD {

@@ -232,6 +232,11 @@ func TestWatchSecretsNeedsAClient(t *testing.T) {
 	if err := f.WatchSecrets(context.Background(), SecretsOptions{Client: fake.NewClientset(), LabelSelector: "a in (b"}); err == nil {
 		t.Error("no error for a bad selector")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := f.WatchSecrets(ctx, SecretsOptions{Client: fake.NewClientset(), Format: ArgoCD + 1}); err == nil {
+		t.Error("no error for an unknown Format: its Secrets would be read as Cluster API's")
+	}
 }
 
 // Cluster API labels every Secret of a cluster with ClusterNameLabel (its

@@ -177,7 +177,7 @@ func retryable(err error) bool {
 // no less than the login floor): the retries grow denser as the expiry
 // nears, so that an issuer outage that ends before the credential does is
 // caught before callers find the vault empty, however far the backoff has
-// grown.
+// grown. A capped retry leaves the backoff where it was.
 func (v *Vault) nextDelay(h *handler, err error) time.Duration {
 	var temporary *login.TemporaryError
 	if errors.As(err, &temporary) && temporary.Delay > 0 {
@@ -185,12 +185,17 @@ func (v *Vault) nextDelay(h *handler, err error) time.Duration {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	d := h.backoff.Step()
+	next := h.backoff // a copy: a capped retry leaves h.backoff as it was
+	d := next.Step()
 	if c := h.cred; c != nil && !c.usableUntil.IsZero() {
-		if left := c.usableUntil.Sub(v.clock.Now()); left > 0 {
-			d = min(d, max(h.settings.BackoffInitial, left/2))
+		if left := c.usableUntil.Sub(v.clock.Now()); left > 0 && max(h.settings.BackoffInitial, left/2) < d {
+			// A retry the expiry brings forward does not grow the
+			// backoff: past the expiry, the retries go on from the step
+			// the uncapped ones reached, not from BackoffMax.
+			return max(h.settings.BackoffInitial, left/2)
 		}
 	}
+	h.backoff = next
 	return d
 }
 

@@ -44,3 +44,39 @@ func TestFailedRefreshRetriesBeforeTheExpiry(t *testing.T) {
 		t.Errorf("%d retries in the refresh window: a storm", len(calls))
 	}
 }
+
+// The retries the expiry brings forward do not grow the backoff as if
+// they had waited it: a refresh that still fails past the expiry (an
+// outage that outlasts the credential) retries after the backoff its
+// uncapped retries reached, not after the many steps the capped ones added
+// (before: 512 s after the first failure past the expiry with Backoff(1 s,
+// 1 h), where the backoff alone gives 32 s).
+func TestFailedRefreshCapDoesNotGrowTheBackoff(t *testing.T) {
+	v, clk := testVault(t, Options{Leeway: -1})
+	v.jitter = func(int64) int64 { return 0 }
+	h := &counter{lifetime: 100 * time.Second, now: clk.Now}
+	v.OnLogin(h.login, login.ID("issuer"), login.Backoff(time.Second, time.Hour))
+	expiry := mustSelect(t, v).usableUntil
+	h.failWith(errors.New("issuer outage"))
+
+	seen := h.calls.Load()
+	var failedAfter time.Time // the first call past the expiry
+	var gap time.Duration     // from it to the next call
+	for now := epoch; now.Before(expiry.Add(10 * time.Minute)); now = now.Add(100 * time.Millisecond) {
+		clk.SetTime(now)
+		time.Sleep(time.Millisecond)
+		if n := h.calls.Load(); n != seen {
+			seen = n
+			if !failedAfter.IsZero() {
+				gap = now.Sub(failedAfter)
+				break
+			}
+			if now.After(expiry) {
+				failedAfter = now
+			}
+		}
+	}
+	if gap == 0 || gap > 40*time.Second {
+		t.Errorf("the retry after the first failure past the expiry came %v after it, want within 40 s (the backoff alone gives 32 s)", gap)
+	}
+}

@@ -34,7 +34,13 @@ const (
 	// (JSON: bearerToken, username and password, tlsClientConfig,
 	// execProviderConfig, awsAuthConfig, proxyUrl, disableCompression).
 	// An awsAuthConfig runs argocd-k8s-auth, as Argo CD does: an exec
-	// plugin like any other, which PluginPolicy must allow.
+	// plugin like any other, which PluginPolicy must allow. As in Argo CD,
+	// awsAuthConfig comes before execProviderConfig, and a config with
+	// either sends no bearerToken, username or password. Unlike Argo CD,
+	// the in-cluster server (https://kubernetes.default.svc) gets no
+	// credential of this process's own (its service account): a Secret
+	// for it needs a config that authenticates, or add the hub with
+	// Fleet.Add.
 	ArgoCD
 )
 

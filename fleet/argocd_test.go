@@ -114,6 +114,7 @@ func TestArgoCDSecretMapping(t *testing.T) {
 		{"config of the wrong shape", map[string][]byte{"server": []byte("https://a.example"), "config": []byte(`{"bearerToken": ["` + token + `"]}`)}, handlers.PluginPolicy{}, nil, "not Argo CD's cluster config JSON"},
 		{"insecure with a CA", argoSecret("a", "https://a.example", map[string]any{"bearerToken": token, "tlsClientConfig": map[string]any{"insecure": true, "caData": ca}}),
 			handlers.PluginPolicy{}, nil, "insecure-skip-tls-verify is set together with a CA"},
+		{"server with user info", argoSecret("a", "https://admin:"+token+"@a.example:6443", map[string]any{"bearerToken": "t"}), handlers.PluginPolicy{}, nil, "carries user info"},
 		{"server without a scheme, with a password", argoSecret("a", "admin:"+token+"@a.example:6443", map[string]any{"bearerToken": token}), handlers.PluginPolicy{}, nil, "has no scheme"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

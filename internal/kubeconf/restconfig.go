@@ -80,8 +80,9 @@ func insecureWithCA(cfg *rest.Config) error {
 // without a scheme ("10.0.0.1:6443") for plain http — clientcmd always,
 // rest.Config when it has no CA, client certificate or Insecure — and the
 // credential would go out in clear; the vault sends a credential over http
-// only to a server that says http://. Errors quote the server with its user
-// info redacted.
+// only to a server that says http://. A server with user info is refused,
+// as the vault refuses it. Errors quote the server with its user info
+// redacted.
 func serverURL(cfg *rest.Config) (*url.URL, error) {
 	u, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
@@ -90,6 +91,11 @@ func serverURL(cfg *rest.Config) (*url.URL, error) {
 	if u.Scheme == "http" && !strings.HasPrefix(strings.ToLower(cfg.Host), "http://") {
 		return nil, fmt.Errorf("server %q has no scheme: client-go would take it for plain http and the credential would go out in clear; "+
 			"write https:// (or http:// to mean plain http)", redact.Value(cfg.Host))
+	}
+	if u.User != nil {
+		// The vault refuses it too, but as a login that fails again at
+		// every backoff step: this is final until the source changes.
+		return nil, fmt.Errorf("server %q carries user info; use a username and password", redact.Value(cfg.Host))
 	}
 	return u, nil
 }

@@ -169,3 +169,30 @@ func TestArgoCDSecretCacheHoldsNoContent(t *testing.T) {
 		t.Error("a rotated config slims to the same digest")
 	}
 }
+
+// An Argo CD Secret whose name key changes moves its cluster to the new
+// name (OnRemove of the old before OnAdd of the new); one that loses its
+// server is no cluster's any more; two of the same name in a namespace
+// collide, and the second takes the name when the first goes.
+func TestWatchSecretsArgoCDNames(t *testing.T) {
+	h := newHub(t, SecretsOptions{Format: ArgoCD})
+	api := newAPIServer(t)
+	config := map[string]any{"bearerToken": *api.token.Load(), "tlsClientConfig": map[string]any{"caData": api.caPEM()}}
+	h.put("argocd", "s1", argoLabels(), argoSecret("prod", api.srv.URL, config))
+	eventually(t, "argocd/prod", func() bool { return h.fleet.Vault("argocd/prod") != nil })
+	h.put("argocd", "s1", argoLabels(), argoSecret("live", api.srv.URL, config))
+	eventually(t, "the move to argocd/live", func() bool {
+		return h.fleet.Vault("argocd/live") != nil && h.fleet.Vault("argocd/prod") == nil
+	})
+	h.put("argocd", "s2", argoLabels(), argoSecret("live", api.srv.URL, config))
+	h.put("argocd", "s1", argoLabels(), map[string][]byte{"name": []byte("live"), "config": []byte(`{}`)})
+	eventually(t, "s2 to take argocd/live once s1 has no server", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return strings.Join(h.added, ",") == "argocd/prod,argocd/live,argocd/live" &&
+			strings.Join(h.removed, ",") == "argocd/prod,argocd/live"
+	})
+	if got := strings.Join(h.fleet.Names(), ","); got != "argocd/live" {
+		t.Errorf("Names() = %s", got)
+	}
+}

@@ -42,8 +42,11 @@
 // failed refresh is retried with backoff, but never later than half the
 // time its credential has left (nor sooner than the login floor), so the
 // retries grow denser as the expiry nears and an issuer outage that ends
-// before the credential does is caught while it serves; the old credential
-// serves until it expires. [Vault.Refresh] asks for one at once. In steady state, no caller ever waits for a login. A refresh
+// before the credential does is caught while it serves (a retry brought
+// forward so leaves the backoff where it was: one that outlasts the
+// credential goes on from the step the backoff had reached); the old
+// credential serves until it expires. [Vault.Refresh] asks for one at once.
+// In steady state, no caller ever waits for a login. A refresh
 // that would come sooner than the login floor comes at the floor; a
 // credential that would not even outlive the floor (it lives milliseconds)
 // is refreshed after the handler's next backoff step instead, and the step

@@ -32,6 +32,7 @@ type hub struct {
 
 	mu             sync.Mutex // guards added and removed
 	added, removed []string
+	barriers       int
 }
 
 func newHub(t *testing.T, opts SecretsOptions) *hub {
@@ -57,10 +58,32 @@ func newHub(t *testing.T, opts SecretsOptions) *hub {
 	return h
 }
 
+// events are the clusters OnAdd and OnRemove saw, barriers left out.
 func (h *hub) events() (added, removed string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return strings.Join(h.added, ","), strings.Join(h.removed, ",")
+	notBarrier := func(names []string) string {
+		var out []string
+		for _, n := range names {
+			if !strings.HasPrefix(n, "barrier/") {
+				out = append(out, n)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	return notBarrier(h.added), notBarrier(h.removed)
+}
+
+// barrier returns once the watch has handled every Secret event before it:
+// the informer hands events over one at a time, in order, so a Secret
+// written now and seen as a new cluster comes after all of them. (The
+// barrier's cluster is never used, so it never logs in.)
+func (h *hub) barrier() {
+	h.t.Helper()
+	h.barriers++
+	name := fmt.Sprintf("b%d", h.barriers)
+	h.put("barrier", name, capiLabels(name), map[string][]byte{"value": []byte("not used")})
+	eventually(h.t, "the barrier", func() bool { return h.fleet.Vault("barrier/"+name) != nil })
 }
 
 // put creates or updates a Secret.
@@ -121,11 +144,11 @@ func TestWatchSecretsLifecycle(t *testing.T) {
 	}
 
 	// Unchanged kubeconfig: a label edit and an annotation-only update.
-	time.Sleep(50 * time.Millisecond)
+	h.barrier()
 	gets := h.gets()
 	h.put("capi", "wl1-kubeconfig", map[string]string{ClusterNameLabel: "wl1", "team": "blue"}, map[string][]byte{"value": api.kubeconfig()})
 	h.put("capi", "wl1-kubeconfig", map[string]string{ClusterNameLabel: "wl1", "team": "red"}, map[string][]byte{"value": api.kubeconfig(), "other": []byte("x")})
-	time.Sleep(200 * time.Millisecond)
+	h.barrier()
 	if got := h.gets(); got != gets {
 		t.Errorf("an update that left the kubeconfig alone read the Secret %d more times", got-gets)
 	}
@@ -188,7 +211,7 @@ func TestWatchSecretsLeavesOthersAlone(t *testing.T) {
 	if err := h.client.CoreV1().Secrets("capi").Delete(context.Background(), "wl1-kubeconfig", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	h.barrier()
 	if h.fleet.Vault("capi/wl1") == nil {
 		t.Error("deleting the colliding Secret removed the hand-added cluster")
 	}
@@ -248,7 +271,10 @@ func TestWatchSecretsSkipsSecretsWithoutTheKey(t *testing.T) {
 	h := newHub(t, SecretsOptions{})
 	api := newAPIServer(t)
 	h.put("capi", "wl1-ca", capiLabels("wl1"), map[string][]byte{"tls.crt": []byte("x"), "tls.key": []byte("y")})
-	time.Sleep(100 * time.Millisecond)
+	h.barrier()
+	if h.fleet.Vault("capi/wl1") != nil {
+		t.Fatal("a Secret without the kubeconfig's key added the cluster")
+	}
 	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
 	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
 	cfg, err := h.fleet.RESTConfig(ctx, "capi/wl1")
@@ -323,7 +349,11 @@ func TestWatchSecretsRewriteStorm(t *testing.T) {
 		api.rotate()
 		h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
 	}
-	time.Sleep(300 * time.Millisecond)
+	last := *api.token.Load()
+	eventually(t, "the last rewrite's token", func() bool {
+		c, err := h.fleet.Vault("capi/wl1").Select(ctx)
+		return err == nil && c.Info.Token == last
+	})
 	took := time.Since(start)
 	if got, limit := h.gets()-gets, int(took/(200*time.Millisecond))+2; got > limit {
 		t.Errorf("200 rewrites in %v read the Secret %d times, want at most %d", took, got, limit)
@@ -398,7 +428,7 @@ func TestWatchSecretsChangeOfAnUnusedClusterStaysLazy(t *testing.T) {
 	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
 	api.rotate()
 	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
-	time.Sleep(200 * time.Millisecond)
+	h.barrier() // the vault's own test (TestRefreshCallOnAnUnusedVaultDoesNothing) proves no login starts
 	if got := h.gets(); got != 0 {
 		t.Errorf("an unused cluster read its Secret %d times on a change, want 0", got)
 	}

@@ -48,12 +48,14 @@ func TestRefreshCallHonoursTheLoginFloor(t *testing.T) {
 	h := &counter{}
 	v.OnLogin(h.login, login.ID("secret"), login.Backoff(10*time.Second, time.Minute))
 	first := mustSelect(t, v)
+	if clk.HasWaiters() {
+		t.Fatal("a timer before the refresh")
+	}
 	v.Refresh()
-	time.Sleep(20 * time.Millisecond)
+	eventually(t, "the login to wait for the floor's timer", func() bool { return clk.HasWaiters() })
 	if got := h.calls.Load(); got != 1 {
 		t.Fatalf("handler called %d times within its login floor", got)
 	}
-	eventually(t, "the floor's timer", func() bool { return clk.HasWaiters() })
 	clk.Step(10 * time.Second)
 	eventually(t, "the refreshed credential", func() bool { return current(v, "secret") != first })
 }
@@ -127,7 +129,9 @@ func TestRefreshCallOnAnUnusedVaultDoesNothing(t *testing.T) {
 	h := &counter{}
 	v.OnLogin(h.login)
 	v.Refresh()
-	time.Sleep(20 * time.Millisecond)
+	if !idle(v) { // a login starts under the lock Refresh holds, or not at all
+		t.Error("Refresh started a login on an unused vault")
+	}
 	if got := h.calls.Load(); got != 0 {
 		t.Errorf("handler called %d times by Refresh on an unused vault, want 0", got)
 	}

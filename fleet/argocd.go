@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -78,14 +79,28 @@ type argoCDConfig struct {
 	DisableCompression bool   `json:"disableCompression"`
 }
 
-// argoCDDigest covers what an Argo CD cluster Secret authenticates with.
-func argoCDDigest(data map[string][]byte) [sha256.Size]byte {
-	h := sha256.New()
-	for _, key := range []string{"server", "config"} {
-		h.Write(data[key])
-		h.Write([]byte{0})
+// argoCDFormat: Argo CD's cluster Secrets, the cluster named by their name
+// key; a digest of server and config tells a change.
+func argoCDFormat(policy handlers.PluginPolicy) secretFormat {
+	return secretFormat{
+		selector: ArgoCDSecretTypeLabel + "=cluster",
+		slim: func(data map[string][]byte) map[string][]byte {
+			kept := map[string][]byte{"name": data["name"]}
+			if _, ok := data["server"]; ok {
+				h := sha256.New()
+				for _, key := range []string{"server", "config"} {
+					h.Write(data[key])
+					h.Write([]byte{0})
+				}
+				kept[digestKey] = h.Sum(nil)
+			}
+			return kept
+		},
+		clusterName: func(s *corev1.Secret) string { return string(s.Data["name"]) },
+		handler: func(client corev1client.SecretsGetter, namespace, name string) login.Handler {
+			return argoCDSecret(client, namespace, name, policy)
+		},
 	}
-	return [sha256.Size]byte(h.Sum(nil))
 }
 
 // argoCDSecret returns a handler that reads an Argo CD cluster Secret at

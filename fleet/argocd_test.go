@@ -157,7 +157,7 @@ func TestArgoCDSecretMapping(t *testing.T) {
 // The informer's cache keeps of an Argo CD Secret its name and a digest of
 // what it authenticates with, never the config.
 func TestArgoCDSecretCacheHoldsNoContent(t *testing.T) {
-	w := &secretWatch{opts: SecretsOptions{Format: ArgoCD}}
+	w := &secretWatch{format: argoCDFormat(handlers.DenyAll)}
 	in := &corev1.Secret{Data: argoSecret("prod", "https://a.example", map[string]any{"bearerToken": "argo-s3cret"})}
 	out, _ := w.slim(in)
 	s := out.(*corev1.Secret)

@@ -188,24 +188,17 @@ func (f *Fleet) Names() []string {
 // vault.Vault.Close, it waits up to five seconds for a login handler that
 // ignores its context.
 func (f *Fleet) Remove(name string) bool {
-	c := f.detach(name)
+	f.mu.Lock()
+	c := f.clusters[name]
+	if c != nil {
+		f.detachLocked(c) // the name is free at once
+	}
+	f.mu.Unlock()
 	if c == nil {
 		return false
 	}
 	f.close(c)
 	return true
-}
-
-// detach takes the named cluster out of the map, so that the name is free
-// at once, and returns it for close.
-func (f *Fleet) detach(name string) *cluster {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := f.clusters[name]
-	if c != nil {
-		f.detachLocked(c)
-	}
-	return c
 }
 
 // holds tells whether c is (still) in the fleet.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/authvault/authvault/handlers"
@@ -82,20 +83,23 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if opts.Client == nil {
 		return errors.New("fleet: WatchSecrets needs a Client")
 	}
-	if opts.Format != ClusterAPI && opts.Format != ArgoCD {
-		return fmt.Errorf("fleet: WatchSecrets: unknown Format %d", opts.Format)
-	}
-	if opts.LabelSelector == "" {
-		opts.LabelSelector = ClusterNameLabel
-		if opts.Format == ArgoCD {
-			opts.LabelSelector = ArgoCDSecretTypeLabel + "=cluster"
-		}
-	}
 	if opts.Key == "" {
 		opts.Key = handlers.ClusterAPIKey
 	}
 	if opts.PluginPolicy.PolicyType == "" {
 		opts.PluginPolicy = handlers.DenyAll
+	}
+	var format secretFormat
+	switch opts.Format {
+	case ClusterAPI:
+		format = clusterAPIFormat(opts.Key, opts.PluginPolicy)
+	case ArgoCD:
+		format = argoCDFormat(opts.PluginPolicy)
+	default:
+		return fmt.Errorf("fleet: WatchSecrets: unknown Format %d", opts.Format)
+	}
+	if opts.LabelSelector == "" {
+		opts.LabelSelector = format.selector
 	}
 	selector, err := labels.Parse(opts.LabelSelector)
 	if err != nil {
@@ -104,7 +108,7 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := &secretWatch{fleet: f, opts: opts, selector: selector, members: map[string]member{}, waiting: map[string]*corev1.Secret{}}
+	w := &secretWatch{fleet: f, opts: opts, format: format, selector: selector, members: map[string]member{}, waiting: map[string]*corev1.Secret{}}
 	informer := factory.Core().V1().Secrets().Informer()
 	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		// Through the fleet's logger, not only klog's: a watch that RBAC
@@ -139,6 +143,7 @@ const secretTimeout = 30 * time.Second
 type secretWatch struct {
 	fleet    *Fleet
 	opts     SecretsOptions
+	format   secretFormat
 	selector labels.Selector
 	members  map[string]member         // by the Secret's namespace/name
 	waiting  map[string]*corev1.Secret // Secrets whose cluster's name was taken, by namespace/name
@@ -158,13 +163,48 @@ const slimType corev1.SecretType = "fleet.authvault/slim"
 // with: the kubeconfig (ClusterAPI), or the server and config (ArgoCD).
 const digestKey = "fleet.authvault/digest"
 
+// secretFormat is what a SecretFormat means to the watch.
+type secretFormat struct {
+	// selector is the default LabelSelector.
+	selector string
+	// slim returns what the informer's cache keeps of a Secret's data:
+	// what clusterName reads, and under digestKey a digest of what
+	// authenticates; without it the Secret is no cluster's.
+	slim func(data map[string][]byte) map[string][]byte
+	// clusterName is the cluster part of a Secret's cluster name, read
+	// from what slim kept; empty for the Secret's own name.
+	clusterName func(s *corev1.Secret) string
+	// handler logs in with the Secret namespace/name.
+	handler func(client corev1client.SecretsGetter, namespace, name string) login.Handler
+}
+
+// clusterAPIFormat: a kubeconfig under key, the cluster named by
+// ClusterNameLabel.
+func clusterAPIFormat(key string, policy handlers.PluginPolicy) secretFormat {
+	return secretFormat{
+		selector: ClusterNameLabel,
+		slim: func(data map[string][]byte) map[string][]byte {
+			kubeconfig, ok := data[key]
+			if !ok {
+				return nil
+			}
+			digest := sha256.Sum256(kubeconfig)
+			return map[string][]byte{digestKey: digest[:]}
+		},
+		clusterName: func(s *corev1.Secret) string { return s.Labels[ClusterNameLabel] },
+		handler: func(client corev1client.SecretsGetter, namespace, name string) login.Handler {
+			return handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{
+				Client: client, Namespace: namespace, Name: name, Key: key, PluginPolicy: policy,
+			})
+		},
+	}
+}
+
 // slim is the informer's transform: it keeps of a Secret what the watch
-// reads (its labels, and for ArgoCD its name key), and of what it
-// authenticates with only a digest, so that the cache holds no credential
-// (the handler reads the Secret itself at every login), nor any of the
-// other keys that Cluster API's selector brings in (its CA, etcd and
-// service-account Secrets). A Secret without a kubeconfig (or, for ArgoCD,
-// a server) gets no digest. It is idempotent.
+// reads (its labels, and what its format's slim keeps), so that the cache
+// holds no credential (the handler reads the Secret itself at every login),
+// nor any of the other keys that Cluster API's selector brings in (its CA,
+// etcd and service-account Secrets). It is idempotent.
 func (w *secretWatch) slim(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok || s.Type == slimType {
@@ -175,20 +215,7 @@ func (w *secretWatch) slim(obj any) (any, error) {
 			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion, Labels: s.Labels,
 		},
 		Type: slimType,
-		Data: map[string][]byte{},
-	}
-	switch {
-	case w.opts.Format == ArgoCD:
-		out.Data["name"] = s.Data["name"]
-		if _, ok := s.Data["server"]; ok {
-			digest := argoCDDigest(s.Data)
-			out.Data[digestKey] = digest[:]
-		}
-	default:
-		if data, ok := s.Data[w.opts.Key]; ok {
-			digest := sha256.Sum256(data)
-			out.Data[digestKey] = digest[:]
-		}
+		Data: w.format.slim(s.Data),
 	}
 	return out, nil
 }
@@ -233,12 +260,7 @@ func (w *secretWatch) upsert(obj any) {
 	case known: // relabelled to another cluster
 		w.remove(key, old)
 	}
-	h := handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{
-		Client: w.opts.Client.CoreV1(), Namespace: secret.Namespace, Name: secret.Name, Key: w.opts.Key, PluginPolicy: w.opts.PluginPolicy,
-	})
-	if w.opts.Format == ArgoCD {
-		h = argoCDSecret(w.opts.Client.CoreV1(), secret.Namespace, secret.Name, w.opts.PluginPolicy)
-	}
+	h := w.format.handler(w.opts.Client.CoreV1(), secret.Namespace, secret.Name)
 	// A hub that stalls a GET holds a login no longer than secretTimeout;
 	// the caller's options come after, and win.
 	opts := append([]login.Option{login.ID("secret " + key), login.Timeout(secretTimeout)}, w.opts.Login...)
@@ -298,13 +320,11 @@ func (w *secretWatch) takeOver(name string) {
 	}
 }
 
-// clusterName names a Secret's cluster: its namespace and Cluster API's
-// label (ClusterAPI) or its name key (ArgoCD), else the Secret's own name.
+// clusterName names a Secret's cluster: its namespace and what its format
+// reads (Cluster API's label, Argo CD's name key), else the Secret's own
+// name.
 func (w *secretWatch) clusterName(s *corev1.Secret) string {
-	name := s.Labels[ClusterNameLabel]
-	if w.opts.Format == ArgoCD {
-		name = string(s.Data["name"])
-	}
+	name := w.format.clusterName(s)
 	if name == "" {
 		name = s.Name
 	}

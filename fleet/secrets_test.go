@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
@@ -366,7 +367,7 @@ func TestWatchSecretsRewriteStorm(t *testing.T) {
 // otherwise hold every cluster's admin kubeconfig and CA, etcd and
 // service-account keys for the life of the process.
 func TestWatchSecretsCacheHoldsNoContent(t *testing.T) {
-	w := &secretWatch{opts: SecretsOptions{Key: "value"}}
+	w := &secretWatch{format: clusterAPIFormat("value", handlers.DenyAll)}
 	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "wl1-ca", Labels: capiLabels("wl1")},
 		Data: map[string][]byte{"value": []byte("token: s3cret"), "tls.key": []byte("PRIVATE KEY")}}
 	out, err := w.slim(in)

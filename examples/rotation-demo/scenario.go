@@ -12,10 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
-	"github.com/authvault/authvault/login"
-	"github.com/authvault/authvault/vault"
 )
 
 // scenario is what the issuer does to both sides while their workloads run.
@@ -76,14 +74,9 @@ func (e *env) runScenario(ctx context.Context, sc *scenario) (*result, error) {
 	defer av.endpoint.Close()
 	defer cg.endpoint.Close()
 
-	v := vault.New(vault.Options{NoFallback: true})
+	v := rotation.PluginVault(e.cluster, e.exec(av.endpoint))
 	defer v.Close() // after everything that uses it has stopped: deferred first, runs last
-	v.OnLogin(handlers.Exec(handlers.ExecConfig{
-		ExecConfig: *e.exec(av.endpoint),
-		Cluster:    login.ConnectionInfo{Server: e.cluster.Server, CAData: e.cluster.CAData},
-	}), login.ID("plugin"), login.Timeout(30*time.Second))
-	clientGo := &rest.Config{Host: e.cluster.Server, TLSClientConfig: rest.TLSClientConfig{CAData: e.cluster.CAData},
-		ExecProvider: e.exec(cg.endpoint)}
+	clientGo := rotation.PluginConfig(e.cluster, e.exec(cg.endpoint))
 
 	// Both sides log in first (the plugin runs once each, at once), so that
 	// the tables count what happens after a client is up.

@@ -10,9 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
-	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -58,11 +56,7 @@ func Compare(ctx context.Context, opts CompareOptions) ([]Side, error) {
 		var cfg *rest.Config
 		var v *vault.Vault
 		if name == "authvault" {
-			v = vault.New(vault.Options{NoFallback: true})
-			v.OnLogin(handlers.Exec(handlers.ExecConfig{
-				ExecConfig: *exec,
-				Cluster:    login.ConnectionInfo{Server: opts.Cluster.Server, CAData: opts.Cluster.CAData},
-			}), login.ID("plugin"), login.Timeout(30*time.Second))
+			v = PluginVault(opts.Cluster, exec)
 			var err error
 			if cfg, err = v.RESTConfig(ctx); err != nil {
 				v.Close()
@@ -70,7 +64,7 @@ func Compare(ctx context.Context, opts CompareOptions) ([]Side, error) {
 				return nil, err
 			}
 		} else {
-			cfg = &rest.Config{Host: opts.Cluster.Server, TLSClientConfig: rest.TLSClientConfig{CAData: opts.Cluster.CAData}, ExecProvider: exec}
+			cfg = PluginConfig(opts.Cluster, exec)
 		}
 		cfg.QPS, cfg.Burst = -1, 0
 		cs, err := kubernetes.NewForConfig(cfg)

@@ -49,6 +49,10 @@ const (
 // "cluster").
 const ArgoCDSecretTypeLabel = "argocd.argoproj.io/secret-type"
 
+// ArgoCDNamespace is the namespace Argo CD is installed in by default, and
+// reads its cluster Secrets from: WatchSecrets' default for ArgoCD.
+const ArgoCDNamespace = "argocd"
+
 // argoCDConfig is the config key of an Argo CD cluster Secret: the fields
 // that authenticate and reach the cluster. Fields it does not know are
 // ignored, as Argo CD adds some over time.
@@ -97,6 +101,9 @@ func argoCDFormat(policy handlers.PluginPolicy) secretFormat {
 			return kept
 		},
 		clusterName: func(s *corev1.Secret) string { return string(s.Data["name"]) },
+		// Any cluster Secret may give any name: two of one name are an
+		// ambiguity, whichever came first.
+		rank: func(*corev1.Secret) claimRank { return namedClaim },
 		handler: func(client corev1client.SecretsGetter, namespace, name string) login.Handler {
 			return argoCDSecret(client, namespace, name, policy)
 		},

@@ -196,3 +196,23 @@ func TestWatchSecretsArgoCDNames(t *testing.T) {
 		t.Errorf("Names() = %s", got)
 	}
 }
+
+// Argo CD reads its cluster Secrets from its own namespace only: by
+// default the watch does too, so a Secret labelled as a cluster in any
+// other namespace (anyone's who may write Secrets there) adds nothing.
+// Another namespace is one option away.
+func TestWatchSecretsArgoCDReadsItsOwnNamespace(t *testing.T) {
+	api := newAPIServer(t)
+	config := map[string]any{"bearerToken": *api.token.Load(), "tlsClientConfig": map[string]any{"caData": api.caPEM()}}
+	h := newHub(t, SecretsOptions{Format: ArgoCD})
+	h.put("tenant", "cluster-evil", argoLabels(), argoSecret("evil", api.srv.URL, config))
+	h.put(ArgoCDNamespace, "cluster-prod", argoLabels(), argoSecret("prod", api.srv.URL, config))
+	eventually(t, "argocd/prod", func() bool { return h.fleet.Vault("argocd/prod") != nil })
+	if got := strings.Join(h.fleet.Names(), ","); got != "argocd/prod" {
+		t.Errorf("Names() = %s, want argocd/prod only", got)
+	}
+
+	elsewhere := newHub(t, SecretsOptions{Format: ArgoCD, Namespace: "gitops"})
+	elsewhere.put("gitops", "cluster-prod", argoLabels(), argoSecret("prod", api.srv.URL, config))
+	eventually(t, "gitops/prod", func() bool { return elsewhere.fleet.Vault("gitops/prod") != nil })
+}

@@ -24,9 +24,13 @@
 // of a hub cluster (Cluster API's <cluster>-kubeconfig by default): a Secret
 // that appears adds its cluster, one that goes removes it, and one whose
 // kubeconfig changes refreshes its cluster's vault at once, before the old
-// token is revoked. Argo CD's declarative cluster Secrets work the same way
+// token is revoked. Only <cluster>-kubeconfig, or a Secret the Cluster
+// controls, claims a cluster's name, and two claims of equal weight serve
+// neither: a Secret written to take a cluster's name, listed first, does
+// not get it. Argo CD's declarative cluster Secrets work the same way
 // ([ArgoCD]: name, server and a JSON config; an awsAuthConfig runs
-// argocd-k8s-auth, as Argo CD does). The kubeconfigs are read with
+// argocd-k8s-auth, as Argo CD does), read from Argo CD's own namespace
+// ([ArgoCDNamespace]) unless told otherwise, as Argo CD reads them. The kubeconfigs are read with
 // handlers.KubeconfigSecretFrom: someone else wrote them, so their exec
 // plugins and auth providers are refused unless [SecretsOptions.PluginPolicy]
 // allows them, and entries that name a file of this machine are refused.

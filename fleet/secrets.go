@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -35,7 +33,12 @@ type SecretsOptions struct {
 	// Format is how the Secrets describe their clusters. Default:
 	// ClusterAPI.
 	Format SecretFormat
-	// Namespace is where the Secrets are. Default: every namespace.
+	// Namespace is where the Secrets are. Default: every namespace; for
+	// ArgoCD, ArgoCDNamespace, the only one Argo CD reads its cluster
+	// Secrets from (a Secret labelled as one elsewhere is no cluster of
+	// Argo CD's, and may have been written by anyone who can write
+	// Secrets there). An Argo CD installed elsewhere needs its namespace
+	// here.
 	Namespace string
 	// LabelSelector chooses the Secrets, in the syntax of
 	// metav1.ListOptions. Default: Cluster API's, the Secrets that carry
@@ -71,12 +74,22 @@ type SecretsOptions struct {
 // kubeconfig as it was (a resync, a label or annotation edit) does nothing.
 // A Secret that goes removes its cluster, closing its vault.
 //
+// Which Secret serves a cluster does not depend on the order they are
+// listed in. For ClusterAPI, a labelled Secret claims the cluster only if
+// it is <cluster>-kubeconfig, or (less strongly, since whoever writes
+// Secrets can write owner references) if the Cluster of that name is its
+// controller; any other Secret labelled for a cluster is skipped and logged
+// (Cluster API's CA, etcd and user-kubeconfig Secrets, or a Secret written
+// to take a cluster's name). Of the Secrets that claim a cluster, the one
+// of the highest rank serves it; two of that rank (two owned Secrets, two
+// Argo CD Secrets of one name) serve neither, and both are logged, until
+// one goes. A cluster of the same name added by Add is left alone, and the
+// Secret that collides with it is logged and decided again at its next
+// change. A Secret's cluster removed with Remove comes back when its
+// Secret, or another of that cluster's, changes.
+//
 // The clusters stay in the fleet when WatchSecrets returns; Close removes
-// them. A cluster of the same name added by Add, or by another Secret, is
-// left alone, and the Secret that collides with it is logged; it takes the
-// name when the other Secret's cluster goes with its Secret (not when a
-// cluster is removed with Remove, which WatchSecrets does not see). A
-// Secret's cluster removed with Remove comes back when its Secret changes.
+// them.
 // A failing list or watch of the Secrets (RBAC, an outage) is logged
 // through Options.Logger and retried.
 func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
@@ -85,6 +98,9 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	}
 	if opts.Key == "" {
 		opts.Key = handlers.ClusterAPIKey
+	}
+	if opts.Format == ArgoCD && opts.Namespace == "" {
+		opts.Namespace = ArgoCDNamespace
 	}
 	if opts.PluginPolicy.PolicyType == "" {
 		opts.PluginPolicy = handlers.DenyAll
@@ -108,7 +124,7 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := &secretWatch{fleet: f, opts: opts, format: format, selector: selector, members: map[string]member{}, waiting: map[string]*corev1.Secret{}}
+	w := &secretWatch{fleet: f, opts: opts, format: format, selector: selector, claims: map[string]claim{}, members: map[string]member{}}
 	informer := factory.Core().V1().Secrets().Informer()
 	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		// Through the fleet's logger, not only klog's: a watch that RBAC
@@ -139,21 +155,15 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 const secretTimeout = 30 * time.Second
 
 // secretWatch is WatchSecrets' state. The informer calls its handlers one
-// at a time, from one goroutine: members needs no lock.
+// at a time, from one goroutine: claims and members need no lock.
 type secretWatch struct {
 	fleet    *Fleet
 	opts     SecretsOptions
 	format   secretFormat
 	selector labels.Selector
-	members  map[string]member         // by the Secret's namespace/name
-	waiting  map[string]*corev1.Secret // Secrets whose cluster's name was taken, by namespace/name
-	closing  sync.WaitGroup            // vaults of removed clusters being closed
-}
-
-// member is a cluster that a Secret added.
-type member struct {
-	cluster *cluster
-	digest  []byte // of the kubeconfig it was added or refreshed with
+	claims   map[string]claim  // by the Secret's namespace/name: every Secret that claims a cluster
+	members  map[string]member // by cluster name: the clusters Secrets added
+	closing  sync.WaitGroup    // vaults of removed clusters being closed
 }
 
 // slimType marks a Secret that slim has made.
@@ -174,6 +184,9 @@ type secretFormat struct {
 	// clusterName is the cluster part of a Secret's cluster name, read
 	// from what slim kept; empty for the Secret's own name.
 	clusterName func(s *corev1.Secret) string
+	// rank is how strongly a Secret claims the cluster it names (see
+	// claimRank).
+	rank func(s *corev1.Secret) claimRank
 	// handler logs in with the Secret namespace/name.
 	handler func(client corev1client.SecretsGetter, namespace, name string) login.Handler
 }
@@ -192,6 +205,7 @@ func clusterAPIFormat(key string, policy handlers.PluginPolicy) secretFormat {
 			return map[string][]byte{digestKey: digest[:]}
 		},
 		clusterName: func(s *corev1.Secret) string { return s.Labels[ClusterNameLabel] },
+		rank:        clusterAPIRank,
 		handler: func(client corev1client.SecretsGetter, namespace, name string) login.Handler {
 			return handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{
 				Client: client, Namespace: namespace, Name: name, Key: key, PluginPolicy: policy,
@@ -213,111 +227,12 @@ func (w *secretWatch) slim(obj any) (any, error) {
 	out := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion, Labels: s.Labels,
+			OwnerReferences: s.OwnerReferences, // clusterAPIRank reads the controller
 		},
 		Type: slimType,
 		Data: w.format.slim(s.Data),
 	}
 	return out, nil
-}
-
-func (w *secretWatch) upsert(obj any) {
-	secret, ok := obj.(*corev1.Secret)
-	if !ok {
-		return
-	}
-	key := secret.Namespace + "/" + secret.Name
-	delete(w.waiting, key)                   // seen again: decided again below
-	digest, hasKey := secret.Data[digestKey] // slim's
-	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
-		// The server filters by the selector; this is for a Secret that
-		// lost its label (an update the watch still sends) or a watch
-		// that does not filter. A Secret without the key is not a
-		// kubeconfig: Cluster API labels a cluster's CA, etcd, sa and
-		// proxy Secrets as it labels its kubeconfig, and one of those
-		// must not take the cluster's name first.
-		if m, ok := w.members[key]; ok {
-			w.remove(key, m)
-		}
-		return
-	}
-	name := w.clusterName(secret)
-	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
-	old, known := w.members[key]
-	if known && !w.fleet.holds(old.cluster) {
-		// Removed by hand (Fleet.Remove) since: the Secret, still here and
-		// changed, brings it back.
-		delete(w.members, key)
-		known = false
-	}
-	switch {
-	case known && old.cluster.name == name && string(old.digest) == string(digest):
-		return // a resync, or an edit that leaves the kubeconfig alone
-	case known && old.cluster.name == name:
-		w.members[key] = member{old.cluster, digest}
-		log.V(1).Info("kubeconfig Secret changed: refreshing the cluster's credentials")
-		old.cluster.vault.Refresh()
-		return
-	case known: // relabelled to another cluster
-		w.remove(key, old)
-	}
-	h := w.format.handler(w.opts.Client.CoreV1(), secret.Namespace, secret.Name)
-	// A hub that stalls a GET holds a login no longer than secretTimeout;
-	// the caller's options come after, and win.
-	opts := append([]login.Option{login.ID("secret " + key), login.Timeout(secretTimeout)}, w.opts.Login...)
-	c, err := w.fleet.add(name, h, opts)
-	if err != nil {
-		if errors.Is(err, ErrExists) {
-			err = fmt.Errorf("%w; the Secret waits for the name to free", err)
-			w.waiting[key] = secret
-		}
-		log.Error(err, "kubeconfig Secret not added to the fleet")
-		return
-	}
-	w.members[key] = member{c, digest}
-	w.fleet.added(c)
-	log.V(1).Info("cluster added from its kubeconfig Secret")
-}
-
-func (w *secretWatch) delete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	secret, ok := obj.(*corev1.Secret)
-	if !ok {
-		return
-	}
-	key := secret.Namespace + "/" + secret.Name
-	delete(w.waiting, key)
-	if m, ok := w.members[key]; ok {
-		w.remove(key, m)
-	}
-}
-
-// remove takes m's cluster out of the fleet at once (the name is free for
-// the next event) and tells OnRemove, here, so that OnRemove of a cluster
-// comes before OnAdd of the next of its name. It closes the vault in the
-// background, so that a handler that ignores its context holds up no other
-// cluster's events.
-func (w *secretWatch) remove(key string, m member) {
-	delete(w.members, key)
-	if !w.fleet.detachCluster(m.cluster) {
-		return // removed by hand meanwhile
-	}
-	w.fleet.opts.Logger.V(1).Info("kubeconfig Secret gone: cluster removed", "secret", key, "cluster", m.cluster.name)
-	w.fleet.removed(m.cluster)
-	w.closing.Go(m.cluster.vault.Close)
-	w.takeOver(m.cluster.name)
-}
-
-// takeOver adds the cluster name of a Secret that waited for it, if any
-// (the first by namespace/name): it collided with the cluster just removed.
-func (w *secretWatch) takeOver(name string) {
-	for _, key := range slices.Sorted(maps.Keys(w.waiting)) {
-		if s := w.waiting[key]; w.clusterName(s) == name {
-			w.upsert(s)
-			return
-		}
-	}
 }
 
 // clusterName names a Secret's cluster: its namespace and what its format

@@ -36,9 +36,11 @@ type hub struct {
 	barriers       int
 }
 
-func newHub(t *testing.T, opts SecretsOptions) *hub {
+// newHub starts the watch on a hub that holds objs already, as after a
+// restart.
+func newHub(t *testing.T, opts SecretsOptions, objs ...runtime.Object) *hub {
 	t.Helper()
-	h := &hub{t: t, client: fake.NewClientset(), logs: &testlog.Buffer{}}
+	h := &hub{t: t, client: fake.NewClientset(objs...), logs: &testlog.Buffer{}}
 	h.fleet = New(Options{
 		Logger:   h.logs.Logger(1),
 		OnAdd:    func(name string) { h.mu.Lock(); h.added = append(h.added, name); h.mu.Unlock() },
@@ -83,7 +85,7 @@ func (h *hub) barrier() {
 	h.t.Helper()
 	h.barriers++
 	name := fmt.Sprintf("b%d", h.barriers)
-	h.put("barrier", name, capiLabels(name), map[string][]byte{"value": []byte("not used")})
+	h.put("barrier", name+"-kubeconfig", capiLabels(name), map[string][]byte{"value": []byte("not used")})
 	eventually(h.t, "the barrier", func() bool { return h.fleet.Vault("barrier/"+name) != nil })
 }
 
@@ -165,8 +167,9 @@ func TestWatchSecretsLifecycle(t *testing.T) {
 }
 
 // Clusters are named namespace/cluster: two namespaces may hold clusters of
-// one name. A Secret that moves to another cluster's label moves; a Secret
-// without the label under a custom selector is named after itself.
+// one name. A <cluster>-kubeconfig Secret relabelled to another cluster
+// serves neither (its name does not claim the new one); a Secret without
+// the label under a custom selector is named after itself.
 func TestWatchSecretsNames(t *testing.T) {
 	h := newHub(t, SecretsOptions{})
 	api := newAPIServer(t)
@@ -179,9 +182,10 @@ func TestWatchSecretsNames(t *testing.T) {
 		t.Errorf("Names() = %s", got)
 	}
 	h.put("team-a", "prod-kubeconfig", capiLabels("staging"), kc)
-	eventually(t, "the relabelled cluster", func() bool { return h.fleet.Vault("team-a/staging") != nil })
-	if h.fleet.Vault("team-a/prod") != nil {
-		t.Error("the old name stayed")
+	eventually(t, "the relabelled Secret's cluster to go", func() bool { return h.fleet.Vault("team-a/prod") == nil })
+	h.barrier()
+	if h.fleet.Vault("team-a/staging") != nil {
+		t.Error("prod-kubeconfig, labelled staging, claimed team-a/staging")
 	}
 	// Losing the label is leaving the selection.
 	h.put("team-b", "prod-kubeconfig", nil, kc)
@@ -388,34 +392,6 @@ func TestWatchSecretsCacheHoldsNoContent(t *testing.T) {
 	if none, _ := w.slim(&corev1.Secret{Data: map[string][]byte{"tls.key": []byte("k")}}); len(none.(*corev1.Secret).Data) != 0 {
 		t.Error("a Secret without the key slims to one with it")
 	}
-}
-
-// Two Secrets name one cluster: the first takes it, the second waits, and
-// takes it when the first goes, rather than being forgotten until it
-// changes.
-func TestWatchSecretsCollisionTakesOverWhenTheNameFrees(t *testing.T) {
-	ctx := ctxFor(t)
-	h := newHub(t, SecretsOptions{})
-	a, b := newAPIServer(t), newAPIServer(t)
-	h.put("capi", "first-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": a.kubeconfig()})
-	eventually(t, "the cluster to be added", func() bool { return h.fleet.Vault("capi/wl1") != nil })
-	h.put("capi", "second-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": b.kubeconfig()})
-	eventually(t, "the collision to be logged", func() bool { return strings.Contains(h.logs.String(), "second-kubeconfig") })
-	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "first-kubeconfig", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the second Secret's cluster", func() bool {
-		v := h.fleet.Vault("capi/wl1")
-		if v == nil {
-			return false
-		}
-		c, err := v.Select(ctx)
-		return err == nil && c.Handler == "secret capi/second-kubeconfig"
-	})
-	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "second-kubeconfig", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the cluster to be removed", func() bool { return h.fleet.Vault("capi/wl1") == nil })
 }
 
 // A cluster that nothing has used yet does not log in when its Secret

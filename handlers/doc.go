@@ -41,6 +41,21 @@
 // know), is a permanent error naming the command and the policy, and
 // nothing of the plugin runs.
 //
+// An Allowlist says which programs run, not what they do, and an allowed
+// plugin is code that whoever wrote its config can steer: its arguments
+// and its env are theirs. So under any policy but AllowAll the config's env
+// may not set what loads code or picks programs: the loader's (LD_*,
+// GLIBC_TUNABLES, GCONV_PATH), the shells' (BASH_FUNC_*, BASH_ENV, ENV,
+// SHELLOPTS, PS4, IFS), the interpreters' (PYTHON*, NODE_*, PERL*, RUBY*,
+// JAVA_TOOL_OPTIONS, DOTNET_*, CLOUDSDK_PYTHON), PATH, HOME, and the files
+// plugins read commands from (KUBECONFIG, AWS_CONFIG_FILE,
+// GOOGLE_APPLICATION_CREDENTIALS); nor a name that is not a plain
+// identifier, nor a value with a line break or NUL. Such a config is a
+// permanent error naming the variable, never its value, and the plugin does
+// not run. The plugin still inherits this process's own environment: set
+// what it needs there. Allow only plugins whose arguments cannot make them
+// run other code.
+//
 // # Telling the plugin why it runs
 //
 // With [ExecConfig].ProvideResponse set, a plugin that the vault runs again

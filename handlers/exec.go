@@ -132,6 +132,9 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 	if err := policyAllows(cfg.PluginPolicy, name); err != nil {
 		return nil, err // before anything of the plugin's runs
 	}
+	if err := envAllowed(cfg.PluginPolicy, name, cfg.Env); err != nil {
+		return nil, err
+	}
 	interactive, err := cfg.interactive()
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", name, err))

@@ -1,0 +1,213 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/authvault/authvault/login"
+)
+
+// Which Secret serves a cluster is decided by the Secrets alone, never by
+// the order the watch sees them in: the hub's list comes sorted by name, so
+// "first seen wins" let a Secret named a-prod, labelled cluster-name=prod,
+// take capi/prod from prod-kubeconfig at every restart. Each Secret's claim
+// has a rank; the one Secret of the highest rank serves the cluster, and
+// two of that rank serve neither (both are logged) until one goes.
+
+// claimRank is how strongly a Secret claims the cluster it names.
+type claimRank int
+
+const (
+	// noClaim: the Secret names a cluster it gives no evidence of being
+	// the kubeconfig of. It is skipped.
+	noClaim claimRank = iota
+	// ownedClaim: the Cluster of that name is the Secret's controller (an
+	// owner reference; whoever may write Secrets may write one, so a
+	// Secret named for the cluster outranks it).
+	ownedClaim
+	// namedClaim: the Secret's own name says so (Cluster API's
+	// <cluster>-kubeconfig; a Secret without the label is its own
+	// cluster), which no other Secret of the namespace can share.
+	namedClaim
+)
+
+// clusterAPIGroup is Cluster API's API group, whose Cluster owns a workload
+// cluster's kubeconfig Secret.
+const clusterAPIGroup = "cluster.x-k8s.io"
+
+// clusterAPIRank ranks a Cluster API Secret's claim on the cluster its
+// ClusterNameLabel names: Cluster API writes <cluster>-kubeconfig, owned by
+// the Cluster; its other Secrets of that label (<cluster>-ca, -etcd, -sa,
+// -proxy; a provider's <cluster>-user-kubeconfig) are no claim.
+func clusterAPIRank(s *corev1.Secret) claimRank {
+	cluster := s.Labels[ClusterNameLabel]
+	switch {
+	case cluster == "" || s.Name == cluster+"-kubeconfig":
+		return namedClaim
+	case ownedByCluster(s, cluster):
+		return ownedClaim
+	}
+	return noClaim
+}
+
+// ownedByCluster tells whether s's controller is Cluster API's Cluster of
+// that name.
+func ownedByCluster(s *corev1.Secret, cluster string) bool {
+	ref := metav1.GetControllerOfNoCopy(s)
+	if ref == nil || ref.Kind != "Cluster" || ref.Name != cluster {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == clusterAPIGroup
+}
+
+// claim is a Secret's claim on a cluster name.
+type claim struct {
+	cluster string // the fleet's name for it
+	rank    claimRank
+	digest  []byte // of what authenticates (see digestKey)
+}
+
+// member is a cluster that a Secret added.
+type member struct {
+	cluster *cluster
+	secret  string // namespace/name of the Secret that serves it
+	digest  []byte // of the kubeconfig it was added or refreshed with
+}
+
+func (w *secretWatch) upsert(obj any) {
+	secret, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
+	}
+	key := secret.Namespace + "/" + secret.Name
+	digest, hasKey := secret.Data[digestKey] // slim's
+	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
+		// The server filters by the selector; this is for a Secret that
+		// lost its label (an update the watch still sends) or a watch
+		// that does not filter. A Secret without the key is not a
+		// kubeconfig: Cluster API labels a cluster's CA, etcd, sa and
+		// proxy Secrets as it labels its kubeconfig.
+		w.drop(key)
+		return
+	}
+	name := w.clusterName(secret)
+	rank := w.format.rank(secret)
+	if rank == noClaim {
+		w.fleet.opts.Logger.Info("Secret skipped: it names a cluster but is neither <cluster>-kubeconfig nor owned by that Cluster",
+			"secret", key, "cluster", name)
+		w.drop(key)
+		return
+	}
+	prev, had := w.claims[key]
+	w.claims[key] = claim{cluster: name, rank: rank, digest: digest}
+	if had && prev.cluster != name {
+		w.resolve(prev.cluster) // relabelled: its old cluster first, so OnRemove comes before OnAdd
+	}
+	w.resolve(name)
+}
+
+func (w *secretWatch) delete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if secret, ok := obj.(*corev1.Secret); ok {
+		w.drop(secret.Namespace + "/" + secret.Name)
+	}
+}
+
+// drop forgets the Secret key's claim, if it had one, and decides its
+// cluster again.
+func (w *secretWatch) drop(key string) {
+	if c, ok := w.claims[key]; ok {
+		delete(w.claims, key)
+		w.resolve(c.cluster)
+	}
+}
+
+// resolve makes the cluster name served by the one Secret of the highest
+// rank that claims it, or by none when there are several or none.
+func (w *secretWatch) resolve(name string) {
+	var top []string
+	best := noClaim
+	for key, c := range w.claims {
+		switch {
+		case c.cluster != name || c.rank < best:
+		case c.rank > best:
+			best, top = c.rank, []string{key}
+		default:
+			top = append(top, key)
+		}
+	}
+	slices.Sort(top)
+	m, held := w.members[name]
+	if held && !w.fleet.holds(m.cluster) {
+		// Removed by hand (Fleet.Remove) since: its Secret, still here
+		// and changed, brings it back.
+		delete(w.members, name)
+		held = false
+	}
+	if len(top) == 1 && held && m.secret == top[0] {
+		c := w.claims[top[0]]
+		if string(c.digest) != string(m.digest) {
+			w.members[name] = member{m.cluster, m.secret, c.digest}
+			w.fleet.opts.Logger.V(1).Info("kubeconfig Secret changed: refreshing the cluster's credentials", "secret", m.secret, "cluster", name)
+			m.cluster.vault.Refresh()
+		}
+		return // else a resync, or an edit that leaves the kubeconfig alone
+	}
+	if held {
+		w.remove(name, m)
+	}
+	switch len(top) {
+	case 0:
+	case 1:
+		w.add(name, top[0])
+	default:
+		err := fmt.Errorf("fleet: Secrets %v all claim cluster %q: none serves it until one goes", top, name)
+		w.fleet.opts.Logger.Error(err, "ambiguous cluster Secrets", "cluster", name, "secrets", top)
+	}
+}
+
+// add adds the cluster name, served by the Secret key.
+func (w *secretWatch) add(name, key string) {
+	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
+	namespace, secretName, _ := cache.SplitMetaNamespaceKey(key)
+	h := w.format.handler(w.opts.Client.CoreV1(), namespace, secretName)
+	// A hub that stalls a GET holds a login no longer than secretTimeout;
+	// the caller's options come after, and win.
+	opts := append([]login.Option{login.ID("secret " + key), login.Timeout(secretTimeout)}, w.opts.Login...)
+	c, err := w.fleet.add(name, h, opts)
+	if err != nil {
+		if errors.Is(err, ErrExists) {
+			err = fmt.Errorf("%w; the Secret is decided again at its next change or at the next change of a Secret of that cluster", err)
+		}
+		log.Error(err, "kubeconfig Secret not added to the fleet")
+		return
+	}
+	w.members[name] = member{c, key, w.claims[key].digest}
+	w.fleet.added(c)
+	log.V(1).Info("cluster added from its kubeconfig Secret")
+}
+
+// remove takes m's cluster out of the fleet at once (the name is free for
+// the next add) and tells OnRemove, here, so that OnRemove of a cluster
+// comes before OnAdd of the next of its name. It closes the vault in the
+// background, so that a handler that ignores its context holds up no other
+// cluster's events.
+func (w *secretWatch) remove(name string, m member) {
+	delete(w.members, name)
+	if !w.fleet.detachCluster(m.cluster) {
+		return // removed by hand meanwhile
+	}
+	w.fleet.opts.Logger.V(1).Info("cluster removed: its Secret is gone or no longer serves it", "secret", m.secret, "cluster", name)
+	w.fleet.removed(m.cluster)
+	w.closing.Go(m.cluster.vault.Close)
+}

@@ -1,0 +1,163 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// servedBy returns the Secret that serves the cluster and the server its
+// credential goes to, or "" when the fleet has no such cluster.
+func servedBy(t *testing.T, h *hub, name string) (secret, server string) {
+	t.Helper()
+	v := h.fleet.Vault(name)
+	if v == nil {
+		return "", ""
+	}
+	c, err := v.Select(ctxFor(t))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return strings.TrimPrefix(c.Handler, "secret "), c.Info.Server
+}
+
+func kubeconfigSecret(namespace, name, cluster string, api *apiServer, owner *metav1.OwnerReference) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: capiLabels(cluster)},
+		Data:       map[string][]byte{"value": api.kubeconfig()},
+	}
+	if owner != nil {
+		s.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	return s
+}
+
+func clusterOwner(apiVersion, kind, name string, controller bool) *metav1.OwnerReference {
+	return &metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID("u-" + name), Controller: ptr.To(controller)}
+}
+
+// Issue 20, item 2: a Secret named a-prod, labelled cluster-name=prod, was
+// listed before prod-kubeconfig and took capi/prod, at every restart: the
+// controllers engaged on it talked to its writer's server. Only the
+// cluster's own kubeconfig Secret claims the name now, whatever the order.
+func TestClusterAPINameIsClaimedByItsKubeconfigSecret(t *testing.T) {
+	for _, order := range []string{"impostor first", "real first", "both there at start"} {
+		t.Run(order, func(t *testing.T) {
+			real, evil := newAPIServer(t), newAPIServer(t)
+			realSecret := kubeconfigSecret("capi", "prod-kubeconfig", "prod", real, nil)
+			impostor := kubeconfigSecret("capi", "a-prod", "prod", evil, nil)
+			var h *hub
+			switch order {
+			case "impostor first":
+				h = newHub(t, SecretsOptions{})
+				h.put("capi", impostor.Name, impostor.Labels, impostor.Data)
+				h.barrier()
+				h.put("capi", realSecret.Name, realSecret.Labels, realSecret.Data)
+			case "real first":
+				h = newHub(t, SecretsOptions{})
+				h.put("capi", realSecret.Name, realSecret.Labels, realSecret.Data)
+				h.put("capi", impostor.Name, impostor.Labels, impostor.Data)
+			default:
+				h = newHub(t, SecretsOptions{}, impostor, realSecret)
+			}
+			eventually(t, "capi/prod", func() bool { return h.fleet.Vault("capi/prod") != nil })
+			h.barrier()
+			secret, server := servedBy(t, h, "capi/prod")
+			if secret != "capi/prod-kubeconfig" || server != real.srv.URL {
+				t.Errorf("capi/prod served by %s at %s, want capi/prod-kubeconfig at %s", secret, server, real.srv.URL)
+			}
+			if added, _ := h.events(); added != "capi/prod" {
+				t.Errorf("OnAdd saw %q, want capi/prod once", added)
+			}
+			if logs := h.logs.String(); !strings.Contains(logs, "a-prod") || strings.Contains(logs, string(evil.kubeconfig())) {
+				t.Errorf("the skipped Secret is not named in the logs, or its content is:\n%s", logs)
+			}
+		})
+	}
+}
+
+// A Secret that the Cluster controls claims its name where no
+// <cluster>-kubeconfig does (a custom name); one that arrives later takes
+// over. Owner references of another kind, group or name, or that are not
+// the controller, are no claim.
+func TestClusterAPIOwnedSecretClaims(t *testing.T) {
+	h := newHub(t, SecretsOptions{})
+	owned, named := newAPIServer(t), newAPIServer(t)
+	for i, owner := range []*metav1.OwnerReference{
+		clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "other", true),
+		clusterOwner("evil.example/v1", "Cluster", "wl1", true),
+		clusterOwner("cluster.x-k8s.io/v1beta1", "Machine", "wl1", true),
+		clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl1", false),
+	} {
+		s := kubeconfigSecret("capi", fmt.Sprintf("not-%d", i), "wl1", owned, owner)
+		if _, err := h.client.CoreV1().Secrets("capi").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.barrier()
+	if h.fleet.Vault("capi/wl1") != nil {
+		t.Fatal("a Secret the Cluster does not control claimed capi/wl1")
+	}
+	s := kubeconfigSecret("capi", "wl1-custom", "wl1", owned, clusterOwner("cluster.x-k8s.io/v1beta2", "Cluster", "wl1", true))
+	if _, err := h.client.CoreV1().Secrets("capi").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the owned Secret's cluster", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	if secret, _ := servedBy(t, h, "capi/wl1"); secret != "capi/wl1-custom" {
+		t.Errorf("capi/wl1 served by %s, want capi/wl1-custom", secret)
+	}
+	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": named.kubeconfig()})
+	eventually(t, "wl1-kubeconfig to take over", func() bool {
+		secret, server := servedBy(t, h, "capi/wl1")
+		return secret == "capi/wl1-kubeconfig" && server == named.srv.URL
+	})
+	if added, removed := h.events(); added != "capi/wl1,capi/wl1" || removed != "capi/wl1" {
+		t.Errorf("OnAdd %q, OnRemove %q: want the owned Secret's cluster removed before the named one's is added", added, removed)
+	}
+}
+
+// Two Secrets of the same rank claim one cluster: neither serves it, both
+// are logged, and the one left serves it once the other goes. A cluster a
+// Secret served until then is removed: its controllers must not go on
+// with a server someone else may have written.
+func TestAmbiguousClaimsServeNeither(t *testing.T) {
+	ctx := ctxFor(t)
+	a, b := newAPIServer(t), newAPIServer(t)
+	owner := clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl1", true)
+	h := newHub(t, SecretsOptions{}, kubeconfigSecret("capi", "wl1-first", "wl1", a, owner))
+	eventually(t, "capi/wl1", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	s := kubeconfigSecret("capi", "wl1-second", "wl1", b, owner)
+	if _, err := h.client.CoreV1().Secrets("capi").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "capi/wl1 to go", func() bool { return h.fleet.Vault("capi/wl1") == nil })
+	if logs := h.logs.String(); !strings.Contains(logs, "capi/wl1-first") || !strings.Contains(logs, "capi/wl1-second") || !strings.Contains(logs, "ambiguous") {
+		t.Errorf("the ambiguity is not logged with both Secrets:\n%s", logs)
+	}
+	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "wl1-first", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "wl1-second to serve", func() bool {
+		secret, server := servedBy(t, h, "capi/wl1")
+		return secret == "capi/wl1-second" && server == b.srv.URL
+	})
+}
+
+// Without the label (a custom selector), a Secret's cluster is its own
+// name, which no other Secret shares.
+func TestUnlabelledSecretIsItsOwnCluster(t *testing.T) {
+	api := newAPIServer(t)
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: map[string]string{"fleet": "yes"}},
+		Data:       map[string][]byte{"value": api.kubeconfig()},
+	}
+	h := newHub(t, SecretsOptions{LabelSelector: "fleet=yes"}, []runtime.Object{s}...)
+	eventually(t, "team/edge", func() bool { return h.fleet.Vault("team/edge") != nil })
+}

@@ -1,0 +1,169 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/login"
+)
+
+// corpAuth writes an allowlisted plugin of the kind operators run: a bash
+// script that prints a token with echo. It returns its path and the file
+// that code injected into it would create.
+func corpAuth(t *testing.T) (plugin, marker string) {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatalf("bash is needed to show the attack: %v", err)
+	}
+	dir := t.TempDir()
+	plugin = filepath.Join(dir, "corp-auth")
+	script := "#!/bin/bash\necho '" + `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"corp-token"}}` + "'\n"
+	if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return plugin, filepath.Join(dir, "pwned")
+}
+
+func runCorpAuth(plugin string, policy PluginPolicy, env ...clientcmdapi.ExecEnvVar) (*login.ConnectionInfo, error) {
+	return Exec(ExecConfig{
+		ExecConfig: clientcmdapi.ExecConfig{
+			Command: plugin, APIVersion: "client.authentication.k8s.io/v1", Env: env,
+			InteractiveMode: clientcmdapi.NeverExecInteractiveMode, PluginPolicy: policy,
+		},
+		Cluster: login.ConnectionInfo{Server: "https://api.example"},
+	})(context.Background())
+}
+
+// Issue 20, item 1: an allowlisted bash plugin ran the commands a Secret's
+// exec env defined (an exported function named like a command it calls,
+// BASH_ENV's command substitution). Under an Allowlist the plugin does not
+// run at all; the error names the variable, never its value.
+func TestAllowlistedPluginCannotBeSteeredByItsEnv(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"BASH_FUNC_echo%%", "() { touch %s; }"},
+		{"BASH_ENV", "$(touch %s)"},
+		{"ENV", "$(touch %s)"},
+		{"SHELLOPTS", "xtrace"}, // with PS4 below: the pair runs code
+		{"PS4", "$(touch %s)"},
+		{"PATH", "/tmp/evil:%s"},
+		{"LD_PRELOAD", "%s.so"},
+		{"ld_preload", "%s.so"}, // names compare without case
+		{"PYTHONSTARTUP", "%s"},
+		{"NODE_OPTIONS", "--require %s"},
+		{"CLOUDSDK_PYTHON", "%s"},
+		{"AWS_CONFIG_FILE", "/proc/self/environ"},
+		{"GLIBC_TUNABLES", "glibc.tune.hwcaps=%s"},
+		{"A%B", "x"},
+		{"1ABC", "x"},
+		{"", "x"},
+		{"NOTE", "line one\n[default]\ncredential_process = touch %s"},
+		{"NUL", "a\x00b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plugin, marker := corpAuth(t)
+			value := strings.ReplaceAll(tc.value, "%s", marker)
+			_, err := runCorpAuth(plugin, Allowlist(plugin), clientcmdapi.ExecEnvVar{Name: tc.name, Value: value})
+			if _, statErr := os.Stat(marker); statErr == nil {
+				t.Fatal("the Secret's env ran its code in the plugin")
+			}
+			var perm *login.PermanentError
+			if err == nil || !errors.As(err, &perm) {
+				t.Fatalf("error = %v, want a permanent refusal", err)
+			}
+			if msg := fmt.Sprintf("%v %+v %#v", err, err, err); !strings.Contains(msg, fmt.Sprintf("env %q is not allowed", tc.name)) ||
+				strings.Contains(msg, marker) || strings.Contains(msg, value) && value != "x" {
+				t.Errorf("error = %q: want it to name %q and not to quote the value", err, tc.name)
+			}
+		})
+	}
+}
+
+// The attack works without the check: under AllowAll (a kubeconfig file,
+// client-go's default) the env reaches the plugin as client-go passes it.
+// This is what the Allowlist now refuses.
+func TestAllowAllPassesTheEnvAsClientGoDoes(t *testing.T) {
+	plugin, marker := corpAuth(t)
+	info, err := runCorpAuth(plugin, AllowAll, clientcmdapi.ExecEnvVar{Name: "BASH_FUNC_echo%%", Value: "() { touch " + marker + "; builtin echo \"$@\"; }"})
+	if err != nil || info.Token != "corp-token" {
+		t.Fatalf("AllowAll: %v, %v", info, err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("under AllowAll the exported function did not run (%v): the attack test above proves nothing", err)
+	}
+}
+
+// What plugins are given in Secrets (a profile, a region, a client id)
+// still reaches an allowlisted plugin, beside this process's environment.
+func TestAllowlistedPluginGetsPlainEnv(t *testing.T) {
+	dir := t.TempDir()
+	plugin := filepath.Join(dir, "corp-auth")
+	script := "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s-%s-%s\"}}' \"$AWS_PROFILE\" \"$AZURE_TENANT_ID\" \"$FROM_PROCESS\"\n"
+	if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FROM_PROCESS", "own")
+	info, err := runCorpAuth(plugin, Allowlist(plugin),
+		clientcmdapi.ExecEnvVar{Name: "AWS_PROFILE", Value: "prod"}, clientcmdapi.ExecEnvVar{Name: "AZURE_TENANT_ID", Value: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := info.Token, "prod-t1-own"; got != want {
+		t.Errorf("token = %q, want %q", got, want)
+	}
+}
+
+// The same refusal through a kubeconfig kept in a Secret, the way it
+// reaches an operator: the handler's error names the Secret and the
+// variable, and the plugin does not run.
+func TestKubeconfigSecretPluginEnvIsChecked(t *testing.T) {
+	plugin, marker := corpAuth(t)
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+current-context: c
+contexts: [{name: c, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://api.example"}}]
+users:
+- name: u
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: %s
+      interactiveMode: Never
+      env: [{name: "BASH_FUNC_echo%%%%", value: "() { touch %s; }"}]
+`, plugin, marker)
+	client := fake.NewClientset(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "prod-kubeconfig"},
+		Data:       map[string][]byte{"value": []byte(kubeconfig)},
+	})
+	_, err := KubeconfigSecretFrom(KubeconfigSecretConfig{Client: client.CoreV1(), Namespace: "capi", Name: "prod-kubeconfig", PluginPolicy: Allowlist(plugin)})(context.Background())
+	if _, statErr := os.Stat(marker); statErr == nil {
+		t.Fatal("the Secret's env ran its code in the plugin")
+	}
+	if err == nil || !strings.Contains(err.Error(), `env "BASH_FUNC_echo%%" is not allowed`) || !strings.Contains(err.Error(), "capi/prod-kubeconfig") {
+		t.Errorf("error = %v, want one naming the Secret and the variable", err)
+	}
+}
+
+func TestSteers(t *testing.T) {
+	for name, want := range map[string]bool{
+		"AWS_PROFILE": false, "AWS_REGION": false, "AZURE_CLIENT_ID": false, "HTTPS_PROXY": false, "_X": false,
+		"PATH": true, "Path": true, "LD_LIBRARY_PATH": true, "DYLD_INSERT_LIBRARIES": true, "PYTHONPATH": true,
+		"PERL5OPT": true, "RUBYOPT": true, "NODE_PATH": true, "GCONV_PATH": true, "KUBECONFIG": true,
+		"GIT_SSH_COMMAND": true, "CORECLR_PROFILER_PATH": true, "HOME": true, "A-B": true, "A=B": true,
+	} {
+		if got := steers(name) != ""; got != want {
+			t.Errorf("steers(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -47,7 +47,18 @@
 // request ends by Options.MaxRequestDuration and by its token's expiry, and
 // one that lasts (a watch, a WebSocket) is reviewed again every
 // Options.SuccessTTL and ended when its token is revoked: access stops when
-// the credential does.
+// the credential does. Requests that hold one token share its reviews: a
+// verdict asked after a request's last check serves it, whoever asked, so
+// a token costs one review a SuccessTTL however many streams hold it; one
+// asked before never does.
+//
+// A connection the upstream hijacks (http.Hijacker, as a WebSocket server
+// does, or a ReverseProxy switching protocols) is closed at the same
+// moments, even after its handler has returned; the bound lasts until the
+// connection is closed, by its Close or by the middleware. The writer the
+// upstream gets offers Flush and Hijack where the server's does, the rest
+// of http.ResponseController through Unwrap; over HTTP/2 there is nothing
+// to hijack, and a stream ends with its context.
 //
 // # Authorization
 //

@@ -1,14 +1,12 @@
 package addonauth
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -38,7 +36,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			http.Error(w, "too many requests", http.StatusTooManyRequests)
 			return
 		}
-		ctx, stop := a.bound(r.Context(), r.Header.Get("Authorization"), u)
+		ctx, w, stop := a.bound(r.Context(), r.Header.Get("Authorization"), u, w)
 		defer stop()
 		out := r.WithContext(withUser(ctx, u))
 		out.Header = a.forwardHeaders(r.Header, u)
@@ -153,73 +151,4 @@ func identityNames(hd Headers) []string {
 
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
-}
-
-// bound gives a request a context that ends at MaxRequestDuration, at its
-// token's expiry, and when a review every SuccessTTL finds the token
-// revoked (or cannot vouch for it past StaleIfError); stop releases it.
-func (a *Authenticator) bound(parent context.Context, authorization string, u User) (context.Context, func()) {
-	deadline := a.opts.now().Add(a.opts.MaxRequestDuration)
-	reason := "max_duration"
-	if !u.Expires.IsZero() && u.Expires.Before(deadline) {
-		deadline, reason = u.Expires, "token_expired"
-	}
-	ctx, cancel := context.WithDeadline(parent, deadline)
-	b := &streamBound{a: a, ctx: ctx, cancel: cancel, user: u}
-	if !a.opts.NoReview && a.opts.SuccessTTL > 0 {
-		_, token, _ := strings.Cut(authorization, " ")
-		b.token = strings.TrimSpace(token)
-		// Only a request that lasts longer than SuccessTTL is checked; a
-		// short one costs the timer only.
-		b.mu.Lock()
-		b.timer = time.AfterFunc(a.opts.SuccessTTL, b.recheck)
-		b.mu.Unlock()
-	}
-	return ctx, func() {
-		b.mu.Lock()
-		b.stopped = true
-		if b.timer != nil {
-			b.timer.Stop()
-		}
-		b.mu.Unlock()
-		if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			a.metrics.ended.WithLabelValues(reason).Inc()
-		}
-		cancel()
-	}
-}
-
-// streamBound reviews the token of a request that lasts, and ends the
-// request when the token is refused.
-type streamBound struct {
-	a      *Authenticator
-	token  string
-	user   User // as verified when the request began
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	mu      sync.Mutex // guards timer and stopped
-	timer   *time.Timer
-	stopped bool
-}
-
-// recheck ends the request as a new one with its token would be refused:
-// revoked, or unverifiable past StaleIfError of an outage.
-func (b *streamBound) recheck() {
-	_, err := b.a.reviewer.reviewNow(b.ctx, b.token, b.user)
-	if err != nil && b.ctx.Err() == nil {
-		reason := "revoked"
-		if errors.Is(err, errUnavailable) {
-			reason = "unavailable"
-		}
-		b.a.metrics.ended.WithLabelValues(reason).Inc()
-		b.a.opts.Logger.V(1).Info("request ended: its token was refused", "reason", err.Error())
-		b.cancel()
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.stopped && b.ctx.Err() == nil {
-		b.timer.Reset(b.a.opts.SuccessTTL)
-	}
 }

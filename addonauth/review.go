@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -33,6 +34,7 @@ type reviewer struct {
 	key    []byte     // HMAC key, made per process
 	cache  *lru.Cache // tokenKey → *reviewed; locks itself
 	flight singleflight.Group
+	seq    atomic.Uint64 // of the last review asked; see reviewed.seq
 }
 
 type tokenKey [sha256.Size]byte
@@ -43,6 +45,16 @@ type reviewed struct {
 	err      error     // nil: accepted
 	until    time.Time // trusted until
 	lastGood time.Time // of the last review that accepted it; zero when none
+	// seq orders the reviews: one asked later has a larger seq, so a
+	// stream can tell a verdict made after its last check from one made
+	// before, whatever the clock says.
+	seq uint64
+}
+
+// newerThan tells whether v was asked after the review numbered since;
+// since 0 takes any verdict.
+func (v *reviewed) newerThan(since uint64) bool {
+	return since == 0 || v.seq > since
 }
 
 func newReviewer(client authnclient.TokenReviewInterface, opts *Options, m *metrics) *reviewer {
@@ -91,17 +103,12 @@ func (r *reviewer) keyOf(token string) tokenKey {
 // User for a foreign token): a review never extends access past the
 // token's own expiry.
 func (r *reviewer) review(ctx context.Context, token string, local User) (User, error) {
-	return r.reviewMaybeFresh(ctx, token, local, false)
+	return r.reviewMaybeFresh(ctx, token, local, 0)
 }
 
-// reviewNow asks the API server even when the cache holds a fresh answer:
-// a stream's periodic check, so that a revocation ends it within one
-// SuccessTTL, not two.
-func (r *reviewer) reviewNow(ctx context.Context, token string, local User) (User, error) {
-	return r.reviewMaybeFresh(ctx, token, local, true)
-}
-
-func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local User, fresh bool) (User, error) {
+// reviewMaybeFresh reviews token, or takes a fresh verdict asked after the
+// review numbered since (0: any fresh verdict).
+func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local User, since uint64) (User, error) {
 	k := r.keyOf(token)
 	now := r.opts.now()
 	prev, _ := r.cache.Get(k)
@@ -110,7 +117,7 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 	v, err, _ := r.flight.Do(string(k[:]), func() (any, error) {
 		// A flight that ended since this caller missed the cache left
 		// its answer there: no second review.
-		if v, ok := r.cache.Get(k); ok && !fresh && r.opts.now().Before(v.(*reviewed).until) {
+		if v, ok := r.cache.Get(k); ok && v.(*reviewed).newerThan(since) && r.opts.now().Before(v.(*reviewed).until) {
 			return v, nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.ReviewTimeout)
@@ -131,12 +138,18 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 		return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	got := v.(*reviewed) // shared by every caller of the flight: read only
+	if !got.newerThan(since) {
+		// This caller joined a flight that answered from a verdict older
+		// than the one it already has: it learnt nothing, ask again.
+		return r.reviewMaybeFresh(ctx, token, local, since)
+	}
 	return got.user, got.err
 }
 
 // ask makes one TokenReview. An answer (accepted or not) is a *reviewed;
 // an error means there was none.
 func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed, error) {
+	seq := r.seq.Add(1) // before asking: the answer is at least this recent
 	start := time.Now()
 	tr, err := r.client.Create(ctx, &authnv1.TokenReview{
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{r.audience}},
@@ -150,7 +163,7 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	now := r.opts.now()
 	if !st.Authenticated || !slices.Contains(st.Audiences, r.audience) {
 		r.metrics.reviews.WithLabelValues("denied").Inc()
-		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL)}, nil
+		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL), seq: seq}, nil
 	}
 	r.metrics.reviews.WithLabelValues("accepted").Inc()
 	until := now.Add(r.opts.SuccessTTL)
@@ -159,6 +172,34 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	}
 	return &reviewed{
 		user:  User{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Expires: local.Expires},
-		until: until, lastGood: now,
+		until: until, lastGood: now, seq: seq,
 	}, nil
+}
+
+// recheck is a long request's periodic review of token: it takes a fresh
+// verdict asked after since, the last one the request relied on (made
+// for another request with the token: in the cache, or in flight), and
+// asks the API server only when there is none. So one review a
+// SuccessTTL serves every request that holds the token, and a revocation
+// after since is seen. It returns the verdict's seq and until; since and
+// a zero until when no newer verdict is kept (a stale answer in an
+// outage).
+func (r *reviewer) recheck(ctx context.Context, token string, local User, since uint64) (uint64, time.Time, error) {
+	k := r.keyOf(token)
+	if v, ok := r.cache.Get(k); ok && v.(*reviewed).newerThan(since) && r.opts.now().Before(v.(*reviewed).until) {
+		r.metrics.cache.WithLabelValues("hit").Inc()
+		p := v.(*reviewed)
+		return p.seq, p.until, p.err
+	}
+	r.metrics.cache.WithLabelValues("miss").Inc()
+	if _, err := r.reviewMaybeFresh(ctx, token, local, since); err != nil {
+		return since, time.Time{}, err
+	}
+	// The review left its verdict in the cache, unless a newer one took
+	// its place (which counts, a refusal too) or it was pushed out.
+	if v, ok := r.cache.Get(k); ok && v.(*reviewed).newerThan(since) {
+		p := v.(*reviewed)
+		return p.seq, p.until, p.err
+	}
+	return since, time.Time{}, nil
 }

@@ -1,0 +1,140 @@
+package addonauth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// bound keeps a request within its token's life. Its context ends, and a
+// connection the handler hijacked is closed, at MaxRequestDuration, at the
+// token's expiry, and when a review every SuccessTTL finds the token
+// revoked (or cannot vouch for it past StaleIfError). A request that
+// returns releases it; a hijacked connection keeps it armed until the
+// connection is closed.
+type bound struct {
+	// Set when made, read only.
+	a        *Authenticator
+	token    string // "" without rechecks
+	user     User   // as verified when the request began
+	deadline time.Time
+	reason   string // why the deadline ends it: max_duration or token_expired
+	parent   context.Context
+	ctx      context.Context
+	cancel   context.CancelFunc
+
+	mu      sync.Mutex  // guards the fields below
+	since   uint64      // seq of the last verdict the request relied on
+	recheck *time.Timer // the next review; nil without rechecks
+	expire  *time.Timer // the deadline of a hijacked connection, which the context cannot end
+	conn    *boundConn  // the hijacked connection; nil before
+	done    bool        // released or ended: its timers are stopped
+}
+
+// bound gives a request a context that ends at MaxRequestDuration, at its
+// token's expiry, and when a periodic review refuses the token, and a
+// ResponseWriter whose hijacked connection ends with it. stop is for when
+// the handler returns: it releases the bound, unless the connection was
+// hijacked, which then keeps it until its Close.
+func (a *Authenticator) bound(parent context.Context, authorization string, u User, w http.ResponseWriter) (context.Context, http.ResponseWriter, func()) {
+	b := &bound{a: a, user: u, parent: parent, deadline: a.opts.now().Add(a.opts.MaxRequestDuration), reason: "max_duration"}
+	if !u.Expires.IsZero() && u.Expires.Before(b.deadline) {
+		b.deadline, b.reason = u.Expires, "token_expired"
+	}
+	b.ctx, b.cancel = context.WithDeadline(parent, b.deadline)
+	if !a.opts.NoReview && a.opts.SuccessTTL > 0 {
+		_, token, _ := strings.Cut(authorization, " ")
+		b.token = strings.TrimSpace(token)
+		b.mu.Lock()
+		// Verdicts asked from now on are news to this request; the one it
+		// began with may be older than the request, so is not.
+		b.since = a.reviewer.seq.Load()
+		// Only a request that lasts longer than SuccessTTL is checked; a
+		// short one costs the timer only.
+		b.recheck = time.AfterFunc(a.opts.SuccessTTL, b.review)
+		b.mu.Unlock()
+	}
+	return b.ctx, b.wrap(w), b.served
+}
+
+// served is called when the handler returns.
+func (b *bound) served() {
+	b.mu.Lock()
+	hijacked := b.conn != nil
+	b.mu.Unlock()
+	if !hijacked {
+		b.finish("")
+	}
+}
+
+// finish ends the bound once: stops its timers, ends the context and
+// closes a hijacked connection. reason is why the middleware ends the
+// request (a metric), "" when the request ended by itself. It tells
+// whether this call ended it.
+func (b *bound) finish(reason string) bool {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return false
+	}
+	b.done = true
+	if b.recheck != nil {
+		b.recheck.Stop()
+	}
+	if b.expire != nil {
+		b.expire.Stop()
+	}
+	conn := b.conn
+	b.mu.Unlock()
+	if reason == "" && b.parent.Err() == nil && errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
+		reason = b.reason // the handler returned as the context's deadline ended it
+	}
+	if reason != "" {
+		b.a.metrics.ended.WithLabelValues(reason).Inc()
+	}
+	b.cancel()
+	if conn != nil {
+		_ = conn.Close()
+	}
+	return true
+}
+
+// review ends the request as a new one with its token would be refused:
+// revoked, or unverifiable past StaleIfError of an outage. A verdict asked
+// since the last one the request relied on serves, whoever asked it: the
+// streams that hold one token share one review a SuccessTTL, and the next
+// review is due when that verdict goes stale.
+func (b *bound) review() {
+	b.mu.Lock()
+	since, done := b.since, b.done
+	b.mu.Unlock()
+	if done {
+		return
+	}
+	// The context of a hijacked connection ended with its handler; the
+	// review must not.
+	seq, until, err := b.a.reviewer.recheck(context.WithoutCancel(b.ctx), b.token, b.user, since)
+	if err != nil {
+		reason := "revoked"
+		if errors.Is(err, errUnavailable) {
+			reason = "unavailable"
+		}
+		if b.finish(reason) {
+			b.a.opts.Logger.V(1).Info("request ended: its token was refused", "reason", err.Error())
+		}
+		return
+	}
+	next := b.a.opts.SuccessTTL
+	if d := until.Sub(b.a.opts.now()); seq > since && d > 0 && d < next {
+		next = d
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.done {
+		b.since = max(b.since, seq)
+		b.recheck.Reset(next)
+	}
+}

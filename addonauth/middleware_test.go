@@ -120,7 +120,7 @@ func TestBadTokensAreRefusedWithoutAReview(t *testing.T) {
 		"empty parts":     "..",
 		"another service": s.api.token(t, "team-a", "client", "other.svc", time.Hour),
 		"expired":         s.api.token(t, "team-a", "client", audience, -time.Minute),
-		"another issuer":  s.api.sign(t, s.api.keys[0], s.api.kids[0], "https://evil.example", "team-a", "client", audience, time.Hour),
+		"another issuer":  otherKey.sign(t, otherKey.keys[0], s.api.kids[0], "https://evil.example", "team-a", "client", audience, time.Hour),
 		"forged key":      otherKey.sign(t, otherKey.keys[0], s.api.kids[0], s.api.issuer, "team-a", "client", audience, time.Hour),
 		"huge":            strings.Repeat("a", 1<<20),
 	}

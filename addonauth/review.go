@@ -30,9 +30,10 @@ type reviewer struct {
 	opts     *Options
 	metrics  *metrics
 
-	key    []byte     // HMAC key, made per process
-	cache  *lru.Cache // tokenKey → *reviewed; locks itself
-	flight singleflight.Group
+	key     []byte     // HMAC key, made per process
+	cache   *lru.Cache // tokenKey → *reviewed; locks itself
+	flight  singleflight.Group
+	backend *circuit // remembers that reviews fail, so that callers do not wait for each
 }
 
 type tokenKey [sha256.Size]byte
@@ -48,7 +49,8 @@ type reviewed struct {
 func newReviewer(client authnclient.TokenReviewInterface, opts *Options, m *metrics) *reviewer {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // never fails on supported platforms
-	return &reviewer{client: client, audience: opts.Audience, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize)}
+	return &reviewer{client: client, audience: opts.Audience, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize),
+		backend: newCircuit("TokenReviews", opts.now, opts.Logger)}
 }
 
 // cached returns the fresh verdict on token, if there is one: the local
@@ -135,13 +137,20 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 }
 
 // ask makes one TokenReview. An answer (accepted or not) is a *reviewed;
-// an error means there was none.
+// an error means there was none. While reviews fail, ask fails at once
+// (see circuit): the caller falls back on its stale verdict or a 503.
 func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed, error) {
+	done, err := r.backend.enter()
+	if err != nil {
+		r.metrics.reviews.WithLabelValues("skipped").Inc()
+		return nil, err
+	}
 	start := time.Now()
 	tr, err := r.client.Create(ctx, &authnv1.TokenReview{
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{r.audience}},
 	}, metav1.CreateOptions{})
 	r.metrics.reviewSeconds.Observe(time.Since(start).Seconds())
+	done(err)
 	if err != nil {
 		r.metrics.reviews.WithLabelValues("error").Inc()
 		return nil, err

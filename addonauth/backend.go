@@ -54,8 +54,19 @@ func (c *circuit) enter() (done func(error), err error) {
 	if c.probing || c.now().Before(c.retryAt) {
 		return nil, fmt.Errorf("%w: %w", errBackendFailing, c.lastErr)
 	}
-	c.probing = true
+	c.probing = true // for holding too
 	return func(err error) { c.exit(true, err) }, nil
+}
+
+// holding is enter's error without entering: a caller that would wait
+// for another's call (a probe of the same token's) asks first.
+func (c *circuit) holding() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failing && (c.probing || c.now().Before(c.retryAt)) {
+		return fmt.Errorf("%w: %w", errBackendFailing, c.lastErr)
+	}
+	return nil
 }
 
 // exit records a call's outcome. A call that began before an outage may

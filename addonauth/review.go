@@ -107,6 +107,12 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 	k := r.keyOf(token)
 	now := r.opts.now()
 	prev, _ := r.cache.Get(k)
+	// While reviews fail, a caller does not join a flight (a probe of this
+	// token's) to wait for it: it is answered now.
+	if err := r.backend.holding(); err != nil {
+		r.metrics.reviews.WithLabelValues("skipped").Inc()
+		return r.fallback(prev, now, err)
+	}
 	// One review per token however many requests carry it; it runs for
 	// all of them, so one caller's cancel must not end it.
 	v, err, _ := r.flight.Do(string(k[:]), func() (any, error) {
@@ -124,16 +130,22 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 		return got, err
 	})
 	if err != nil {
-		// Not cached: the next request asks again.
-		if p, ok := prev.(*reviewed); ok && p.err == nil && !p.lastGood.IsZero() &&
-			now.Sub(p.lastGood) < r.opts.StaleIfError && (p.user.Expires.IsZero() || now.Before(p.user.Expires)) {
-			r.metrics.staleAccepts.Inc()
-			return p.user, nil
-		}
-		return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
+		return r.fallback(prev, now, err) // not cached: the next request asks again
 	}
 	got := v.(*reviewed) // shared by every caller of the flight: read only
 	return got.user, got.err
+}
+
+// fallback answers a caller whose review failed: from prev, the token's
+// last verdict, when it accepted the token within StaleIfError and before
+// its expiry; otherwise errUnavailable.
+func (r *reviewer) fallback(prev any, now time.Time, err error) (User, error) {
+	if p, ok := prev.(*reviewed); ok && p.err == nil && !p.lastGood.IsZero() &&
+		now.Sub(p.lastGood) < r.opts.StaleIfError && (p.user.Expires.IsZero() || now.Before(p.user.Expires)) {
+		r.metrics.staleAccepts.Inc()
+		return p.user, nil
+	}
+	return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
 }
 
 // ask makes one TokenReview. An answer (accepted or not) is a *reviewed;

@@ -40,8 +40,9 @@ func New(opts Options) (*Authenticator, error) {
 	a := &Authenticator{
 		opts:          opts,
 		identityNames: identityNames(opts.Headers),
-		keys:          &keySet{client: cs.Discovery().RESTClient(), interval: opts.KeyRefetchInterval, now: opts.now},
-		metrics:       newMetrics(),
+		keys: &keySet{client: cs.Discovery().RESTClient(), interval: opts.KeyRefetchInterval, timeout: fetchTimeout,
+			now: opts.now, log: opts.Logger},
+		metrics: newMetrics(),
 	}
 	a.limits = newLimiters(&a.opts)
 	a.authz = newAuthorizer(cs.AuthorizationV1().SubjectAccessReviews(), &a.opts)
@@ -71,15 +72,23 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (User, e
 	if v, ok := a.reviewer.cached(token); ok {
 		return v.user, v.err
 	}
-	local, foreign, err := a.verifyLocal(ctx, token)
+	local, from, err := a.verifyLocal(ctx, token)
 	switch {
+	case err == nil && from == fromKey && a.opts.NoReview:
+		return User{}, errUnknownIssuer // nothing can vouch for its issuer
 	case err == nil && a.opts.NoReview:
 		a.reviewer.remember(token, local)
 		return local, nil
 	case err == nil:
 		return a.reviewer.review(ctx, token, local)
-	case foreign && a.opts.ReviewForeign && !a.opts.NoReview:
-		return a.reviewer.review(ctx, token, User{})
+	case from == foreign && a.opts.ReviewForeign && !a.opts.NoReview:
+		// Its exp, if it is a JWT, is unverified: it may end access
+		// sooner, never extend it.
+		exp := foreignExpiry(token)
+		if !exp.IsZero() && !a.opts.now().Before(exp) {
+			return User{}, errExpired
+		}
+		return a.reviewer.review(ctx, token, User{Expires: exp})
 	case errors.Is(err, errKeysUnavailable):
 		return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
 	default:

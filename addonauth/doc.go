@@ -20,9 +20,20 @@
 // pod), its issuer, an audience that contains Options.Audience (so a token
 // meant for one service cannot be replayed to another), and its expiry and
 // not-before with a small leeway. Anything else (garbage, another issuer,
-// another audience, an expired token) is refused there and never costs an
-// API call. An unknown key id refetches the key set, at most once per
-// Options.KeyRefetchInterval; keys survive an API outage.
+// a key the cluster does not have, another audience, an expired token) is
+// refused there and never costs an API call. An unknown key id refetches
+// the key set, at most once per Options.KeyRefetchInterval; keys survive
+// an API outage.
+//
+// A changed issuer needs no restart. The API server restarted with
+// --service-account-issuer=new --service-account-issuer=old signs with the
+// new one and accepts both, but its discovery names only the first. Every
+// issuer discovery has named since the start is remembered; a token signed
+// with the cluster's key that names another refetches discovery (at most
+// once per KeyRefetchInterval), and when discovery still does not name it
+// (the old issuer, for an Authenticator started after the change), the
+// TokenReview decides. With Options.NoReview nothing can vouch for such an
+// issuer: those tokens are refused.
 //
 // The second is a TokenReview with the audience, which sees what no
 // signature shows: a token whose Pod or ServiceAccount was deleted. Its
@@ -30,7 +41,17 @@
 // separately for success and failure, errors never; one review is in
 // flight per token however many requests carry it. While the API server
 // cannot be reached, a token whose last successful review is younger than
-// Options.StaleIfError is still accepted; others get 503.
+// Options.StaleIfError is still accepted; others get 503. A failed or
+// timed-out review is remembered: for a second after it, no review is
+// sent, so a hung API server costs one request its ReviewTimeout, not
+// every request; then one review at a time finds out whether it is back.
+// An outage is logged once when it begins and once when it ends; each
+// refused request at V(1).
+//
+// With Options.ReviewForeign, a token that is not the cluster's goes to
+// TokenReview. If it is a JWT, its exp claim (unverified: it can only
+// shorten access) bounds it as a service-account token's does: never
+// served past it, from the cache or stale, and refused unreviewed after.
 //
 // # Forwarding
 //

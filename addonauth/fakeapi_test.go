@@ -27,19 +27,20 @@ import (
 // stands in for kube-apiserver in the unit tests; the integration suite
 // runs the same cases against the real one.
 type fakeAPI struct {
-	srv    *httptest.Server
-	issuer string
+	srv *httptest.Server
 
 	mu       sync.Mutex
+	issuer   string              // the one discovery names; setIssuer changes it
 	keys     []*ecdsa.PrivateKey // published; the first signs
 	kids     []string
 	accepted map[string]authnv1.UserInfo // token → user; others are denied
 	down     bool                        // every request answers 503
+	hung     chan struct{}               // non-nil: every request waits for its close, or its caller to leave
 
 	allowed map[string]bool // "user verb path" the SubjectAccessReviews allow
 
-	reviews, keyFetches, accessReviews atomic.Int64
-	reviewDelay                        time.Duration
+	reviews, keyFetches, accessReviews, discoveries atomic.Int64
+	reviewDelay                                     time.Duration
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -48,6 +49,7 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	f.rotateKey(t)
 	f.srv = httptest.NewTLSServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
+	t.Cleanup(func() { f.setHung(false) }) // before Close, which waits for every request
 	return f
 }
 
@@ -76,18 +78,55 @@ func (f *fakeAPI) setDown(down bool) {
 	f.down = down
 }
 
+// setHung makes every request wait, as an API server under SIGSTOP does,
+// until setHung(false) or until its caller gives up.
+func (f *fakeAPI) setHung(hung bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case hung && f.hung == nil:
+		f.hung = make(chan struct{})
+	case !hung && f.hung != nil:
+		close(f.hung)
+		f.hung = nil
+	}
+}
+
+// setIssuer changes the issuer discovery names and new tokens carry, as an
+// API server restarted with --service-account-issuer=iss (followed by the
+// old one: the fake accepts every token it signed, whatever its issuer).
+func (f *fakeAPI) setIssuer(iss string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.issuer = iss
+}
+
+// accept makes the API server accept tok as user's.
+func (f *fakeAPI) accept(tok string, user authnv1.UserInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.accepted[tok] = user
+}
+
 // token signs a service-account token for ns/name with audience aud that
 // expires after life, and makes the API server accept it unless revoked.
 func (f *fakeAPI) token(t *testing.T, ns, name, aud string, life time.Duration) string {
 	t.Helper()
 	f.mu.Lock()
+	iss := f.issuer
+	f.mu.Unlock()
+	return f.tokenOf(t, iss, ns, name, aud, life)
+}
+
+// tokenOf is token with the issuer iss, signed with the API server's key.
+func (f *fakeAPI) tokenOf(t *testing.T, iss, ns, name, aud string, life time.Duration) string {
+	t.Helper()
+	f.mu.Lock()
 	key, kid := f.keys[0], f.kids[0]
 	f.mu.Unlock()
-	tok := f.sign(t, key, kid, f.issuer, ns, name, aud, life)
-	f.mu.Lock()
-	f.accepted[tok] = authnv1.UserInfo{Username: "system:serviceaccount:" + ns + ":" + name, UID: "uid-" + name,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
-	f.mu.Unlock()
+	tok := f.sign(t, key, kid, iss, ns, name, aud, life)
+	f.accept(tok, authnv1.UserInfo{Username: "system:serviceaccount:" + ns + ":" + name, UID: "uid-" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}})
 	return tok
 }
 
@@ -115,9 +154,23 @@ func (f *fakeAPI) revoke(token string) {
 }
 
 func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
+	const reviewPath = "/apis/authentication.k8s.io/v1/tokenreviews"
+	switch r.URL.Path { // every one that reaches the server, answered or not
+	case reviewPath:
+		f.reviews.Add(1)
+	case discoveryPath:
+		f.discoveries.Add(1)
+	}
 	f.mu.Lock()
-	down := f.down
+	down, hung, issuer := f.down, f.hung, f.issuer
 	f.mu.Unlock()
+	if hung != nil {
+		select {
+		case <-hung:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if down {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
@@ -125,7 +178,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch r.URL.Path {
 	case discoveryPath:
-		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": f.issuer, "jwks_uri": "https://unreachable.example/openid/v1/jwks"})
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": issuer, "jwks_uri": "https://unreachable.example/openid/v1/jwks"})
 	case jwksPath:
 		f.keyFetches.Add(1)
 		f.mu.Lock()
@@ -135,8 +188,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(set)
-	case "/apis/authentication.k8s.io/v1/tokenreviews":
-		f.reviews.Add(1)
+	case reviewPath:
 		time.Sleep(f.reviewDelay)
 		var tr authnv1.TokenReview
 		if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
@@ -180,4 +232,25 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// manualClock is a clock that moves only when a test moves it, for
+// Options.now.
+type manualClock struct {
+	mu sync.Mutex // guards t
+	t  time.Time
+}
+
+func newManualClock() *manualClock { return &manualClock{t: time.Now()} }
+
+func (c *manualClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }

@@ -23,6 +23,7 @@ const maxTokenBytes = 16 << 10
 var (
 	errNotJWT        = errors.New("the token is not a JWT")
 	errForeignIssuer = errors.New("the token is not from the cluster's service-account issuer")
+	errUnknownIssuer = errors.New("the token names an issuer the cluster's discovery does not, and no review can vouch for it")
 	errBadSignature  = errors.New("the token's signature does not verify")
 	errAudience      = errors.New("the token is not meant for this service")
 	errExpired       = errors.New("the token has expired")
@@ -44,68 +45,124 @@ type serviceAccountClaims struct {
 	} `json:"kubernetes.io"`
 }
 
-// verifyLocal checks token against the issuer's keys, the audience and the
-// time. foreign tells that the token is not the issuer's (not a JWT,
-// another issuer, a key the issuer does not have): TokenReview may still
-// know it. A nil error gives the user the claims name.
-func (a *Authenticator) verifyLocal(ctx context.Context, token string) (u User, foreign bool, err error) {
+// origin is what the local check tells of where a token comes from.
+type origin int
+
+const (
+	// fromIssuer: signed with the cluster's key, by an issuer its
+	// discovery names.
+	fromIssuer origin = iota
+	// fromKey: signed with the cluster's key, by an issuer its discovery
+	// does not name, even after a refetch: an issuer the API server was
+	// given before this process started (--service-account-issuer=new
+	// --service-account-issuer=old names only the new one), or one it
+	// never had, if the key is shared. Only TokenReview can tell.
+	fromKey
+	// foreign: not the cluster's (not a JWT, another issuer, a key the
+	// cluster does not have); TokenReview may still know it.
+	foreign
+)
+
+// verifyLocal checks token against the cluster's keys and issuers, the
+// audience and the time. A nil error gives the user the claims name; the
+// origin says whether a review must also vouch for the issuer (fromKey),
+// or, with an error, whether the token is foreign.
+func (a *Authenticator) verifyLocal(ctx context.Context, token string) (User, origin, error) {
 	tok, err := jwt.ParseSigned(token, algorithms)
 	if err != nil || len(tok.Headers) != 1 {
-		return User{}, true, errNotJWT
+		return User{}, foreign, errNotJWT
 	}
 	// The claims are read unverified only to tell a foreign issuer from a
 	// bad signature: nothing in them is trusted before the signature is.
 	var unverified jwt.Claims
 	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil {
-		return User{}, true, errNotJWT
+		return User{}, foreign, errNotJWT
 	}
-	issuer, key, err := a.keys.lookup(ctx, tok.Headers[0].KeyID)
-	switch {
-	case errors.Is(err, errUnknownKey):
-		if unverified.Issuer != issuer {
-			return User{}, true, errForeignIssuer
+	set, err := a.keys.lookup(ctx, tok.Headers[0].KeyID)
+	if err != nil {
+		return User{}, fromIssuer, err
+	}
+	// A token that names an issuer of the cluster's with a key the cluster
+	// does not have, or a signature its key did not make, is forged:
+	// refused here, whatever ReviewForeign says.
+	refused := func() (User, origin, error) {
+		if set.names(unverified.Issuer) {
+			return User{}, fromIssuer, errBadSignature
 		}
-		return User{}, false, errBadSignature // the issuer's name with a key it does not have
-	case err != nil:
-		return User{}, false, err
+		return User{}, foreign, errForeignIssuer
 	}
-	if unverified.Issuer != issuer {
-		return User{}, true, errForeignIssuer
+	key, ok := set.byID[tok.Headers[0].KeyID]
+	if !ok {
+		return refused()
 	}
 	var std jwt.Claims
 	var sa serviceAccountClaims
-	if err := tok.Claims(key, &std, &sa); err != nil {
-		return User{}, false, errBadSignature
+	if err := tok.Claims(&key, &std, &sa); err != nil {
+		return refused()
 	}
-	err = std.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience{a.opts.Audience}, Time: a.opts.now()}, a.opts.Leeway)
+	// The cluster's key signed it: its issuer is one the API server was
+	// given, or was once. One it does not name yet may be new.
+	from := fromIssuer
+	if !set.names(std.Issuer) {
+		if set, err = a.keys.withIssuer(ctx, std.Issuer); err != nil {
+			return User{}, fromIssuer, err
+		}
+		if !set.names(std.Issuer) {
+			from = fromKey
+		}
+	}
+	// The issuer is settled above: any of the cluster's, or a review's.
+	err = std.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience{a.opts.Audience}, Time: a.opts.now()}, a.opts.Leeway)
 	switch {
 	case errors.Is(err, jwt.ErrInvalidAudience):
-		return User{}, false, errAudience
+		return User{}, from, errAudience
 	case errors.Is(err, jwt.ErrExpired):
-		return User{}, false, errExpired
+		return User{}, from, errExpired
 	case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
-		return User{}, false, errNotYetValid
+		return User{}, from, errNotYetValid
 	case err != nil:
-		return User{}, false, fmt.Errorf("%w: %w", errBadClaims, err)
+		return User{}, from, fmt.Errorf("%w: %w", errBadClaims, err)
 	}
 	if std.Expiry == nil {
-		return User{}, false, fmt.Errorf("%w: no expiry", errBadClaims)
+		return User{}, from, fmt.Errorf("%w: no expiry", errBadClaims)
 	}
-	return serviceAccountUser(std, sa)
+	u, err := serviceAccountUser(std, sa)
+	return u, from, err
+}
+
+// anyAlgorithm lists every signature algorithm go-jose parses: a foreign
+// token's signature is not checked here, only its expiry read.
+var anyAlgorithm = []jose.SignatureAlgorithm{jose.EdDSA, jose.HS256, jose.HS384, jose.HS512,
+	jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512, jose.PS256, jose.PS384, jose.PS512}
+
+// foreignExpiry is the exp claim of a foreign token that is a signed JWT;
+// zero when it is not one or has none. It is not verified (only the
+// API server can verify the token), so it may only shorten access: a
+// token is never served past it, and one past it is refused unreviewed.
+func foreignExpiry(token string) time.Time {
+	tok, err := jwt.ParseSigned(token, anyAlgorithm)
+	if err != nil {
+		return time.Time{}
+	}
+	var claims jwt.Claims
+	if err := tok.UnsafeClaimsWithoutVerification(&claims); err != nil || claims.Expiry == nil {
+		return time.Time{}
+	}
+	return claims.Expiry.Time()
 }
 
 // serviceAccountUser is the user the API server would name for a verified
 // service-account token: system:serviceaccount:<namespace>:<name>, in the
 // groups of all service accounts and of its namespace.
-func serviceAccountUser(std jwt.Claims, sa serviceAccountClaims) (User, bool, error) {
+func serviceAccountUser(std jwt.Claims, sa serviceAccountClaims) (User, error) {
 	ns, name := sa.Kubernetes.Namespace, sa.Kubernetes.ServiceAccount.Name
 	if ns == "" || name == "" || std.Subject != "system:serviceaccount:"+ns+":"+name || strings.ContainsAny(ns+name, ":\r\n") {
-		return User{}, false, errBadClaims
+		return User{}, errBadClaims
 	}
 	return User{
 		Name:    std.Subject,
 		UID:     sa.Kubernetes.ServiceAccount.UID,
 		Groups:  []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 		Expires: std.Expiry.Time().Truncate(time.Second),
-	}, false, nil
+	}, nil
 }

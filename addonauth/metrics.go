@@ -23,7 +23,7 @@ func newMetrics() *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_requests_total",
 			Help: "Requests by result: forwarded, unauthenticated, forbidden, rate_limited, unavailable."}, []string{"result"}),
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_token_reviews_total",
-			Help: "TokenReviews sent, by result: accepted, denied, error."}, []string{"result"}),
+			Help: "TokenReviews, by result: accepted, denied, error, skipped (not sent: the API server failed a moment ago)."}, []string{"result"}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_review_cache_total",
 			Help: "Review cache lookups: hit or miss."}, []string{"result"}),
 		staleAccepts: prometheus.NewCounter(prometheus.CounterOpts{Name: "addonauth_stale_accepts_total",

@@ -63,7 +63,9 @@ func (a *Authenticator) authenticateRequest(r *http.Request) (User, error) {
 func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, errUnavailable) {
 		a.metrics.requests.WithLabelValues("unavailable").Inc()
-		a.opts.Logger.Error(err, "cannot verify a caller", "path", r.URL.Path)
+		// Per request at V(1): the outage itself is logged once, when it
+		// starts and when it ends (see circuit, keySet).
+		a.opts.Logger.V(1).Info("caller cannot be verified now", "reason", err.Error(), "path", r.URL.Path, "remote", r.RemoteAddr)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the caller cannot be verified now", http.StatusServiceUnavailable)
 		return

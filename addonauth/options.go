@@ -25,7 +25,10 @@ type Options struct {
 	Config *rest.Config
 
 	// NoReview turns TokenReview off: tokens are verified locally only,
-	// and a revoked one is accepted until it expires. Default: reviews on.
+	// and a revoked one is accepted until it expires; a token of the
+	// cluster's key whose issuer its discovery has not named since the
+	// start is refused (after an issuer change, the old issuer's tokens
+	// for a process started after it). Default: reviews on.
 	NoReview bool
 
 	// ReviewForeign sends tokens that are not JWTs of the API server's
@@ -34,7 +37,8 @@ type Options struct {
 	// a TokenReview too, and distinct garbage tokens fill the cache (each
 	// refusal is cached for FailureTTL), pushing out good verdicts and
 	// their stale-if-error cover: turn it on only where callers bring such
-	// tokens. Default: refused.
+	// tokens. A foreign token that is a JWT is never served past its exp
+	// claim. Default: refused.
 	ReviewForeign bool
 
 	// SuccessTTL is how long a successful review is trusted, and how often

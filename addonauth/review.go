@@ -31,10 +31,11 @@ type reviewer struct {
 	opts     *Options
 	metrics  *metrics
 
-	key    []byte     // HMAC key, made per process
-	cache  *lru.Cache // tokenKey → *reviewed; locks itself
-	flight singleflight.Group
-	seq    atomic.Uint64 // of the last review asked; see reviewed.seq
+	key     []byte     // HMAC key, made per process
+	cache   *lru.Cache // tokenKey → *reviewed; locks itself
+	flight  singleflight.Group
+	seq     atomic.Uint64 // of the last review asked; see reviewed.seq
+	backend *circuit      // remembers that reviews fail, so that callers do not wait for each
 }
 
 type tokenKey [sha256.Size]byte
@@ -60,7 +61,8 @@ func (v *reviewed) newerThan(since uint64) bool {
 func newReviewer(client authnclient.TokenReviewInterface, opts *Options, m *metrics) *reviewer {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // never fails on supported platforms
-	return &reviewer{client: client, audience: opts.Audience, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize)}
+	return &reviewer{client: client, audience: opts.Audience, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize),
+		backend: newCircuit("TokenReviews", opts.now, opts.Logger)}
 }
 
 // cached returns the fresh verdict on token, if there is one: the local
@@ -112,6 +114,12 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 	k := r.keyOf(token)
 	now := r.opts.now()
 	prev, _ := r.cache.Get(k)
+	// While reviews fail, a caller does not join a flight (a probe of this
+	// token's) to wait for it: it is answered now.
+	if err := r.backend.holding(); err != nil {
+		r.metrics.reviews.WithLabelValues("skipped").Inc()
+		return r.fallback(prev, now, err)
+	}
 	// One review per token however many requests carry it; it runs for
 	// all of them, so one caller's cancel must not end it.
 	v, err, _ := r.flight.Do(string(k[:]), func() (any, error) {
@@ -129,13 +137,7 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 		return got, err
 	})
 	if err != nil {
-		// Not cached: the next request asks again.
-		if p, ok := prev.(*reviewed); ok && p.err == nil && !p.lastGood.IsZero() &&
-			now.Sub(p.lastGood) < r.opts.StaleIfError && (p.user.Expires.IsZero() || now.Before(p.user.Expires)) {
-			r.metrics.staleAccepts.Inc()
-			return p.user, nil
-		}
-		return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
+		return r.fallback(prev, now, err) // not cached: the next request asks again
 	}
 	got := v.(*reviewed) // shared by every caller of the flight: read only
 	if !got.newerThan(since) {
@@ -146,15 +148,34 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 	return got.user, got.err
 }
 
+// fallback answers a caller whose review failed: from prev, the token's
+// last verdict, when it accepted the token within StaleIfError and before
+// its expiry; otherwise errUnavailable.
+func (r *reviewer) fallback(prev any, now time.Time, err error) (User, error) {
+	if p, ok := prev.(*reviewed); ok && p.err == nil && !p.lastGood.IsZero() &&
+		now.Sub(p.lastGood) < r.opts.StaleIfError && (p.user.Expires.IsZero() || now.Before(p.user.Expires)) {
+		r.metrics.staleAccepts.Inc()
+		return p.user, nil
+	}
+	return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
+}
+
 // ask makes one TokenReview. An answer (accepted or not) is a *reviewed;
-// an error means there was none.
+// an error means there was none. While reviews fail, ask fails at once
+// (see circuit): the caller falls back on its stale verdict or a 503.
 func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed, error) {
+	done, err := r.backend.enter()
+	if err != nil {
+		r.metrics.reviews.WithLabelValues("skipped").Inc()
+		return nil, err
+	}
 	seq := r.seq.Add(1) // before asking: the answer is at least this recent
 	start := time.Now()
 	tr, err := r.client.Create(ctx, &authnv1.TokenReview{
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{r.audience}},
 	}, metav1.CreateOptions{})
 	r.metrics.reviewSeconds.Observe(time.Since(start).Seconds())
+	done(err)
 	if err != nil {
 		r.metrics.reviews.WithLabelValues("error").Inc()
 		return nil, err

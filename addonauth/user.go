@@ -10,8 +10,9 @@ type User struct {
 	Name   string
 	UID    string
 	Groups []string
-	// Expires is when the caller's token expires; zero when unknown (a
-	// reviewed token that is not a JWT).
+	// Expires is when the caller's token expires: for a foreign JWT its
+	// exp claim, unverified (it only shortens access); zero when unknown
+	// (a reviewed token that is not a JWT, or has no exp).
 	Expires time.Time
 }
 

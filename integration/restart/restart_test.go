@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authnv1 "k8s.io/api/authentication/v1"
@@ -211,6 +213,59 @@ var _ = Describe("An API server restart mid-load, then a CA rotation", Ordered, 
 		report := fmt.Sprintf("addonauth outage: known token served while the API server was down, a new one refused with 503, served %v after the restart", time.Since(start).Round(10*time.Millisecond))
 		AddReportEntry("figure", report)
 		fmt.Fprintln(GinkgoWriter, report)
+	}, NodeTimeout(2*time.Minute))
+
+	It("addonauth serves the tokens of a changed service-account issuer, and of the old one, without a new Authenticator", func(ctx SpecContext) {
+		const aud, newIssuer = "greeter.addons.svc", "https://issuer-b.authvault.test"
+		ns := newNamespace(ctx, "addon-issuer")
+		admin, err := kubernetes.NewForConfig(cluster.Admin)
+		Expect(err).NotTo(HaveOccurred())
+		token := func(name string) string {
+			_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
+				Spec: authnv1.TokenRequestSpec{Audiences: []string{aud}},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return tr.Status.Token
+		}
+		issuerOf := func(tok string) string {
+			parsed, err := jwt.ParseSigned(tok, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
+			Expect(err).NotTo(HaveOccurred())
+			var claims jwt.Claims
+			Expect(parsed.UnsafeClaimsWithoutVerification(&claims)).To(Succeed())
+			return claims.Issuer
+		}
+		old := token("before")
+		oldIssuer := issuerOf(old)
+		// One Authenticator reviews, the other verifies locally only: it
+		// serves the new issuer's token only if it learnt the issuer.
+		reviewing, err := addonauth.New(addonauth.Options{Audience: aud, Config: cluster.Admin, KeyRefetchInterval: time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		local, err := addonauth.New(addonauth.Options{Audience: aud, Config: cluster.Admin, KeyRefetchInterval: time.Second, NoReview: true})
+		Expect(err).NotTo(HaveOccurred())
+		for _, a := range []*addonauth.Authenticator{reviewing, local} {
+			_, err := a.Authenticate(ctx, old)
+			Expect(err).NotTo(HaveOccurred(), "a token of the first issuer")
+		}
+
+		Expect(cluster.RestartAPIServerWithIssuers(0, newIssuer, oldIssuer)).To(Succeed())
+		fresh := token("after")
+		Expect(issuerOf(fresh)).To(Equal(newIssuer))
+		for name, a := range map[string]*addonauth.Authenticator{"reviewing": reviewing, "NoReview": local} {
+			for what, tok := range map[string]string{"the new issuer's": fresh, "the old issuer's": old} {
+				// The API server is up (its start waits for healthz), but
+				// may still be readying its authenticators.
+				Eventually(func() error { _, err := a.Authenticate(ctx, tok); return err }).
+					WithTimeout(20*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "%s: %s token", name, what)
+			}
+		}
+		// Started after the change, an Authenticator knows only the issuer
+		// discovery names: the old issuer's token is reviewed, and served.
+		after, err := addonauth.New(addonauth.Options{Audience: aud, Config: cluster.Admin})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = after.Authenticate(ctx, old)
+		Expect(err).NotTo(HaveOccurred(), "the old issuer's token, by an Authenticator started after the change")
 	}, NodeTimeout(2*time.Minute))
 
 	It("a CA rotation is survived without a restart once the CA file holds the new CA, with no write lost or applied twice", func(ctx SpecContext) {

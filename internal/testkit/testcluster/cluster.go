@@ -108,6 +108,16 @@ func (c *Cluster) RestartAPIServer(down time.Duration) error {
 	return nil
 }
 
+// RestartAPIServerWithIssuers restarts the API server as RestartAPIServer
+// does, with these service-account issuers from then on: the first signs
+// new tokens and names itself in the discovery document, tokens of every
+// one are accepted (the documented way to change the issuer: the new one,
+// then the old one). The signing key stays.
+func (c *Cluster) RestartAPIServerWithIssuers(down time.Duration, issuers ...string) error {
+	c.Env.ControlPlane.GetAPIServer().Configure().Set("service-account-issuer", issuers...)
+	return c.RestartAPIServer(down)
+}
+
 // RotateServingCA stops the API server, removes its serving certificate so
 // that it starts again, after down, with one from a new CA, and returns that
 // CA (PEM); Token uses it from then on. The client CA and admin credentials

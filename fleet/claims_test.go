@@ -161,3 +161,66 @@ func TestUnlabelledSecretIsItsOwnCluster(t *testing.T) {
 	h := newHub(t, SecretsOptions{LabelSelector: "fleet=yes"}, []runtime.Object{s}...)
 	eventually(t, "team/edge", func() bool { return h.fleet.Vault("team/edge") != nil })
 }
+
+// The cluster-name label set but empty named the cluster after the Secret,
+// at the rank of <cluster>-kubeconfig: a Secret named prod, labelled
+// cluster-name="", tied with prod-kubeconfig for capi/prod, and the real
+// cluster went (or never came), whatever the order. Cluster API never
+// writes an empty label: such a Secret names no cluster, and is skipped.
+func TestClusterAPIEmptyLabelClaimsNothing(t *testing.T) {
+	for _, order := range []string{"impostor first", "real first"} {
+		t.Run(order, func(t *testing.T) {
+			real, evil := newAPIServer(t), newAPIServer(t)
+			h := newHub(t, SecretsOptions{})
+			impostor := func() { h.put("capi", "prod", capiLabels(""), map[string][]byte{"value": evil.kubeconfig()}) }
+			realSecret := func() {
+				h.put("capi", "prod-kubeconfig", capiLabels("prod"), map[string][]byte{"value": real.kubeconfig()})
+			}
+			if order == "impostor first" {
+				impostor()
+				h.barrier()
+				if h.fleet.Vault("capi/prod") != nil {
+					t.Error("a Secret with an empty cluster-name label took capi/prod")
+				}
+				realSecret()
+			} else {
+				realSecret()
+				eventually(t, "capi/prod", func() bool { return h.fleet.Vault("capi/prod") != nil })
+				impostor()
+			}
+			h.barrier()
+			if secret, server := servedBy(t, h, "capi/prod"); secret != "capi/prod-kubeconfig" || server != real.srv.URL {
+				t.Errorf("capi/prod served by %q at %q, want capi/prod-kubeconfig at %s", secret, server, real.srv.URL)
+			}
+			if added, removed := h.events(); added != "capi/prod" || removed != "" {
+				t.Errorf("OnAdd %q, OnRemove %q: want capi/prod added once and never removed", added, removed)
+			}
+		})
+	}
+}
+
+// A skipped Secret is logged when it starts being skipped, not again at
+// each of its updates (Cluster API providers rewrite theirs every few
+// minutes; a relist sends every one again): a fleet of a thousand clusters
+// would log a thousand lines at each.
+func TestSkippedSecretIsLoggedOnce(t *testing.T) {
+	h := newHub(t, SecretsOptions{})
+	api := newAPIServer(t)
+	for range 5 {
+		api.rotate()
+		h.put("capi", "wl1-user-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	}
+	h.barrier()
+	if got := strings.Count(h.logs.String(), `"secret"="capi/wl1-user-kubeconfig"`); got != 1 {
+		t.Errorf("the skipped Secret was logged %d times over 5 writes, want once:\n%s", got, h.logs.String())
+	}
+	// Once it has left the selection (its label gone) and comes back, it
+	// is logged again.
+	h.put("capi", "wl1-user-kubeconfig", nil, map[string][]byte{"value": api.kubeconfig()}) // out of the selection
+	h.barrier()
+	h.put("capi", "wl1-user-kubeconfig", capiLabels("wl1"), map[string][]byte{"value": api.kubeconfig()})
+	h.barrier()
+	if got := strings.Count(h.logs.String(), `"secret"="capi/wl1-user-kubeconfig"`); got != 2 {
+		t.Errorf("the Secret skipped again after it left was logged %d times in all, want twice", got)
+	}
+}

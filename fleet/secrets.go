@@ -78,9 +78,10 @@ type SecretsOptions struct {
 // listed in. For ClusterAPI, a labelled Secret claims the cluster only if
 // it is <cluster>-kubeconfig, or (less strongly, since whoever writes
 // Secrets can write owner references) if the Cluster of that name is its
-// controller; any other Secret labelled for a cluster is skipped and logged
-// (Cluster API's CA, etcd and user-kubeconfig Secrets, or a Secret written
-// to take a cluster's name). Of the Secrets that claim a cluster, the one
+// controller; any other Secret labelled for a cluster, or with the label
+// empty, is skipped and logged, once (Cluster API's CA, etcd and
+// user-kubeconfig Secrets, or a Secret written to take a cluster's name).
+// Of the Secrets that claim a cluster, the one
 // of the highest rank serves it; two of that rank (two owned Secrets, two
 // Argo CD Secrets of one name) serve neither, and both are logged, until
 // one goes. A cluster of the same name added by Add is left alone, and the
@@ -124,7 +125,8 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := &secretWatch{fleet: f, opts: opts, format: format, selector: selector, claims: map[string]claim{}, members: map[string]member{}}
+	w := &secretWatch{fleet: f, opts: opts, format: format, selector: selector, claims: map[string]claim{}, byCluster: map[string]map[string]bool{},
+		members: map[string]member{}, skipped: map[string]string{}}
 	informer := factory.Core().V1().Secrets().Informer()
 	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		// Through the fleet's logger, not only klog's: a watch that RBAC
@@ -157,13 +159,15 @@ const secretTimeout = 30 * time.Second
 // secretWatch is WatchSecrets' state. The informer calls its handlers one
 // at a time, from one goroutine: claims and members need no lock.
 type secretWatch struct {
-	fleet    *Fleet
-	opts     SecretsOptions
-	format   secretFormat
-	selector labels.Selector
-	claims   map[string]claim  // by the Secret's namespace/name: every Secret that claims a cluster
-	members  map[string]member // by cluster name: the clusters Secrets added
-	closing  sync.WaitGroup    // vaults of removed clusters being closed
+	fleet     *Fleet
+	opts      SecretsOptions
+	format    secretFormat
+	selector  labels.Selector
+	claims    map[string]claim           // by the Secret's namespace/name: every Secret that claims a cluster
+	byCluster map[string]map[string]bool // by cluster name: the keys of claims on it
+	members   map[string]member          // by cluster name: the clusters Secrets added
+	skipped   map[string]string          // by the Secret's namespace/name: the cluster a skipped Secret names, logged once
+	closing   sync.WaitGroup             // vaults of removed clusters being closed
 }
 
 // slimType marks a Secret that slim has made.

@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,6 +96,8 @@ func (w *secretWatch) upsert(obj any) {
 	if !ok {
 		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	key := secret.Namespace + "/" + secret.Name
 	digest, hasKey := secret.Data[digestKey] // slim's
 	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
@@ -134,8 +137,24 @@ func (w *secretWatch) delete(obj any) {
 	}
 	if secret, ok := obj.(*corev1.Secret); ok {
 		key := secret.Namespace + "/" + secret.Name
+		w.mu.Lock()
+		defer w.mu.Unlock()
 		delete(w.skipped, key)
 		w.drop(key)
+	}
+}
+
+// decideAll decides every cluster claimed, once the initial list is in.
+// Until then the claims are only recorded: the informer hands the listed
+// Secrets over one at a time, in name order, and a-prod, listed before
+// prod-kubeconfig, would serve capi/prod (OnAdd, then OnRemove) until
+// prod-kubeconfig came, at every restart.
+func (w *secretWatch) decideAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.synced = true
+	for _, name := range slices.Sorted(maps.Keys(w.byCluster)) {
+		w.resolve(name)
 	}
 }
 
@@ -177,6 +196,9 @@ func (w *secretWatch) unindex(key, cluster string) {
 // resolve makes the cluster name served by the one Secret of the highest
 // rank that claims it, or by none when there are several or none.
 func (w *secretWatch) resolve(name string) {
+	if !w.synced {
+		return // decideAll will
+	}
 	var top []string
 	best := noClaim
 	for key := range w.byCluster[name] {

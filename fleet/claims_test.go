@@ -224,3 +224,63 @@ func TestSkippedSecretIsLoggedOnce(t *testing.T) {
 		t.Errorf("the Secret skipped again after it left was logged %d times in all, want twice", got)
 	}
 }
+
+// A Secret that moves to another cluster (its label and its controller
+// changed) leaves its old cluster to the claims still on it: a tie broken
+// by the move serves the one left. Its old cluster is decided first, so
+// OnRemove of the old name comes before OnAdd of the new.
+func TestClaimMovesBetweenClusters(t *testing.T) {
+	ctx := ctxFor(t)
+	a, b := newAPIServer(t), newAPIServer(t)
+	h := newHub(t, SecretsOptions{},
+		kubeconfigSecret("capi", "wl1-a", "wl1", a, clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl1", true)),
+		kubeconfigSecret("capi", "wl1-b", "wl1", b, clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl1", true)))
+	h.barrier()
+	if h.fleet.Vault("capi/wl1") != nil {
+		t.Fatal("two owned Secrets: one serves capi/wl1")
+	}
+	moved := kubeconfigSecret("capi", "wl1-b", "wl2", b, clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl2", true))
+	if _, err := h.client.CoreV1().Secrets("capi").Update(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both clusters", func() bool { return len(h.fleet.Names()) == 3 }) // and the barrier's
+	if secret, _ := servedBy(t, h, "capi/wl1"); secret != "capi/wl1-a" {
+		t.Errorf("capi/wl1 served by %q, want capi/wl1-a, the claim left on it", secret)
+	}
+	if secret, _ := servedBy(t, h, "capi/wl2"); secret != "capi/wl1-b" {
+		t.Errorf("capi/wl2 served by %q, want capi/wl1-b", secret)
+	}
+	// Back to wl1: a tie again, and wl2 has no claim.
+	back := kubeconfigSecret("capi", "wl1-b", "wl1", b, clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl1", true))
+	if _, err := h.client.CoreV1().Secrets("capi").Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both to go", func() bool { return h.fleet.Vault("capi/wl1") == nil && h.fleet.Vault("capi/wl2") == nil })
+	if added, removed := h.events(); added != "capi/wl1,capi/wl2" || removed != "capi/wl2,capi/wl1" {
+		t.Errorf("OnAdd %q, OnRemove %q", added, removed)
+	}
+}
+
+// At a restart the informer hands the listed Secrets over one at a time, in
+// name order: a-prod, which a Secret's writer made "controlled" by Cluster
+// prod (any writer of Secrets can write an owner reference), came before
+// prod-kubeconfig and served capi/prod alone until prod-kubeconfig's event:
+// OnAdd started the controllers against its writer's server at every
+// restart, and OnRemove stopped them a moment later. The initial list is
+// decided as a whole, once it is all in.
+func TestInitialListIsDecidedAsAWhole(t *testing.T) {
+	real, evil := newAPIServer(t), newAPIServer(t)
+	h := newHub(t, SecretsOptions{},
+		kubeconfigSecret("capi", "a-prod", "prod", evil, clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "prod", true)),
+		kubeconfigSecret("capi", "prod-kubeconfig", "prod", real, nil),
+		kubeconfigSecret("capi", "a-wl1", "wl1", evil, clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl1", true)),
+		kubeconfigSecret("capi", "b-wl1", "wl1", real, clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl1", true)))
+	eventually(t, "capi/prod", func() bool { return h.fleet.Vault("capi/prod") != nil })
+	h.barrier()
+	if secret, _ := servedBy(t, h, "capi/prod"); secret != "capi/prod-kubeconfig" {
+		t.Errorf("capi/prod served by %q, want capi/prod-kubeconfig", secret)
+	}
+	if added, removed := h.events(); added != "capi/prod" || removed != "" {
+		t.Errorf("OnAdd %q, OnRemove %q: want capi/prod added once, and capi/wl1 (a tie) never", added, removed)
+	}
+}

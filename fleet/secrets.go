@@ -75,7 +75,9 @@ type SecretsOptions struct {
 // A Secret that goes removes its cluster, closing its vault.
 //
 // Which Secret serves a cluster does not depend on the order they are
-// listed in. For ClusterAPI, a labelled Secret claims the cluster only if
+// listed in: the Secrets there at the start are decided together, once
+// the whole list is in, so that none serves a cluster for the moment before
+// a stronger claim on it is seen. For ClusterAPI, a labelled Secret claims the cluster only if
 // it is <cluster>-kubeconfig, or (less strongly, since whoever writes
 // Secrets can write owner references) if the Cluster of that name is its
 // controller; any other Secret labelled for a cluster, or with the label
@@ -138,14 +140,18 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if err := informer.SetTransform(w.slim); err != nil {
 		return fmt.Errorf("fleet: watching Secrets: %w", err)
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.upsert(obj) },
 		UpdateFunc: func(_, obj any) { w.upsert(obj) },
 		DeleteFunc: w.delete,
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("fleet: watching Secrets: %w", err)
 	}
 	factory.Start(ctx.Done())
+	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		w.decideAll()
+	}
 	<-ctx.Done()
 	factory.Shutdown()
 	w.closing.Wait()
@@ -157,17 +163,21 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 const secretTimeout = 30 * time.Second
 
 // secretWatch is WatchSecrets' state. The informer calls its handlers one
-// at a time, from one goroutine: claims and members need no lock.
+// at a time, from one goroutine; mu is for decideAll, which WatchSecrets
+// calls once the initial list is in.
 type secretWatch struct {
-	fleet     *Fleet
-	opts      SecretsOptions
-	format    secretFormat
-	selector  labels.Selector
+	fleet    *Fleet
+	opts     SecretsOptions
+	format   secretFormat
+	selector labels.Selector
+	closing  sync.WaitGroup // vaults of removed clusters being closed
+
+	mu        sync.Mutex                 // guards what follows
+	synced    bool                       // the initial list is in, and decided
 	claims    map[string]claim           // by the Secret's namespace/name: every Secret that claims a cluster
 	byCluster map[string]map[string]bool // by cluster name: the keys of claims on it
 	members   map[string]member          // by cluster name: the clusters Secrets added
 	skipped   map[string]string          // by the Secret's namespace/name: the cluster a skipped Secret names, logged once
-	closing   sync.WaitGroup             // vaults of removed clusters being closed
 }
 
 // slimType marks a Secret that slim has made.

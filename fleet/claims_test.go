@@ -3,6 +3,9 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/authvault/authvault/handlers"
 )
 
 // servedBy returns the Secret that serves the cluster and the server its
@@ -282,5 +287,34 @@ func TestInitialListIsDecidedAsAWhole(t *testing.T) {
 	}
 	if added, removed := h.events(); added != "capi/prod" || removed != "" {
 		t.Errorf("OnAdd %q, OnRemove %q: want capi/prod added once, and capi/wl1 (a tie) never", added, removed)
+	}
+}
+
+// Anyone who writes Secrets can give one the type slim marks its own with:
+// it passed the transform whole, and the cache kept its every key (a
+// megabyte each, any number of Secrets). A Secret of that type keeps only
+// what slim writes, whether slim made it or not.
+func TestSlimOfASecretTypedAsSlim(t *testing.T) {
+	for _, w := range []*secretWatch{{format: clusterAPIFormat("value", handlers.DenyAll)}, {format: argoCDFormat(handlers.DenyAll)}} {
+		forged := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "big", Labels: capiLabels("wl1")},
+			Type:       slimType,
+			Data:       map[string][]byte{"value": make([]byte, 1<<20), "tls.key": []byte("PRIVATE KEY"), "name": []byte("n"), digestKey: []byte("d")},
+		}
+		out, err := w.slim(forged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Sorted(maps.Keys(out.(*corev1.Secret).Data)); !slices.Equal(got, []string{digestKey, "name"}) {
+			t.Errorf("slim kept the keys %q of a Secret typed %s", got, slimType)
+		}
+		// What slim made goes through again unchanged.
+		in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "wl1-kubeconfig", Labels: capiLabels("wl1")},
+			Data: map[string][]byte{"value": []byte("kubeconfig"), "name": []byte("n"), "server": []byte("https://a.example")}}
+		once, _ := w.slim(in)
+		twice, _ := w.slim(once)
+		if !reflect.DeepEqual(once, twice) {
+			t.Errorf("slim is not idempotent: %v, then %v", once, twice)
+		}
 	}
 }

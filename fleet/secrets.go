@@ -235,8 +235,22 @@ func clusterAPIFormat(key string, policy handlers.PluginPolicy) secretFormat {
 // etcd and service-account Secrets). It is idempotent.
 func (w *secretWatch) slim(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
-	if !ok || s.Type == slimType {
+	if !ok {
 		return obj, nil
+	}
+	var data map[string][]byte
+	if s.Type == slimType {
+		// Slim's own, seen again; or a Secret written with that type (the
+		// API takes any) so that the cache would keep all of it: either
+		// way, only what slim writes stays.
+		data = map[string][]byte{}
+		for _, k := range []string{digestKey, "name"} {
+			if v, ok := s.Data[k]; ok {
+				data[k] = v
+			}
+		}
+	} else {
+		data = w.format.slim(s.Data)
 	}
 	out := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -244,7 +258,7 @@ func (w *secretWatch) slim(obj any) (any, error) {
 			OwnerReferences: s.OwnerReferences, // clusterAPIRank reads the controller
 		},
 		Type: slimType,
-		Data: w.format.slim(s.Data),
+		Data: data,
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -232,12 +233,26 @@ func (w *secretWatch) resolve(name string) {
 	}
 	switch len(top) {
 	case 0:
+		delete(w.conflicts, name)
 	case 1:
 		w.add(name, top[0])
 	default:
-		err := fmt.Errorf("fleet: Secrets %v all claim cluster %q: none serves it until one goes", top, name)
-		w.fleet.opts.Logger.Error(err, "ambiguous cluster Secrets", "cluster", name, "secrets", top)
+		if w.conflict(name, "ambiguous "+strings.Join(top, " ")) {
+			err := fmt.Errorf("fleet: Secrets %v all claim cluster %q: none serves it until one goes", top, name)
+			w.fleet.opts.Logger.Error(err, "ambiguous cluster Secrets", "cluster", name, "secrets", top)
+		}
 	}
+}
+
+// conflict records what keeps the cluster name from being served, and
+// tells whether it is new, to be logged: not again at each rewrite of the
+// Secrets involved.
+func (w *secretWatch) conflict(name, what string) bool {
+	if w.conflicts[name] == what {
+		return false
+	}
+	w.conflicts[name] = what
+	return true
 }
 
 // add adds the cluster name, served by the Secret key.
@@ -250,12 +265,16 @@ func (w *secretWatch) add(name, key string) {
 	opts := append([]login.Option{login.ID("secret " + key), login.Timeout(secretTimeout)}, w.opts.Login...)
 	c, err := w.fleet.add(name, h, opts)
 	if err != nil {
+		if !w.conflict(name, "not added "+key) {
+			return
+		}
 		if errors.Is(err, ErrExists) {
 			err = fmt.Errorf("%w; the Secret is decided again at its next change or at the next change of a Secret of that cluster", err)
 		}
 		log.Error(err, "kubeconfig Secret not added to the fleet")
 		return
 	}
+	delete(w.conflicts, name)
 	w.members[name] = member{c, key, w.claims[key].digest}
 	w.fleet.added(c)
 	log.V(1).Info("cluster added from its kubeconfig Secret")

@@ -32,8 +32,8 @@ func BenchmarkSecretEvents(b *testing.B) {
 			}
 			f := New(Options{})
 			defer f.Close()
-			w := &secretWatch{fleet: f, opts: SecretsOptions{Client: fake.NewClientset()}, format: clusterAPIFormat("value", handlers.DenyAll),
-				selector: selector, synced: true, claims: map[string]claim{}, byCluster: map[string]map[string]bool{}, members: map[string]member{}, skipped: map[string]string{}}
+			w := newSecretWatch(f, SecretsOptions{Client: fake.NewClientset()}, clusterAPIFormat("value", handlers.DenyAll), selector)
+			w.synced = true // as after the initial list
 			secret := func(i, version int) *corev1.Secret {
 				c := fmt.Sprintf("wl%d", i)
 				s, _ := w.slim(&corev1.Secret{

@@ -318,3 +318,46 @@ func TestSlimOfASecretTypedAsSlim(t *testing.T) {
 		}
 	}
 }
+
+// An ambiguity, or a collision with a cluster added by hand, is logged
+// when it arises, not again at each rewrite of the Secrets involved (Cluster
+// API's EKS provider rewrites its kubeconfig Secrets every few minutes): an
+// error line per rewrite per cluster would bury the rest.
+func TestConflictsAreLoggedOnce(t *testing.T) {
+	ctx := ctxFor(t)
+	a, b, mine := newAPIServer(t), newAPIServer(t), newAPIServer(t)
+	owner := clusterOwner("cluster.x-k8s.io/v1beta1", "Cluster", "wl1", true)
+	h := newHub(t, SecretsOptions{}, kubeconfigSecret("capi", "wl1-a", "wl1", a, owner), kubeconfigSecret("capi", "wl1-b", "wl1", b, owner))
+	if err := h.fleet.Add("capi/wl2", mine.login); err != nil {
+		t.Fatal(err)
+	}
+	h.put("capi", "wl2-kubeconfig", capiLabels("wl2"), map[string][]byte{"value": a.kubeconfig()})
+	h.barrier()
+	for range 5 {
+		a.rotate()
+		if _, err := h.client.CoreV1().Secrets("capi").Update(ctx, kubeconfigSecret("capi", "wl1-a", "wl1", a, owner), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.put("capi", "wl2-kubeconfig", capiLabels("wl2"), map[string][]byte{"value": a.kubeconfig()})
+	}
+	h.barrier()
+	logs := h.logs.String()
+	if got := strings.Count(logs, "ambiguous cluster Secrets"); got != 1 {
+		t.Errorf("the ambiguity was logged %d times over 5 rewrites, want once", got)
+	}
+	if got := strings.Count(logs, "not added to the fleet"); got != 1 {
+		t.Errorf("the collision was logged %d times over 5 rewrites, want once", got)
+	}
+	// Once resolved and arising again, it is logged again.
+	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "wl1-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "wl1-a to serve", func() bool { return h.fleet.Vault("capi/wl1") != nil })
+	if _, err := h.client.CoreV1().Secrets("capi").Create(ctx, kubeconfigSecret("capi", "wl1-b", "wl1", b, owner), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the tie again", func() bool { return h.fleet.Vault("capi/wl1") == nil })
+	if got := strings.Count(h.logs.String(), "ambiguous cluster Secrets"); got != 2 {
+		t.Errorf("the ambiguity, arisen again, was logged %d times in all, want twice", got)
+	}
+}

@@ -127,8 +127,7 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := &secretWatch{fleet: f, opts: opts, format: format, selector: selector, claims: map[string]claim{}, byCluster: map[string]map[string]bool{},
-		members: map[string]member{}, skipped: map[string]string{}}
+	w := newSecretWatch(f, opts, format, selector)
 	informer := factory.Core().V1().Secrets().Informer()
 	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		// Through the fleet's logger, not only klog's: a watch that RBAC
@@ -178,6 +177,13 @@ type secretWatch struct {
 	byCluster map[string]map[string]bool // by cluster name: the keys of claims on it
 	members   map[string]member          // by cluster name: the clusters Secrets added
 	skipped   map[string]string          // by the Secret's namespace/name: the cluster a skipped Secret names, logged once
+	conflicts map[string]string          // by cluster name: what keeps it from being served (ambiguous Secrets, a failed add), logged once
+}
+
+func newSecretWatch(f *Fleet, opts SecretsOptions, format secretFormat, selector labels.Selector) *secretWatch {
+	return &secretWatch{fleet: f, opts: opts, format: format, selector: selector,
+		claims: map[string]claim{}, byCluster: map[string]map[string]bool{}, members: map[string]member{},
+		skipped: map[string]string{}, conflicts: map[string]string{}}
 }
 
 // slimType marks a Secret that slim has made.

@@ -87,6 +87,10 @@ func TestArgoCDSecretMapping(t *testing.T) {
 		{"exec plugin under the default policy", argoSecret("a", "https://a.example", map[string]any{
 			"execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}, "apiVersion": "client.authentication.k8s.io/v1"},
 		}), handlers.PluginPolicy{}, nil, `exec plugin "sh" is not allowed: plugin policy DenyAll`},
+		{"exec env that steers the plugin, under an Allowlist", argoSecret("a", "https://a.example", map[string]any{
+			"execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}, "apiVersion": "client.authentication.k8s.io/v1",
+				"env": map[string]string{"AWS_REGION": "eu-west-1", "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/kubernetes.io/serviceaccount/token"}},
+		}), handlers.Allowlist("sh"), nil, `env "AWS_WEB_IDENTITY_TOKEN_FILE" is not allowed under plugin policy Allowlist`},
 		{"awsAuthConfig runs argocd-k8s-auth, refused by default", argoSecret("a", "https://a.example", map[string]any{
 			"awsAuthConfig": map[string]any{"clusterName": "prod", "roleARN": "arn:aws:iam::1:role/x"},
 		}), handlers.PluginPolicy{}, nil, `exec plugin "argocd-k8s-auth" is not allowed`},

@@ -75,12 +75,15 @@ type SecretsOptions struct {
 // A Secret that goes removes its cluster, closing its vault.
 //
 // Which Secret serves a cluster does not depend on the order they are
-// listed in. For ClusterAPI, a labelled Secret claims the cluster only if
+// listed in: the Secrets there at the start are decided together, once
+// the whole list is in, so that none serves a cluster for the moment before
+// a stronger claim on it is seen. For ClusterAPI, a labelled Secret claims the cluster only if
 // it is <cluster>-kubeconfig, or (less strongly, since whoever writes
 // Secrets can write owner references) if the Cluster of that name is its
-// controller; any other Secret labelled for a cluster is skipped and logged
-// (Cluster API's CA, etcd and user-kubeconfig Secrets, or a Secret written
-// to take a cluster's name). Of the Secrets that claim a cluster, the one
+// controller; any other Secret labelled for a cluster, or with the label
+// empty, is skipped and logged, once (Cluster API's CA, etcd and
+// user-kubeconfig Secrets, or a Secret written to take a cluster's name).
+// Of the Secrets that claim a cluster, the one
 // of the highest rank serves it; two of that rank (two owned Secrets, two
 // Argo CD Secrets of one name) serve neither, and both are logged, until
 // one goes. A cluster of the same name added by Add is left alone, and the
@@ -124,7 +127,7 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := &secretWatch{fleet: f, opts: opts, format: format, selector: selector, claims: map[string]claim{}, members: map[string]member{}}
+	w := newSecretWatch(f, opts, format, selector)
 	informer := factory.Core().V1().Secrets().Informer()
 	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		// Through the fleet's logger, not only klog's: a watch that RBAC
@@ -136,14 +139,18 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if err := informer.SetTransform(w.slim); err != nil {
 		return fmt.Errorf("fleet: watching Secrets: %w", err)
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.upsert(obj) },
 		UpdateFunc: func(_, obj any) { w.upsert(obj) },
 		DeleteFunc: w.delete,
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("fleet: watching Secrets: %w", err)
 	}
 	factory.Start(ctx.Done())
+	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		w.decideAll()
+	}
 	<-ctx.Done()
 	factory.Shutdown()
 	w.closing.Wait()
@@ -155,15 +162,28 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 const secretTimeout = 30 * time.Second
 
 // secretWatch is WatchSecrets' state. The informer calls its handlers one
-// at a time, from one goroutine: claims and members need no lock.
+// at a time, from one goroutine; mu is for decideAll, which WatchSecrets
+// calls once the initial list is in.
 type secretWatch struct {
 	fleet    *Fleet
 	opts     SecretsOptions
 	format   secretFormat
 	selector labels.Selector
-	claims   map[string]claim  // by the Secret's namespace/name: every Secret that claims a cluster
-	members  map[string]member // by cluster name: the clusters Secrets added
-	closing  sync.WaitGroup    // vaults of removed clusters being closed
+	closing  sync.WaitGroup // vaults of removed clusters being closed
+
+	mu        sync.Mutex                 // guards what follows
+	synced    bool                       // the initial list is in, and decided
+	claims    map[string]claim           // by the Secret's namespace/name: every Secret that claims a cluster
+	byCluster map[string]map[string]bool // by cluster name: the keys of claims on it
+	members   map[string]member          // by cluster name: the clusters Secrets added
+	skipped   map[string]string          // by the Secret's namespace/name: the cluster a skipped Secret names, logged once
+	conflicts map[string]string          // by cluster name: what keeps it from being served (ambiguous Secrets, a failed add), logged once
+}
+
+func newSecretWatch(f *Fleet, opts SecretsOptions, format secretFormat, selector labels.Selector) *secretWatch {
+	return &secretWatch{fleet: f, opts: opts, format: format, selector: selector,
+		claims: map[string]claim{}, byCluster: map[string]map[string]bool{}, members: map[string]member{},
+		skipped: map[string]string{}, conflicts: map[string]string{}}
 }
 
 // slimType marks a Secret that slim has made.
@@ -221,8 +241,22 @@ func clusterAPIFormat(key string, policy handlers.PluginPolicy) secretFormat {
 // etcd and service-account Secrets). It is idempotent.
 func (w *secretWatch) slim(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
-	if !ok || s.Type == slimType {
+	if !ok {
 		return obj, nil
+	}
+	var data map[string][]byte
+	if s.Type == slimType {
+		// Slim's own, seen again; or a Secret written with that type (the
+		// API takes any) so that the cache would keep all of it: either
+		// way, only what slim writes stays.
+		data = map[string][]byte{}
+		for _, k := range []string{digestKey, "name"} {
+			if v, ok := s.Data[k]; ok {
+				data[k] = v
+			}
+		}
+	} else {
+		data = w.format.slim(s.Data)
 	}
 	out := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -230,7 +264,7 @@ func (w *secretWatch) slim(obj any) (any, error) {
 			OwnerReferences: s.OwnerReferences, // clusterAPIRank reads the controller
 		},
 		Type: slimType,
-		Data: w.format.slim(s.Data),
+		Data: data,
 	}
 	return out, nil
 }

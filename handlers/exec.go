@@ -19,6 +19,7 @@ import (
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/internal/pemdata"
 	"github.com/authvault/authvault/login"
 )
@@ -132,8 +133,8 @@ func (cfg *ExecConfig) run(ctx context.Context) ([]byte, error) {
 	if err := policyAllows(cfg.PluginPolicy, name); err != nil {
 		return nil, err // before anything of the plugin's runs
 	}
-	if err := envAllowed(cfg.PluginPolicy, name, cfg.Env); err != nil {
-		return nil, err
+	if err := kubeconf.PluginEnvAllowed(cfg.PluginPolicy, cfg.Env); err != nil {
+		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", name, err))
 	}
 	interactive, err := cfg.interactive()
 	if err != nil {

@@ -41,9 +41,11 @@ type KubeconfigSecretConfig struct {
 	// would choose the commands this process runs. Set an Allowlist of the
 	// plugins your clusters use (aws-iam-authenticator, kubelogin), or
 	// AllowAll. An allowed plugin still runs with the arguments the
-	// Secret gives it, and with its env, less what would steer the plugin
-	// into other code (see the package doc, "Which plugins may run"): one
-	// that mints a token from this
+	// Secret gives it (which, for aws, gcloud or kubelogin, can read this
+	// process's files), and with its env, less what would steer the plugin
+	// into other code or send this process's secrets elsewhere (see the
+	// package doc, "Which plugins may run"): one that mints a token from
+	// this
 	// process's own identity (aws-iam-authenticator from its AWS role) mints
 	// it for the cluster the Secret names and sends it to the Secret's
 	// server, so allow such a plugin only for Secrets whose writers could

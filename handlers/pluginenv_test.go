@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +71,48 @@ func TestAllowlistedPluginCannotBeSteeredByItsEnv(t *testing.T) {
 		{"", "x"},
 		{"NOTE", "line one\n[default]\ncredential_process = touch %s"},
 		{"NUL", "a\x00b"},
+		// What sends this process's own secrets where the Secret's writer
+		// chooses: the AWS SDKs post the web identity token (a file: the
+		// pod's ServiceAccount token will do) to the STS endpoint, and the
+		// container token to any https FULL_URI; kubelogin's workload
+		// identity posts the federated token to the authority host; gcloud
+		// (run by gke-gcloud-auth-plugin) prints an access token file as
+		// the credential the Secret's server then gets, and takes every
+		// property (token host, endpoints, proxy, CA) from CLOUDSDK_*.
+		{"AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/token"},
+		{"AWS_ENDPOINT_URL", "https://sts.evil.example"},
+		{"AWS_ENDPOINT_URL_STS", "https://sts.evil.example"},
+		{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "https://evil.example/creds"},
+		{"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/token"},
+		{"AZURE_FEDERATED_TOKEN_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/token"},
+		{"AZURE_AUTHORITY_HOST", "https://evil.example/"},
+		{"CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/token"},
+		{"CLOUDSDK_AUTH_TOKEN_HOST", "https://evil.example/token"},
+		// A plain-http proxy sees the instance metadata and EKS Pod
+		// Identity requests and answers in clear (Go's and Python's proxy
+		// rules leave only loopback out); trust roots pick whom TLS trusts.
+		{"HTTP_PROXY", "http://evil.example:3128"},
+		{"http_proxy", "http://evil.example:3128"},
+		{"ALL_PROXY", "http://evil.example:3128"},
+		{"SSL_CERT_FILE", "/tmp/evil-ca.pem"},
+		{"AWS_CA_BUNDLE", "/tmp/evil-ca.pem"},
+		{"REQUESTS_CA_BUNDLE", "/tmp/evil-ca.pem"},
+		// Go's http2debug=2 prints every header a Go plugin sends, its
+		// Authorization too, to the stderr this process logs; Python and
+		// curl write TLS session keys to SSLKEYLOGFILE.
+		{"GODEBUG", "http2debug=2"},
+		{"SSLKEYLOGFILE", "/dev/stderr"},
+		// glibc's own list of what a program run across a privilege
+		// boundary must not be given (unsecvars.h), beyond LD_*.
+		{"GETCONF_DIR", "%s"},
+		{"LOCALDOMAIN", "evil.example"},
+		{"RES_OPTIONS", "ndots:15"},
+		{"RESOLV_HOST_CONF", "%s"},
+		{"NIS_PATH", "%s"},
+		{"TMPDIR", "%s"},
+		{"TZDIR", "%s"},
+		{"AWS_PAGER", "touch %s"},
+		{"CURL_HOME", "%s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plugin, marker := corpAuth(t)
@@ -155,15 +199,64 @@ users:
 	}
 }
 
-func TestSteers(t *testing.T) {
-	for name, want := range map[string]bool{
-		"AWS_PROFILE": false, "AWS_REGION": false, "AZURE_CLIENT_ID": false, "HTTPS_PROXY": false, "_X": false,
-		"PATH": true, "Path": true, "LD_LIBRARY_PATH": true, "DYLD_INSERT_LIBRARIES": true, "PYTHONPATH": true,
-		"PERL5OPT": true, "RUBYOPT": true, "NODE_PATH": true, "GCONV_PATH": true, "KUBECONFIG": true,
-		"GIT_SSH_COMMAND": true, "CORECLR_PROFILER_PATH": true, "HOME": true, "A-B": true, "A=B": true,
+// A kubeconfig whose user impersonates (as:, as-groups:) keeps client-go's
+// own transport, and client-go's exec authenticator then runs the plugin
+// itself, at the first request, outside Exec: the env check must hold
+// there too. It did not: the allowlisted plugin ran the Secret's function.
+func TestKubeconfigSecretImpersonatingPluginEnvIsChecked(t *testing.T) {
+	plugin, marker := corpAuth(t)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+current-context: c
+contexts: [{name: c, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users:
+- name: u
+  user:
+    as: someone
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: %s
+      interactiveMode: Never
+      env: [{name: "BASH_FUNC_echo%%%%", value: "() { touch %s; builtin echo \"$@\"; }"}]
+`, srv.URL, plugin, marker)
+	client := fake.NewClientset(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "prod-kubeconfig"},
+		Data:       map[string][]byte{"value": []byte(kubeconfig)},
+	})
+	info, err := KubeconfigSecretFrom(KubeconfigSecretConfig{Client: client.CoreV1(), Namespace: "capi", Name: "prod-kubeconfig", PluginPolicy: Allowlist(plugin)})(context.Background())
+	if err == nil && info.Transport != nil {
+		// What the vault does with the credential: send a request.
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if resp, err := info.Transport.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	if _, statErr := os.Stat(marker); statErr == nil {
+		t.Fatal("the Secret's env ran its code in the plugin client-go ran")
+	}
+	if err == nil || !strings.Contains(err.Error(), `env "BASH_FUNC_echo%%" is not allowed`) || !strings.Contains(err.Error(), "capi/prod-kubeconfig") {
+		t.Errorf("error = %v, want one naming the Secret and the variable", err)
+	}
+}
+
+// A name with "=" in it carries a value (the plugin gets NAME=rest=value):
+// the error quotes what comes before the "=", never what follows; and a
+// name of a megabyte is cut short.
+func TestPluginEnvErrorQuotesNoValueInTheName(t *testing.T) {
+	plugin, _ := corpAuth(t)
+	for _, tc := range []struct{ name, leak, want string }{
+		{"AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI", "wJalrXUtnFEMI", `env "AWS_SECRET_ACCESS_KEY=…" is not allowed`},
+		{strings.Repeat("A", 1<<20) + "%", strings.Repeat("A", 200), "is not allowed"},
 	} {
-		if got := steers(name) != ""; got != want {
-			t.Errorf("steers(%q) = %v, want %v", name, got, want)
+		_, err := runCorpAuth(plugin, Allowlist(plugin), clientcmdapi.ExecEnvVar{Name: tc.name, Value: "x"})
+		if err == nil {
+			t.Fatalf("%.40s: the plugin ran", tc.name)
+		}
+		if msg := fmt.Sprintf("%v %+v %#v", err, err, err); strings.Contains(msg, tc.leak) || !strings.Contains(msg, tc.want) {
+			t.Errorf("%.40s: error = %.300q, want %q and not %.40q", tc.name, err, tc.want, tc.leak)
 		}
 	}
 }

@@ -109,12 +109,18 @@ func Connection(ctx context.Context, src Source, plugins Plugins) (*login.Connec
 	return info, nil
 }
 
-// applyPolicy hands policy to cfg's exec plugin, and refuses an auth
-// provider under any policy but AllowAll: it runs code the kubeconfig's
-// author chose (an OIDC refresh to any issuer) just as a plugin does.
+// applyPolicy hands policy to cfg's exec plugin and checks the plugin's env
+// against it (PluginEnvAllowed) here, since a config that only client-go
+// can serve (impersonation) has client-go run the plugin itself; and it
+// refuses an auth provider under any policy but AllowAll: it runs code the
+// kubeconfig's author chose (an OIDC refresh to any issuer) just as a
+// plugin does.
 func applyPolicy(cfg *rest.Config, policy clientcmdapi.PluginPolicy) error {
 	if cfg.ExecProvider != nil {
 		cfg.ExecProvider.PluginPolicy = policy
+		if err := PluginEnvAllowed(policy, cfg.ExecProvider.Env); err != nil {
+			return fmt.Errorf("exec plugin %q: %w", cfg.ExecProvider.Command, err)
+		}
 	}
 	if cfg.AuthProvider != nil && policy.PolicyType != "" && policy.PolicyType != clientcmdapi.PluginPolicyAllowAll {
 		return fmt.Errorf("auth provider %q is not allowed: plugin policy %s", cfg.AuthProvider.Name, policy.PolicyType)

@@ -26,16 +26,18 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.refuse(w, r, err)
 			return
 		}
-		if err := a.authz.authorize(r.Context(), u, r); err != nil {
-			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
-			a.refuse(w, r, err)
-			return
-		}
+		// The limit before the review: a caller over its rate must not
+		// cost the API server a SubjectAccessReview per request.
 		if ok, wait := a.limits.allow(u.Name, a.opts.now()); !ok {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 			a.metrics.requests.WithLabelValues("rate_limited").Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			http.Error(w, "too many requests", http.StatusTooManyRequests)
+			return
+		}
+		if err := a.authz.authorize(r.Context(), u, r); err != nil {
+			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
+			a.refuse(w, r, err)
 			return
 		}
 		ctx, stop := a.bound(r.Context(), r.Header.Get("Authorization"), u)
@@ -72,7 +74,7 @@ func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error
 	}
 	if errors.Is(err, errForbidden) {
 		a.metrics.requests.WithLabelValues("forbidden").Inc()
-		a.opts.Logger.V(1).Info("caller not allowed", "path", r.URL.Path, "remote", r.RemoteAddr)
+		a.opts.Logger.V(1).Info("caller not allowed", "reason", err.Error(), "path", r.URL.Path, "remote", r.RemoteAddr)
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
 	}

@@ -31,6 +31,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		if ok, wait := a.limits.allow(u.Name, a.opts.now()); !ok {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 			a.metrics.requests.WithLabelValues("rate_limited").Inc()
+			closeUnread(w, r)
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			http.Error(w, "too many requests", http.StatusTooManyRequests)
 			return
@@ -63,8 +64,10 @@ func (a *Authenticator) authenticateRequest(r *http.Request) (User, error) {
 	return a.Authenticate(r.Context(), strings.TrimSpace(token))
 }
 
-// refuse answers a request whose caller could not be verified.
+// refuse answers a request whose caller could not be verified, or is not
+// allowed the request, without reading its body.
 func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	closeUnread(w, r)
 	if errors.Is(err, errUnavailable) {
 		a.metrics.requests.WithLabelValues("unavailable").Inc()
 		a.opts.Logger.Error(err, "cannot verify a caller", "path", r.URL.Path)

@@ -45,6 +45,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		defer stop()
 		out := r.WithContext(withUser(ctx, u))
 		out.Header = a.forwardHeaders(r.Header, u)
+		a.stripTrailers(out)
 		a.metrics.requests.WithLabelValues("forwarded").Inc()
 		a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 		next.ServeHTTP(w, out)
@@ -102,20 +103,11 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 		out[name] = values
 	}
 	// A proxy behind the middleware drops the headers Connection names:
-	// a caller must not make it drop the identity set here.
-	if conn, ok := out["Connection"]; ok {
-		var keep []string
-		for _, v := range conn {
-			for opt := range strings.SplitSeq(v, ",") {
-				if opt = strings.TrimSpace(opt); opt != "" && !a.isIdentityHeader(opt) {
-					keep = append(keep, opt)
-				}
-			}
-		}
-		delete(out, "Connection")
-		if len(keep) > 0 {
-			out["Connection"] = []string{strings.Join(keep, ", ")}
-		}
+	// a caller must not make it drop the identity set here. Nor may
+	// Trailer (a header when the body is not chunked) announce identity
+	// headers to come after the body.
+	for _, list := range []string{"Connection", "Trailer"} {
+		a.dropIdentityNames(out, list)
 	}
 	hd := a.opts.Headers
 	out.Set(hd.User, u.Name)
@@ -126,6 +118,27 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 		out.Add(hd.Groups, g)
 	}
 	return out
+}
+
+// dropIdentityNames removes the identity header names from the header
+// list, a comma-separated list of header names.
+func (a *Authenticator) dropIdentityNames(h http.Header, list string) {
+	values, ok := h[list]
+	if !ok {
+		return
+	}
+	var keep []string
+	for _, v := range values {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" && !a.isIdentityHeader(name) {
+				keep = append(keep, name)
+			}
+		}
+	}
+	delete(h, list)
+	if len(keep) > 0 {
+		h[list] = []string{strings.Join(keep, ", ")}
+	}
 }
 
 // isIdentityHeader tells whether a header named name must not reach the

@@ -77,7 +77,7 @@ func (a *Authenticator) verifyLocal(ctx context.Context, token string) (u User, 
 	if err := tok.Claims(key, &std, &sa); err != nil {
 		return User{}, false, errBadSignature
 	}
-	err = std.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience{a.opts.Audience}, Time: a.opts.now()}, a.opts.Leeway)
+	err = std.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: jwt.Audience(a.opts.Audiences), Time: a.opts.now()}, a.opts.Leeway)
 	switch {
 	case errors.Is(err, jwt.ErrInvalidAudience):
 		return User{}, false, errAudience

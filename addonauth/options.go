@@ -2,6 +2,7 @@ package addonauth
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,8 +16,12 @@ import (
 type Options struct {
 	// Audience is what a token must be meant for: this service, as its
 	// callers ask for it in their TokenRequest (for example
-	// "dashboard.kube-system.svc"). Required.
+	// "dashboard.kube-system.svc"). Required, unless Audiences is set.
 	Audience string
+	// Audiences are more names the service goes by: a token meant for any
+	// of them, or for Audience, is accepted (its aud claim holds one; the
+	// TokenReview asks with them all). Default: Audience alone.
+	Audiences []string
 
 	// Config reaches the API server for the issuer's keys and the reviews,
 	// typically a vault's RESTConfig. Required. Its QPS and Burst are used
@@ -107,9 +112,21 @@ var RequestHeaders = Headers{User: "X-Remote-User", Groups: "X-Remote-Group", UI
 var defaultHeaders = Headers{User: "X-Authenticated-User", Groups: "X-Authenticated-Groups", UID: "X-Authenticated-UID"}
 
 func (o Options) withDefaults() (Options, error) {
-	if o.Audience == "" {
-		return o, errors.New("addonauth: Options.Audience is required: the audience tokens must be meant for")
+	// Audiences holds them all from here on, Audience first; Audience is
+	// the one WWW-Authenticate names.
+	var all []string
+	for _, aud := range append([]string{o.Audience}, o.Audiences...) {
+		if aud != "" && !slices.Contains(all, aud) {
+			all = append(all, aud)
+		}
 	}
+	switch {
+	case len(all) == 0:
+		return o, errors.New("addonauth: Options.Audience is required: the audience tokens must be meant for")
+	case slices.Contains(o.Audiences, ""):
+		return o, errors.New("addonauth: Options.Audiences holds an empty audience")
+	}
+	o.Audience, o.Audiences = all[0], all
 	if o.Config == nil {
 		return o, errors.New("addonauth: Options.Config is required: the API server to verify tokens with")
 	}

@@ -21,7 +21,7 @@ type metrics struct {
 func newMetrics() *metrics {
 	return &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_requests_total",
-			Help: "Requests by result: forwarded, unauthenticated, forbidden, rate_limited, unavailable."}, []string{"result"}),
+			Help: "Requests by result: forwarded, unauthenticated, forbidden, rate_limited, unavailable, not_found (outside AllowPaths), ignored (IgnorePaths, forwarded unverified)."}, []string{"result"}),
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_token_reviews_total",
 			Help: "TokenReviews sent, by result: accepted, denied, error."}, []string{"result"}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_review_cache_total",

@@ -16,10 +16,22 @@ import (
 // next with the caller's identity: in the headers Options.Headers names
 // (every incoming copy of those, and of the X-Remote-* family, removed
 // first) and in the context (UserFrom). Authorization is removed. A request
-// without a valid token is answered here and never reaches next.
+// without a valid token is answered here and never reaches next; so is one
+// for a path outside Options.AllowPaths (404). One for Options.IgnorePaths
+// reaches next unverified, with no identity.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if len(a.opts.AllowPaths) > 0 && !pathPatterns(a.opts.AllowPaths).match(r.URL) {
+			a.metrics.requests.WithLabelValues("not_found").Inc()
+			closeUnread(w, r)
+			http.NotFound(w, r)
+			return
+		}
+		if pathPatterns(a.opts.IgnorePaths).match(r.URL) {
+			a.serveIgnored(w, r, next)
+			return
+		}
 		u, err := a.authenticateRequest(r)
 		if err != nil {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
@@ -95,6 +107,21 @@ func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error
 // forwardHeaders are h without the caller's credentials and claimed
 // identity, with u's identity.
 func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
+	out := a.withoutIdentity(h)
+	hd := a.opts.Headers
+	out.Set(hd.User, u.Name)
+	if u.UID != "" {
+		out.Set(hd.UID, u.UID)
+	}
+	for _, g := range u.Groups {
+		out.Add(hd.Groups, g)
+	}
+	return out
+}
+
+// withoutIdentity is a copy of h without the caller's credentials and
+// claimed identity, with room for the identity headers.
+func (a *Authenticator) withoutIdentity(h http.Header) http.Header {
 	out := make(http.Header, len(h)+3)
 	for name, values := range h {
 		if a.isIdentityHeader(name) {
@@ -108,14 +135,6 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 	// headers to come after the body.
 	for _, list := range []string{"Connection", "Trailer"} {
 		a.dropIdentityNames(out, list)
-	}
-	hd := a.opts.Headers
-	out.Set(hd.User, u.Name)
-	if u.UID != "" {
-		out.Set(hd.UID, u.UID)
-	}
-	for _, g := range u.Groups {
-		out.Add(hd.Groups, g)
 	}
 	return out
 }

@@ -83,6 +83,16 @@ type Options struct {
 	// token. Default: 1 h.
 	MaxRequestDuration time.Duration
 
+	// AllowPaths, when set, are the only paths served: a request for any
+	// other gets 404 before its caller is verified. IgnorePaths are served
+	// without verification (health checks, public assets): no token is
+	// needed there, and no identity is set, though every incoming one is
+	// still removed. Both hold path.Match patterns ("/metrics",
+	// "/static/*"), matched against the decoded path, only when it is one
+	// every upstream reads the same (see Authorization): no
+	// "/static/..;/admin" is ignored. Default: none.
+	AllowPaths, IgnorePaths []string
+
 	// Authorization, when set, also asks the API server whether each
 	// caller may make its request (SubjectAccessReview); one that may not
 	// gets 403. Default: none: the pattern keeps authorization apart, and
@@ -127,6 +137,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("addonauth: Options.Audiences holds an empty audience")
 	}
 	o.Audience, o.Audiences = all[0], all
+	if err := checkPathPatterns("AllowPaths", o.AllowPaths); err != nil {
+		return o, err
+	}
+	if err := checkPathPatterns("IgnorePaths", o.IgnorePaths); err != nil {
+		return o, err
+	}
 	if o.Config == nil {
 		return o, errors.New("addonauth: Options.Config is required: the API server to verify tokens with")
 	}

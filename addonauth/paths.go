@@ -1,8 +1,10 @@
 package addonauth
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"path"
 	"strings"
@@ -69,15 +71,15 @@ func canonicalPath(u *url.URL) (string, error) {
 // differently matches none.
 type pathPatterns []string
 
-// newPathPatterns checks each pattern's syntax, so a bad one is an error
-// when the Authenticator is made, not a 500 on every request.
-func newPathPatterns(field string, patterns []string) (pathPatterns, error) {
+// checkPathPatterns checks each pattern's syntax, so a bad one is an
+// error when the Authenticator is made, not a 500 on every request.
+func checkPathPatterns(field string, patterns []string) error {
 	for _, p := range patterns {
 		if _, err := path.Match(p, "/"); err != nil || !strings.HasPrefix(p, "/") {
-			return nil, fmt.Errorf("addonauth: Options.%s: %q is not an absolute path pattern (path.Match)", field, p)
+			return fmt.Errorf("addonauth: Options.%s: %q is not an absolute path pattern (path.Match)", field, p)
 		}
 	}
-	return pathPatterns(patterns), nil
+	return nil
 }
 
 // match tells whether u's path is canonical and matches one of the
@@ -96,4 +98,22 @@ func (pp pathPatterns) match(u *url.URL) bool {
 		}
 	}
 	return false
+}
+
+// serveIgnored forwards a request for one of IgnorePaths without
+// verifying its caller: no identity is set, and none may be claimed
+// (every identity header and trailer, and the token, are removed as on
+// any request). Its length is still bounded by MaxRequestDuration.
+func (a *Authenticator) serveIgnored(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	ctx := r.Context()
+	if d := a.opts.MaxRequestDuration; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	out := r.WithContext(ctx)
+	out.Header = a.withoutIdentity(r.Header)
+	a.stripTrailers(out)
+	a.metrics.requests.WithLabelValues("ignored").Inc()
+	next.ServeHTTP(w, out)
 }

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -49,30 +50,34 @@ type config struct {
 	rate                                           float64
 }
 
-func parseFlags() (config, error) {
+// parseFlags defines the flags on fs and parses args. The vault's
+// fallback reads --kubeconfig from the command line's flags.
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	var c config
-	if flag.Lookup("kubeconfig") == nil { // the vault's fallback reads it
-		flag.String("kubeconfig", "", "a kubeconfig to log in with (default: the pod's ServiceAccount, $KUBECONFIG, ~/.kube/config)")
+	if fs.Lookup("kubeconfig") == nil {
+		fs.String("kubeconfig", "", "a kubeconfig to log in with (default: the pod's ServiceAccount, $KUBECONFIG, ~/.kube/config)")
 	}
-	flag.StringVar(&c.listen, "listen", ":8443", "address to serve the callers on")
-	flag.StringVar(&c.opsListen, "ops-listen", ":9090", "address of /healthz, /readyz and /metrics (\"0\": off)")
-	flag.StringVar(&c.upstream, "upstream", "", "the service's URL, on localhost (required), e.g. http://127.0.0.1:8080")
-	flag.StringVar(&c.auth.Audience, "audience", "", "the audience callers' tokens must name (required)")
-	flag.StringVar(&c.certFile, "tls-cert-file", "", "serving certificate (PEM), reread when it changes; with --tls-key-file")
-	flag.StringVar(&c.keyFile, "tls-key-file", "", "serving key (PEM), reread when it changes")
-	flag.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
-	flag.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
-	flag.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted (default 10s)")
-	flag.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s)")
-	flag.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
-	flag.Float64Var(&c.rate, "rate-per-user", 0, "requests per second per user (default: no limit)")
-	flag.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
-	flag.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h)")
-	flag.BoolVar(&c.requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
-	flag.BoolVar(&c.authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL)")
-	flag.StringVar(&c.authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource, namespace/resource[/subresource], with the request's verb")
-	flag.DurationVar(&c.shutdownGrace, "shutdown-grace", 20*time.Second, "how long requests under way may finish on SIGTERM, then the rest are closed (below the pod's termination grace, 30s by default)")
-	flag.Parse()
+	fs.StringVar(&c.listen, "listen", ":8443", "address to serve the callers on")
+	fs.StringVar(&c.opsListen, "ops-listen", ":9090", "address of /healthz, /readyz and /metrics (\"0\": off)")
+	fs.StringVar(&c.upstream, "upstream", "", "the service's URL, on localhost (required), e.g. http://127.0.0.1:8080")
+	fs.StringVar(&c.auth.Audience, "audience", "", "the audience callers' tokens must name (required)")
+	fs.StringVar(&c.certFile, "tls-cert-file", "", "serving certificate (PEM), reread when it changes; with --tls-key-file")
+	fs.StringVar(&c.keyFile, "tls-key-file", "", "serving key (PEM), reread when it changes")
+	fs.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
+	fs.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
+	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted (default 10s)")
+	fs.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s)")
+	fs.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
+	fs.Float64Var(&c.rate, "rate-per-user", 0, "requests per second per user (default: no limit)")
+	fs.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
+	fs.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h)")
+	fs.BoolVar(&c.requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
+	fs.BoolVar(&c.authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL)")
+	fs.StringVar(&c.authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource, namespace/resource[/subresource], with the request's verb")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 20*time.Second, "how long requests under way may finish on SIGTERM, then the rest are closed (below the pod's termination grace, 30s by default)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
 	switch {
 	case c.upstream == "":
 		return c, errors.New("--upstream is required")
@@ -103,7 +108,7 @@ func parseFlags() (config, error) {
 }
 
 func run() error {
-	c, err := parseFlags()
+	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		return err
 	}
@@ -129,21 +134,7 @@ func run() error {
 		return err
 	}
 
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(upstream)
-			pr.SetXForwarded()
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				log.Error(err, "forwarding", "path", r.URL.Path)
-			}
-			w.WriteHeader(http.StatusBadGateway)
-		},
-	}
-	// No read or write timeout: streams last; MaxRequestDuration and the
-	// token bound them instead.
-	srv := &http.Server{Addr: c.listen, Handler: auth.Middleware(proxy), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newServer(c.listen, auth.Middleware(newProxy(upstream, log)))
 	if c.certFile != "" {
 		certs := &certReloader{certFile: c.certFile, keyFile: c.keyFile, log: log}
 		if _, err := certs.load(); err != nil {
@@ -180,6 +171,27 @@ func run() error {
 		_ = ops.Close()
 	}
 	return errors.Join(err, shutErr)
+}
+
+func newProxy(upstream *url.URL, log logr.Logger) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				log.Error(err, "forwarding", "path", r.URL.Path)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+}
+
+// newServer is the server of the callers. No read or write timeout:
+// streams last; MaxRequestDuration and the token bound them instead.
+func newServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 }
 
 // serve runs srv until Shutdown, which is not an error.

@@ -109,7 +109,7 @@ func TestSidecarRefusesSlowBodiesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := newUpstream(t)
-	addr := sidecar(t, newHandler(auth.Middleware, newProxy(up.url(t), logr.Discard()), time.Minute))
+	addr := sidecar(t, newHandler(auth.Middleware, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Minute))
 	for range 5 {
 		_, br := trickle(t, addr)
 		readAnswer(t, br, 401)
@@ -139,7 +139,7 @@ func TestSidecarBoundsReadsBeforeForwarding(t *testing.T) {
 func TestSidecarDoesNotBoundForwardedBodies(t *testing.T) {
 	up := newUpstream(t)
 	forward := func(next http.Handler) http.Handler { return next }
-	addr := sidecar(t, newHandler(forward, newProxy(up.url(t), logr.Discard()), 100*time.Millisecond))
+	addr := sidecar(t, newHandler(forward, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), 100*time.Millisecond))
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestSidecarRefusesVerificationPastTheBound(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	srv := httptest.NewServer(newHandler(slow, newProxy(up.url(t), logr.Discard()), 100*time.Millisecond))
+	srv := httptest.NewServer(newHandler(slow, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), 100*time.Millisecond))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/hello")
 	if err != nil {
@@ -187,7 +187,7 @@ func TestSidecarRefusesVerificationPastTheBound(t *testing.T) {
 	if up.got.Load() != 0 {
 		t.Error("a request was forwarded after its verification outlasted the bound")
 	}
-	quick := httptest.NewServer(newHandler(func(next http.Handler) http.Handler { return next }, newProxy(up.url(t), logr.Discard()), time.Minute))
+	quick := httptest.NewServer(newHandler(func(next http.Handler) http.Handler { return next }, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Minute))
 	defer quick.Close()
 	resp, err = http.Post(quick.URL+"/hello", "text/plain", strings.NewReader("hi"))
 	if err != nil {

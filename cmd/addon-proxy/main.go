@@ -14,20 +14,14 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/time/rate"
-	authzv1 "k8s.io/api/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/authvault/authvault/addonauth"
@@ -41,81 +35,15 @@ func main() {
 	}
 }
 
-type config struct {
-	listen, opsListen, upstream, certFile, keyFile string
-	shutdownGrace                                  time.Duration
-	auth                                           addonauth.Options
-	requestHeaders, authorize                      bool
-	authorizeResource                              string
-	rate                                           float64
-}
-
-// parseFlags defines the flags on fs and parses args. The vault's
-// fallback reads --kubeconfig from the command line's flags.
-func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
-	var c config
-	if fs.Lookup("kubeconfig") == nil {
-		fs.String("kubeconfig", "", "a kubeconfig to log in with (default: the pod's ServiceAccount, $KUBECONFIG, ~/.kube/config)")
-	}
-	fs.StringVar(&c.listen, "listen", ":8443", "address to serve the callers on")
-	fs.StringVar(&c.opsListen, "ops-listen", ":9090", "address of /healthz, /readyz and /metrics (\"0\": off)")
-	fs.StringVar(&c.upstream, "upstream", "", "the service's URL, on localhost (required), e.g. http://127.0.0.1:8080")
-	fs.StringVar(&c.auth.Audience, "audience", "", "the audience callers' tokens must name (required)")
-	fs.StringVar(&c.certFile, "tls-cert-file", "", "serving certificate (PEM), reread when it changes; with --tls-key-file")
-	fs.StringVar(&c.keyFile, "tls-key-file", "", "serving key (PEM), reread when it changes")
-	fs.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
-	fs.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
-	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted (default 10s)")
-	fs.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s)")
-	fs.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
-	fs.Float64Var(&c.rate, "rate-per-user", 0, "requests per second per user (default: no limit)")
-	fs.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
-	fs.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h)")
-	fs.BoolVar(&c.requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
-	fs.BoolVar(&c.authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL)")
-	fs.StringVar(&c.authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource, namespace/resource[/subresource], with the request's verb")
-	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 20*time.Second, "how long requests under way may finish on SIGTERM, then the rest are closed (below the pod's termination grace, 30s by default)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	switch {
-	case c.upstream == "":
-		return c, errors.New("--upstream is required")
-	case c.auth.Audience == "":
-		return c, errors.New("--audience is required")
-	case (c.certFile == "") != (c.keyFile == ""):
-		return c, errors.New("--tls-cert-file and --tls-key-file go together")
-	}
-	c.auth.RatePerUser = rate.Limit(c.rate)
-	switch {
-	case c.authorizeResource != "":
-		parts := strings.Split(c.authorizeResource, "/")
-		if len(parts) < 2 || len(parts) > 3 || parts[1] == "" {
-			return c, fmt.Errorf("--authorize-resource %q is not namespace/resource[/subresource]", c.authorizeResource)
-		}
-		attrs := &authzv1.ResourceAttributes{Namespace: parts[0], Resource: parts[1]}
-		if len(parts) == 3 {
-			attrs.Subresource = parts[2]
-		}
-		c.auth.Authorization = &addonauth.Authorization{Resource: attrs}
-	case c.authorize:
-		c.auth.Authorization = &addonauth.Authorization{}
-	}
-	if c.requestHeaders {
-		c.auth.Headers = addonauth.RequestHeaders
-	}
-	return c, nil
-}
-
 func run() error {
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		return err
 	}
 	log := zap.New(zap.UseDevMode(false)).WithName("addon-proxy")
-	upstream, err := url.Parse(c.upstream)
-	if err != nil || upstream.Scheme == "" || upstream.Host == "" {
-		return fmt.Errorf("--upstream %q is not an absolute URL", c.upstream)
+	transport, err := upstreamTransport(c)
+	if err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -128,13 +56,16 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("logging in to the API server: %w", err)
 	}
+	// TokenReviews and SubjectAccessReviews share this rate: client-go's
+	// default of 5 made reviews queue behind each other.
+	cfg.QPS, cfg.Burst = float32(c.apiQPS), c.apiBurst
 	c.auth.Config, c.auth.Logger, c.auth.Registerer = cfg, log, reg
 	auth, err := addonauth.New(c.auth)
 	if err != nil {
 		return err
 	}
 
-	srv := newServer(c.listen, auth.Middleware(newProxy(upstream, log)))
+	srv := newServer(c.listen, newHandler(auth.Middleware, newProxy(c.upstream, transport, log), c.verifyTimeout))
 	if c.certFile != "" {
 		certs := &certReloader{certFile: c.certFile, keyFile: c.keyFile, log: log}
 		if _, err := certs.load(); err != nil {
@@ -150,7 +81,7 @@ func run() error {
 		ops = &http.Server{Addr: c.opsListen, Handler: opsHandler(v, reg), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- serve(ops, false) }()
 	}
-	log.Info("serving", "listen", c.listen, "upstream", upstream.String(), "audience", c.auth.Audience, "tls", c.certFile != "")
+	log.Info("serving", "listen", c.listen, "upstream", c.upstream.Redacted(), "audiences", c.auth.Audiences, "tls", c.certFile != "")
 
 	select {
 	case err = <-errs:
@@ -171,21 +102,6 @@ func run() error {
 		_ = ops.Close()
 	}
 	return errors.Join(err, shutErr)
-}
-
-func newProxy(upstream *url.URL, log logr.Logger) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(upstream)
-			pr.SetXForwarded()
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				log.Error(err, "forwarding", "path", r.URL.Path)
-			}
-			w.WriteHeader(http.StatusBadGateway)
-		},
-	}
 }
 
 // newServer is the server of the callers. No read or write timeout:

@@ -24,7 +24,10 @@ type Authorization struct {
 	// kube-rbac-proxy's resource attributes ("get services/proxy in
 	// monitoring"); an empty Verb takes the request's (get, create,
 	// update, patch, delete). When nil, the caller must be allowed the
-	// request's path and verb as a non-resource URL.
+	// request's path and verb as a non-resource URL, and a path some
+	// upstream would serve as another is refused. Either way, while the
+	// verb comes from the request, a request with a method override is
+	// refused.
 	Resource *authzv1.ResourceAttributes
 	// AllowTTL and DenyTTL are how long answers are cached. Defaults: 1 min
 	// and 10 s.

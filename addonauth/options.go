@@ -95,8 +95,10 @@ type Options struct {
 
 	// Authorization, when set, also asks the API server whether each
 	// caller may make its request (SubjectAccessReview); one that may not
-	// gets 403. Default: none: the pattern keeps authorization apart, and
-	// the service sees the caller's groups.
+	// gets 403, and so does one whose path some upstream would read as
+	// another, or that carries a method override (see the package doc).
+	// Default: none: the pattern keeps authorization apart, and the service
+	// sees the caller's groups.
 	Authorization *Authorization
 
 	// Logger receives refusals (at V(1)) and failures to verify, never a

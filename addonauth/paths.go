@@ -46,7 +46,10 @@ func canonicalPath(u *url.URL) (string, error) {
 		return "", fmt.Errorf("%w: longer than %d bytes", errPath, maxPathBytes)
 	case !strings.HasPrefix(p, "/"):
 		return "", fmt.Errorf("%w: not absolute", errPath)
-	case strings.Contains(raw, "%2F"), strings.Contains(raw, "%2f"):
+	case hasEncodedSlash(raw), hasEncodedSlash(u.RawPath):
+		// RawPath too: EscapedPath re-encodes the decoded path when the
+		// raw one holds a byte it would escape ("/a%2Fb{"), while an
+		// upstream in the same process may route on RawPath.
 		return "", fmt.Errorf("%w: an encoded slash", errPath)
 	}
 	for i := 0; i < len(p); i++ {
@@ -64,6 +67,10 @@ func canonicalPath(u *url.URL) (string, error) {
 		}
 	}
 	return p, nil
+}
+
+func hasEncodedSlash(p string) bool {
+	return strings.Contains(p, "%2F") || strings.Contains(p, "%2f")
 }
 
 // pathPatterns are path.Match patterns ("/metrics", "/api/*"), matched

@@ -60,7 +60,7 @@ func TestAuthorizationRefusesPathsUpstreamsReadDifferently(t *testing.T) {
 		// encoded dots
 		`/public/%2e%2e/admin`, `/public/%2E%2E/admin`, `/public/.%2e/admin`, `/public/%2e./admin`, `/public/%2e/admin`,
 		// encoded slashes: the SubjectAccessReview would see one more segment than some upstreams
-		`/public/..%2Fadmin`, `/public/..%2fadmin`, `/public%2F..%2F..%2Fadmin`, `/public/a%2Fb`,
+		`/public/..%2Fadmin`, `/public/..%2fadmin`, `/public%2F..%2F..%2Fadmin`, `/public/a%2Fb`, `/public/a%2Fb{`,
 		// double encoding, for upstreams that decode twice
 		`/public/%252e%252e/admin`, `/public/..%255Cadmin`,
 		// empty segments

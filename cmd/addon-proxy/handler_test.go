@@ -139,7 +139,7 @@ func TestSidecarBoundsReadsBeforeForwarding(t *testing.T) {
 func TestSidecarDoesNotBoundForwardedBodies(t *testing.T) {
 	up := newUpstream(t)
 	forward := func(next http.Handler) http.Handler { return next }
-	addr := sidecar(t, newHandler(forward, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), 100*time.Millisecond))
+	addr := sidecar(t, newHandler(forward, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Second))
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestSidecarDoesNotBoundForwardedBodies(t *testing.T) {
 	if _, err := conn.Write([]byte("POST /hello HTTP/1.1\r\nHost: sidecar\r\nContent-Length: 10\r\n\r\nhello")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // past the bound: the rest of the body comes late
+	time.Sleep(2 * time.Second) // past the bound: the rest of the body comes late
 	if _, err := conn.Write([]byte("world")); err != nil {
 		t.Fatal(err)
 	}

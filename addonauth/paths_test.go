@@ -224,3 +224,14 @@ func TestBadPathPatterns(t *testing.T) {
 		}
 	}
 }
+
+// With both lists, a path must be allowed before it can be ignored.
+func TestAllowAndIgnorePaths(t *testing.T) {
+	s := newSetup(t, Options{AllowPaths: []string{"/hello", "/metrics"}, IgnorePaths: []string{"/healthz", "/metrics"}})
+	addr := s.srv.Listener.Addr().String()
+	for target, want := range map[string]int{"/healthz": 404, "/metrics": 200, "/hello": 401} {
+		if got := rawGet(t, addr, target, nil); got != want {
+			t.Errorf("GET %s without a token = %d, want %d", target, got, want)
+		}
+	}
+}

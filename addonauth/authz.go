@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
+	"net/url"
 	"strings"
 	"time"
 
@@ -24,7 +24,10 @@ type Authorization struct {
 	// kube-rbac-proxy's resource attributes ("get services/proxy in
 	// monitoring"); an empty Verb takes the request's (get, create,
 	// update, patch, delete). When nil, the caller must be allowed the
-	// request's path and verb as a non-resource URL.
+	// request's path and verb as a non-resource URL, and a path some
+	// upstream would serve as another is refused. Either way, while the
+	// verb comes from the request, a request with a method override is
+	// refused.
 	Resource *authzv1.ResourceAttributes
 	// AllowTTL and DenyTTL are how long answers are cached. Defaults: 1 min
 	// and 10 s.
@@ -76,6 +79,11 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 	if verb == "" {
 		verb = strings.ToLower(r.Method)
 	}
+	if (z.cfg.Resource == nil || z.cfg.Resource.Verb == "") && hasMethodOverride(r) {
+		// The review would check the method while the upstream
+		// serves another.
+		return fmt.Errorf("%w: %w", errForbidden, errMethodOverride)
+	}
 	if z.cfg.Resource != nil {
 		attrs := *z.cfg.Resource
 		if attrs.Verb == "" {
@@ -83,12 +91,13 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 		}
 		spec.ResourceAttributes = &attrs
 	} else {
-		if !isCleanPath(r.URL.Path) {
-			// The upstream may serve another path than the one the
-			// API server would be asked about: /public/../admin.
-			return errForbidden
+		// The upstream may serve another path than the one the API
+		// server would be asked about: /public/..;/admin.
+		p, err := canonicalPath(r.URL)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errForbidden, err)
 		}
-		spec.NonResourceAttributes = &authzv1.NonResourceAttributes{Path: r.URL.Path, Verb: verb}
+		spec.NonResourceAttributes = &authzv1.NonResourceAttributes{Path: p, Verb: verb}
 	}
 	key := specKey(spec)
 	if v, ok := z.cache.Get(key); ok {
@@ -119,11 +128,38 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 	return v.(decision).errOf()
 }
 
-// isCleanPath tells whether p, decoded, is absolute and has no empty, "."
-// or ".." segments (a trailing slash is fine): a path every upstream reads
-// the same, as the SubjectAccessReview names it.
-func isCleanPath(p string) bool {
-	return strings.HasPrefix(p, "/") && (p == path.Clean(p) || p == path.Clean(p)+"/")
+// errMethodOverride: the request asks the upstream to take it as another
+// method than its own, which the review checks.
+var errMethodOverride = errors.New("addonauth: a method override")
+
+// methodOverrideHeaders are the headers frameworks read as the request's
+// method (Rack, Laravel, Symfony, ASP.NET, Express's method-override, ...).
+var methodOverrideHeaders = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
+// hasMethodOverride tells whether r carries a method override: one of
+// methodOverrideHeaders in any spelling (an underscore counts as a
+// hyphen, as for identity headers), or a _method query parameter (Laravel
+// and Symfony read it there; a _method in a form body cannot be seen
+// without reading the body, which the middleware never does).
+func hasMethodOverride(r *http.Request) bool {
+	for name := range r.Header {
+		name = strings.ReplaceAll(name, "_", "-")
+		for _, h := range methodOverrideHeaders {
+			if strings.EqualFold(name, h) {
+				return true
+			}
+		}
+	}
+	for kv := range strings.FieldsFuncSeq(r.URL.RawQuery, func(c rune) bool { return c == '&' || c == ';' }) {
+		k, _, _ := strings.Cut(kv, "=")
+		if u, err := url.QueryUnescape(k); err == nil {
+			k = u
+		}
+		if strings.EqualFold(k, "_method") {
+			return true
+		}
+	}
+	return false
 }
 
 func (d decision) errOf() error {

@@ -2,6 +2,7 @@ package addonauth
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -95,5 +96,82 @@ func TestAuthorizationOfAnUncleanPath(t *testing.T) {
 		t.Errorf("GET /public/a/ = %v %v, want 200", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// The rate limit comes before the SubjectAccessReview: a caller over its
+// rate costs the API server nothing (distinct paths, so no answer is
+// cached).
+func TestRateLimitComesBeforeAuthorization(t *testing.T) {
+	s := newSetup(t, Options{RatePerUser: 1, BurstPerUser: 1, Authorization: &Authorization{}})
+	tok := s.api.token(t, "team-a", "reader", audience, time.Hour)
+	s.api.allowed["system:serviceaccount:team-a:reader get /public/*"] = true
+	codes := map[int]int{}
+	for i := range 50 {
+		req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/public/"+strconv.Itoa(i), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[200] < 1 || codes[200]+codes[429] != 50 {
+		t.Fatalf("codes = %v, want 200s then 429s", codes)
+	}
+	if got, want := s.api.accessReviews.Load(), int64(codes[200]); got != want {
+		t.Errorf("%d SubjectAccessReviews for %d forwarded and %d limited requests, want %d: one per forwarded request", got, codes[200], codes[429], want)
+	}
+}
+
+// The SubjectAccessReview checks the request's method: a request that asks
+// the upstream to take it as another method (frameworks honour these
+// headers and a _method parameter) is refused, so a caller allowed only
+// get cannot delete with a GET that says DELETE.
+func TestAuthorizationRefusesMethodOverrides(t *testing.T) {
+	s := newSetup(t, Options{Authorization: &Authorization{}})
+	tok := s.api.token(t, "team-a", "reader", audience, time.Hour)
+	s.api.allowed["system:serviceaccount:team-a:reader get /hello"] = true
+	s.api.allowed["system:serviceaccount:team-a:reader get /hello/*"] = true
+	for _, h := range []http.Header{
+		{"X-Http-Method-Override": {"DELETE"}},
+		{"X-Http-Method": {"DELETE"}},
+		{"X-Method-Override": {"DELETE"}},
+		{"x-http-method-override": {"delete"}},
+		{"X_HTTP_Method_Override": {"DELETE"}},
+		{"X-Http-Method-Override": {""}},
+	} {
+		if resp, _ := s.get(t, tok, h); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("GET with %v = %d, want 403", h, resp.StatusCode)
+		}
+	}
+	for _, q := range []string{"?_method=DELETE", "?a=1&_method=delete", "?_METHOD=DELETE"} {
+		if got := rawGet(t, s.srv.Listener.Addr().String(), "/hello"+q, http.Header{"Authorization": {"Bearer " + tok}}); got != http.StatusForbidden {
+			t.Errorf("GET /hello%s = %d, want 403", q, got)
+		}
+	}
+	if n := s.up.count(); n != 0 {
+		t.Errorf("%d requests with a method override reached the upstream", n)
+	}
+	if resp, _ := s.get(t, tok, http.Header{"X-Http-Method-Overridden": {"x"}}); resp.StatusCode != 200 {
+		t.Errorf("GET with an unrelated header = %d, want 200", resp.StatusCode)
+	}
+	if got := rawGet(t, s.srv.Listener.Addr().String(), "/hello/x?method=DELETE&x_method=1", http.Header{"Authorization": {"Bearer " + tok}}); got != 200 {
+		t.Errorf("GET with unrelated parameters = %d, want 200", got)
+	}
+
+	// A verb that does not come from the request leaves nothing to override;
+	// without authorization the method is the upstream's business.
+	for name, opts := range map[string]Options{
+		"fixed verb": {Authorization: &Authorization{Resource: &authzv1.ResourceAttributes{Verb: "get", Namespace: "monitoring", Resource: "services", Subresource: "proxy"}}},
+		"no authz":   {},
+	} {
+		s := newSetup(t, opts)
+		tok := s.api.token(t, "team-a", "scraper", audience, time.Hour)
+		s.api.allowed["system:serviceaccount:team-a:scraper get services/proxy monitoring"] = true
+		if resp, _ := s.get(t, tok, http.Header{"X-Http-Method-Override": {"DELETE"}}); resp.StatusCode != 200 {
+			t.Errorf("%s: GET with an override = %d, want 200", name, resp.StatusCode)
+		}
 	}
 }

@@ -17,8 +17,9 @@
 // JWT of the API server's service-account issuer: its signature against the
 // issuer's keys (discovery and JWKS fetched through Config from the API
 // server itself, since the advertised jwks_uri is often unreachable from a
-// pod), its issuer, an audience that contains Options.Audience (so a token
-// meant for one service cannot be replayed to another), and its expiry and
+// pod), its issuer, an audience that is one of the service's
+// (Options.Audience and Options.Audiences, so a token meant for one service
+// cannot be replayed to another), and its expiry and
 // not-before with a small leeway. Anything else (garbage, another issuer,
 // a key the cluster does not have, another audience, an expired token) is
 // refused there and never costs an API call. An unknown key id refetches
@@ -35,7 +36,7 @@
 // TokenReview decides. With Options.NoReview nothing can vouch for such an
 // issuer: those tokens are refused.
 //
-// The second is a TokenReview with the audience, which sees what no
+// The second is a TokenReview with the audiences, which sees what no
 // signature shows: a token whose Pod or ServiceAccount was deleted. Its
 // answers are cached by a keyed hash of the token (never the token),
 // separately for success and failure, errors never; one review is in
@@ -56,15 +57,28 @@
 // # Forwarding
 //
 // Authorization is removed, and so is every incoming copy of the identity
-// headers (any spelling, and the X-Remote-* family), so a caller cannot
-// claim an identity; then the caller's user name, UID and groups are set.
-// A missing, bad or wrong-audience token gets 401 with WWW-Authenticate, a
+// headers (any spelling, and the X-Remote-* family), in trailers too, and
+// from the names Connection and Trailer list, so a caller cannot claim an
+// identity; then the caller's user name, UID and groups are set. A
+// missing, bad or wrong-audience token gets 401 with WWW-Authenticate, a
 // caller over its rate 429 with Retry-After, a token that cannot be
-// verified now 503; none is forwarded.
+// verified now 503; none is forwarded. A refusal is written at once and
+// the request's body never read: over HTTP/1, a request with a body gets
+// "Connection: close" and its connection's reads end, so a body trickled a
+// byte at a time holds nothing.
+//
+// # Paths
+//
+// Options.AllowPaths, when set, are the only paths served (404 for others,
+// before any verification); Options.IgnorePaths are served unverified,
+// with no identity set and none claimable. Both are path.Match patterns,
+// matched only against a path every upstream reads the same way (see
+// Authorization), so no pattern can be climbed out of.
 //
 // # Bounds
 //
-// A per-user token bucket (Options.RatePerUser) limits each caller. Every
+// A per-user token bucket (Options.RatePerUser) limits each caller, before
+// any SubjectAccessReview: a caller over its rate costs no API call. Every
 // request ends by Options.MaxRequestDuration and by its token's expiry, and
 // one that lasts (a watch, a WebSocket) is reviewed again every
 // Options.SuccessTTL and ended when its token is revoked: access stops when
@@ -88,6 +102,18 @@
 // adds a SubjectAccessReview for each caller and request (the request's
 // path and verb, or resource attributes as kube-rbac-proxy's), cached for
 // allow and deny separately; a caller that is not allowed gets 403.
+//
+// The review names the path the middleware sees; the upstream receives the
+// raw one. Where they could differ, the request gets 403 without a review:
+// a backslash (a slash to some servers), ";" (path parameters Tomcat and
+// Jetty strip: /public/..;/admin), an encoded slash, "%" left after
+// decoding (double encoding), empty, "." or ".." segments or segments of
+// dots only, "#" or "?" decoded from the path, control bytes, spaces and
+// bytes outside ASCII, a path over 4 KiB. So is a request that asks the
+// upstream to take it as another method than the one reviewed
+// (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, a _method
+// query parameter); one in a form body cannot be seen without reading the
+// body: an upstream behind authorization must not honour it.
 //
 // # Secrets
 //

@@ -1,11 +1,15 @@
 package addonauth
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -171,5 +175,79 @@ func TestAReviewThatJustLandedIsNotAskedAgain(t *testing.T) {
 	}
 	if n := api.reviews.Load(); n != 1 {
 		t.Errorf("%d TokenReviews, want 1: the first answer was fresh in the cache", n)
+	}
+}
+
+// Trailers are headers too: an upstream in the same process reads
+// r.Trailer once it has read the body, and a caller must not claim an
+// identity there, declared or not, nor make a proxy behind the middleware
+// expect one by naming it in Trailer.
+func TestIdentityTrailersNeverReachTheUpstream(t *testing.T) {
+	api := newFakeAPI(t)
+	a, err := New(Options{Audience: audience, Config: api.config()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		header, trailer http.Header
+		body            string
+	}
+	got := make(chan seen, 2)
+	srv := httptest.NewServer(a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Header.Clone(), r.Trailer.Clone(), string(b)}
+	})))
+	defer srv.Close()
+	tok := api.token(t, "team-a", "client", audience, time.Hour)
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "POST /hello HTTP/1.1\r\nHost: upstream\r\nAuthorization: Bearer %s\r\n"+
+		"Transfer-Encoding: chunked\r\nTrailer: X-Authenticated-User, X-Remote-Group, X-Checksum\r\nTrailer: X_Authenticated_Uid\r\n\r\n"+
+		"5\r\nhello\r\n0\r\nX-Authenticated-User: admin\r\nX-Remote-Group: system:masters\r\nX_Authenticated_Uid: 0\r\n"+
+		"X-Authenticated-Groups: system:masters\r\nX-Checksum: abc\r\n\r\n", tok)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s := <-got
+	if s.body != "hello" || s.trailer.Get("X-Checksum") != "abc" {
+		t.Errorf("the upstream read %q with trailers %v, want hello and the checksum", s.body, s.trailer)
+	}
+	for name, values := range s.trailer {
+		if a.isIdentityHeader(name) {
+			t.Errorf("the trailer %s: %v reached the upstream", name, values)
+		}
+	}
+
+	// Undeclared trailers never reach a copy of the request.
+	fmt.Fprintf(conn, "POST /hello HTTP/1.1\r\nHost: upstream\r\nAuthorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"5\r\nhello\r\n0\r\nX-Authenticated-User: admin\r\n\r\n", tok)
+	if resp, err = http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s = <-got; s.body != "hello" || len(s.trailer) != 0 {
+		t.Errorf("undeclared trailers: the upstream read %q with trailers %v, want hello and none", s.body, s.trailer)
+	}
+
+	// Without chunking, Trailer stays a header: the names it declares
+	// must not include identity headers either.
+	fmt.Fprintf(conn, "POST /hello HTTP/1.1\r\nHost: upstream\r\nAuthorization: Bearer %s\r\nContent-Length: 5\r\n"+
+		"Trailer: X-Authenticated-User, X-Checksum\r\nTrailer: x_remote_user\r\n\r\nhello", tok)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s = <-got
+	if got, want := s.header.Values("Trailer"), []string{"X-Checksum"}; !slices.Equal(got, want) {
+		t.Errorf("the upstream saw Trailer %q, want %q", got, want)
 	}
 }

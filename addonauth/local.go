@@ -112,7 +112,7 @@ func (a *Authenticator) verifyLocal(ctx context.Context, token string) (User, or
 		}
 	}
 	// The issuer is settled above: any of the cluster's, or a review's.
-	err = std.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience{a.opts.Audience}, Time: a.opts.now()}, a.opts.Leeway)
+	err = std.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience(a.opts.Audiences), Time: a.opts.now()}, a.opts.Leeway)
 	switch {
 	case errors.Is(err, jwt.ErrInvalidAudience):
 		return User{}, from, errAudience

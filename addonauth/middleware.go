@@ -14,14 +14,36 @@ import (
 // next with the caller's identity: in the headers Options.Headers names
 // (every incoming copy of those, and of the X-Remote-* family, removed
 // first) and in the context (UserFrom). Authorization is removed. A request
-// without a valid token is answered here and never reaches next.
+// without a valid token is answered here and never reaches next; so is one
+// for a path outside Options.AllowPaths (404). One for Options.IgnorePaths
+// reaches next unverified, with no identity.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if len(a.opts.AllowPaths) > 0 && !pathPatterns(a.opts.AllowPaths).match(r.URL) {
+			a.metrics.requests.WithLabelValues("not_found").Inc()
+			closeUnread(w, r)
+			http.NotFound(w, r)
+			return
+		}
+		if pathPatterns(a.opts.IgnorePaths).match(r.URL) {
+			a.serveIgnored(w, r, next)
+			return
+		}
 		u, err := a.authenticateRequest(r)
 		if err != nil {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 			a.refuse(w, r, err)
+			return
+		}
+		// The limit before the review: a caller over its rate must not
+		// cost the API server a SubjectAccessReview per request.
+		if ok, wait := a.limits.allow(u.Name, a.opts.now()); !ok {
+			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
+			a.metrics.requests.WithLabelValues("rate_limited").Inc()
+			closeUnread(w, r)
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			http.Error(w, "too many requests", http.StatusTooManyRequests)
 			return
 		}
 		if err := a.authz.authorize(r.Context(), u, r); err != nil {
@@ -29,17 +51,11 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.refuse(w, r, err)
 			return
 		}
-		if ok, wait := a.limits.allow(u.Name, a.opts.now()); !ok {
-			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
-			a.metrics.requests.WithLabelValues("rate_limited").Inc()
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			http.Error(w, "too many requests", http.StatusTooManyRequests)
-			return
-		}
 		ctx, w, stop := a.bound(r.Context(), r.Header.Get("Authorization"), u, w)
 		defer stop()
 		out := r.WithContext(withUser(ctx, u))
 		out.Header = a.forwardHeaders(r.Header, u)
+		a.stripTrailers(out)
 		a.metrics.requests.WithLabelValues("forwarded").Inc()
 		a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 		next.ServeHTTP(w, out)
@@ -59,8 +75,10 @@ func (a *Authenticator) authenticateRequest(r *http.Request) (User, error) {
 	return a.Authenticate(r.Context(), strings.TrimSpace(token))
 }
 
-// refuse answers a request whose caller could not be verified.
+// refuse answers a request whose caller could not be verified, or is not
+// allowed the request, without reading its body.
 func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	closeUnread(w, r)
 	if errors.Is(err, errUnavailable) {
 		a.metrics.requests.WithLabelValues("unavailable").Inc()
 		// Per request at V(1): the outage itself is logged once, when it
@@ -72,7 +90,7 @@ func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error
 	}
 	if errors.Is(err, errForbidden) {
 		a.metrics.requests.WithLabelValues("forbidden").Inc()
-		a.opts.Logger.V(1).Info("caller not allowed", "path", r.URL.Path, "remote", r.RemoteAddr)
+		a.opts.Logger.V(1).Info("caller not allowed", "reason", err.Error(), "path", r.URL.Path, "remote", r.RemoteAddr)
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
 	}
@@ -89,29 +107,7 @@ func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error
 // forwardHeaders are h without the caller's credentials and claimed
 // identity, with u's identity.
 func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
-	out := make(http.Header, len(h)+3)
-	for name, values := range h {
-		if a.isIdentityHeader(name) {
-			continue
-		}
-		out[name] = values
-	}
-	// A proxy behind the middleware drops the headers Connection names:
-	// a caller must not make it drop the identity set here.
-	if conn, ok := out["Connection"]; ok {
-		var keep []string
-		for _, v := range conn {
-			for opt := range strings.SplitSeq(v, ",") {
-				if opt = strings.TrimSpace(opt); opt != "" && !a.isIdentityHeader(opt) {
-					keep = append(keep, opt)
-				}
-			}
-		}
-		delete(out, "Connection")
-		if len(keep) > 0 {
-			out["Connection"] = []string{strings.Join(keep, ", ")}
-		}
-	}
+	out := a.withoutIdentity(h)
 	hd := a.opts.Headers
 	out.Set(hd.User, u.Name)
 	if u.UID != "" {
@@ -121,6 +117,47 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 		out.Add(hd.Groups, g)
 	}
 	return out
+}
+
+// withoutIdentity is a copy of h without the caller's credentials and
+// claimed identity, with room for the identity headers.
+func (a *Authenticator) withoutIdentity(h http.Header) http.Header {
+	out := make(http.Header, len(h)+3)
+	for name, values := range h {
+		if a.isIdentityHeader(name) {
+			continue
+		}
+		out[name] = values
+	}
+	// A proxy behind the middleware drops the headers Connection names:
+	// a caller must not make it drop the identity set here. Nor may
+	// Trailer (a header when the body is not chunked) announce identity
+	// headers to come after the body.
+	for _, list := range []string{"Connection", "Trailer"} {
+		a.dropIdentityNames(out, list)
+	}
+	return out
+}
+
+// dropIdentityNames removes the identity header names from the header
+// list, a comma-separated list of header names.
+func (a *Authenticator) dropIdentityNames(h http.Header, list string) {
+	values, ok := h[list]
+	if !ok {
+		return
+	}
+	var keep []string
+	for _, v := range values {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" && !a.isIdentityHeader(name) {
+				keep = append(keep, name)
+			}
+		}
+	}
+	delete(h, list)
+	if len(keep) > 0 {
+		h[list] = []string{strings.Join(keep, ", ")}
+	}
 }
 
 // isIdentityHeader tells whether a header named name must not reach the

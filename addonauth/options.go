@@ -2,6 +2,7 @@ package addonauth
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,8 +16,12 @@ import (
 type Options struct {
 	// Audience is what a token must be meant for: this service, as its
 	// callers ask for it in their TokenRequest (for example
-	// "dashboard.kube-system.svc"). Required.
+	// "dashboard.kube-system.svc"). Required, unless Audiences is set.
 	Audience string
+	// Audiences are more names the service goes by: a token meant for any
+	// of them, or for Audience, is accepted (its aud claim holds one; the
+	// TokenReview asks with them all). Default: Audience alone.
+	Audiences []string
 
 	// Config reaches the API server for the issuer's keys and the reviews,
 	// typically a vault's RESTConfig. Required. Its QPS and Burst are used
@@ -82,10 +87,22 @@ type Options struct {
 	// token. Default: 1 h.
 	MaxRequestDuration time.Duration
 
+	// AllowPaths, when set, are the only paths served: a request for any
+	// other gets 404 before its caller is verified. IgnorePaths are served
+	// without verification (health checks, public assets): no token is
+	// needed there, and no identity is set, though every incoming one is
+	// still removed. Both hold path.Match patterns ("/metrics",
+	// "/static/*"), matched against the decoded path, only when it is one
+	// every upstream reads the same (see Authorization): no
+	// "/static/..;/admin" is ignored. Default: none.
+	AllowPaths, IgnorePaths []string
+
 	// Authorization, when set, also asks the API server whether each
 	// caller may make its request (SubjectAccessReview); one that may not
-	// gets 403. Default: none: the pattern keeps authorization apart, and
-	// the service sees the caller's groups.
+	// gets 403, and so does one whose path some upstream would read as
+	// another, or that carries a method override (see the package doc).
+	// Default: none: the pattern keeps authorization apart, and the service
+	// sees the caller's groups.
 	Authorization *Authorization
 
 	// Logger receives refusals (at V(1)) and failures to verify, never a
@@ -111,8 +128,26 @@ var RequestHeaders = Headers{User: "X-Remote-User", Groups: "X-Remote-Group", UI
 var defaultHeaders = Headers{User: "X-Authenticated-User", Groups: "X-Authenticated-Groups", UID: "X-Authenticated-UID"}
 
 func (o Options) withDefaults() (Options, error) {
-	if o.Audience == "" {
+	// Audiences holds them all from here on, Audience first; Audience is
+	// the one WWW-Authenticate names.
+	var all []string
+	for _, aud := range append([]string{o.Audience}, o.Audiences...) {
+		if aud != "" && !slices.Contains(all, aud) {
+			all = append(all, aud)
+		}
+	}
+	switch {
+	case len(all) == 0:
 		return o, errors.New("addonauth: Options.Audience is required: the audience tokens must be meant for")
+	case slices.Contains(o.Audiences, ""):
+		return o, errors.New("addonauth: Options.Audiences holds an empty audience")
+	}
+	o.Audience, o.Audiences = all[0], all
+	if err := checkPathPatterns("AllowPaths", o.AllowPaths); err != nil {
+		return o, err
+	}
+	if err := checkPathPatterns("IgnorePaths", o.IgnorePaths); err != nil {
+		return o, err
 	}
 	if o.Config == nil {
 		return o, errors.New("addonauth: Options.Config is required: the API server to verify tokens with")

@@ -26,10 +26,10 @@ var errUnavailable = errors.New("addonauth: the token cannot be verified now")
 // reviewer asks the API server about tokens through TokenReview, and caches
 // the answers by a keyed hash of the token.
 type reviewer struct {
-	client   authnclient.TokenReviewInterface
-	audience string
-	opts     *Options
-	metrics  *metrics
+	client    authnclient.TokenReviewInterface
+	audiences []string // any of them will do
+	opts      *Options
+	metrics   *metrics
 
 	key     []byte     // HMAC key, made per process
 	cache   *lru.Cache // tokenKey → *reviewed; locks itself
@@ -61,7 +61,7 @@ func (v *reviewed) newerThan(since uint64) bool {
 func newReviewer(client authnclient.TokenReviewInterface, opts *Options, m *metrics) *reviewer {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // never fails on supported platforms
-	return &reviewer{client: client, audience: opts.Audience, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize),
+	return &reviewer{client: client, audiences: opts.Audiences, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize),
 		backend: newCircuit("TokenReviews", opts.now, opts.Logger)}
 }
 
@@ -172,7 +172,7 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	seq := r.seq.Add(1) // before asking: the answer is at least this recent
 	start := time.Now()
 	tr, err := r.client.Create(ctx, &authnv1.TokenReview{
-		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{r.audience}},
+		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: r.audiences},
 	}, metav1.CreateOptions{})
 	r.metrics.reviewSeconds.Observe(time.Since(start).Seconds())
 	done(err)
@@ -182,7 +182,7 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	}
 	st := tr.Status
 	now := r.opts.now()
-	if !st.Authenticated || !slices.Contains(st.Audiences, r.audience) {
+	if !st.Authenticated || !slices.ContainsFunc(st.Audiences, func(aud string) bool { return slices.Contains(r.audiences, aud) }) {
 		r.metrics.reviews.WithLabelValues("denied").Inc()
 		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL), seq: seq}, nil
 	}

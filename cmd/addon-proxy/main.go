@@ -14,19 +14,14 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/time/rate"
-	authzv1 "k8s.io/api/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/authvault/authvault/addonauth"
@@ -40,77 +35,15 @@ func main() {
 	}
 }
 
-type config struct {
-	listen, opsListen, upstream, certFile, keyFile string
-	shutdownGrace                                  time.Duration
-	auth                                           addonauth.Options
-	requestHeaders, authorize                      bool
-	authorizeResource                              string
-	rate                                           float64
-}
-
-func parseFlags() (config, error) {
-	var c config
-	if flag.Lookup("kubeconfig") == nil { // the vault's fallback reads it
-		flag.String("kubeconfig", "", "a kubeconfig to log in with (default: the pod's ServiceAccount, $KUBECONFIG, ~/.kube/config)")
-	}
-	flag.StringVar(&c.listen, "listen", ":8443", "address to serve the callers on")
-	flag.StringVar(&c.opsListen, "ops-listen", ":9090", "address of /healthz, /readyz and /metrics (\"0\": off)")
-	flag.StringVar(&c.upstream, "upstream", "", "the service's URL, on localhost (required), e.g. http://127.0.0.1:8080")
-	flag.StringVar(&c.auth.Audience, "audience", "", "the audience callers' tokens must name (required)")
-	flag.StringVar(&c.certFile, "tls-cert-file", "", "serving certificate (PEM), reread when it changes; with --tls-key-file")
-	flag.StringVar(&c.keyFile, "tls-key-file", "", "serving key (PEM), reread when it changes")
-	flag.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
-	flag.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
-	flag.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted (default 10s)")
-	flag.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s)")
-	flag.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
-	flag.Float64Var(&c.rate, "rate-per-user", 0, "requests per second per user (default: no limit)")
-	flag.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
-	flag.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h)")
-	flag.BoolVar(&c.requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
-	flag.BoolVar(&c.authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL)")
-	flag.StringVar(&c.authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource, namespace/resource[/subresource], with the request's verb")
-	flag.DurationVar(&c.shutdownGrace, "shutdown-grace", 20*time.Second, "how long requests under way may finish on SIGTERM, then the rest are closed (below the pod's termination grace, 30s by default)")
-	flag.Parse()
-	switch {
-	case c.upstream == "":
-		return c, errors.New("--upstream is required")
-	case c.auth.Audience == "":
-		return c, errors.New("--audience is required")
-	case (c.certFile == "") != (c.keyFile == ""):
-		return c, errors.New("--tls-cert-file and --tls-key-file go together")
-	}
-	c.auth.RatePerUser = rate.Limit(c.rate)
-	switch {
-	case c.authorizeResource != "":
-		parts := strings.Split(c.authorizeResource, "/")
-		if len(parts) < 2 || len(parts) > 3 || parts[1] == "" {
-			return c, fmt.Errorf("--authorize-resource %q is not namespace/resource[/subresource]", c.authorizeResource)
-		}
-		attrs := &authzv1.ResourceAttributes{Namespace: parts[0], Resource: parts[1]}
-		if len(parts) == 3 {
-			attrs.Subresource = parts[2]
-		}
-		c.auth.Authorization = &addonauth.Authorization{Resource: attrs}
-	case c.authorize:
-		c.auth.Authorization = &addonauth.Authorization{}
-	}
-	if c.requestHeaders {
-		c.auth.Headers = addonauth.RequestHeaders
-	}
-	return c, nil
-}
-
 func run() error {
-	c, err := parseFlags()
+	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		return err
 	}
 	log := zap.New(zap.UseDevMode(false)).WithName("addon-proxy")
-	upstream, err := url.Parse(c.upstream)
-	if err != nil || upstream.Scheme == "" || upstream.Host == "" {
-		return fmt.Errorf("--upstream %q is not an absolute URL", c.upstream)
+	transport, err := upstreamTransport(c)
+	if err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -123,27 +56,16 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("logging in to the API server: %w", err)
 	}
+	// TokenReviews and SubjectAccessReviews share this rate: client-go's
+	// default of 5 made reviews queue behind each other.
+	cfg.QPS, cfg.Burst = float32(c.apiQPS), c.apiBurst
 	c.auth.Config, c.auth.Logger, c.auth.Registerer = cfg, log, reg
 	auth, err := addonauth.New(c.auth)
 	if err != nil {
 		return err
 	}
 
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(upstream)
-			pr.SetXForwarded()
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				log.Error(err, "forwarding", "path", r.URL.Path)
-			}
-			w.WriteHeader(http.StatusBadGateway)
-		},
-	}
-	// No read or write timeout: streams last; MaxRequestDuration and the
-	// token bound them instead.
-	srv := &http.Server{Addr: c.listen, Handler: auth.Middleware(proxy), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newServer(c.listen, newHandler(auth.Middleware, newProxy(c.upstream, transport, log), c.verifyTimeout))
 	if c.certFile != "" {
 		certs := &certReloader{certFile: c.certFile, keyFile: c.keyFile, log: log}
 		if _, err := certs.load(); err != nil {
@@ -159,7 +81,7 @@ func run() error {
 		ops = &http.Server{Addr: c.opsListen, Handler: opsHandler(v, reg), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- serve(ops, false) }()
 	}
-	log.Info("serving", "listen", c.listen, "upstream", upstream.String(), "audience", c.auth.Audience, "tls", c.certFile != "")
+	log.Info("serving", "listen", c.listen, "upstream", c.upstream.Redacted(), "audiences", c.auth.Audiences, "tls", c.certFile != "")
 
 	select {
 	case err = <-errs:
@@ -180,6 +102,12 @@ func run() error {
 		_ = ops.Close()
 	}
 	return errors.Join(err, shutErr)
+}
+
+// newServer is the server of the callers. No read or write timeout:
+// streams last; MaxRequestDuration and the token bound them instead.
+func newServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 }
 
 // serve runs srv until Shutdown, which is not an error.

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+	authzv1 "k8s.io/api/authorization/v1"
+
+	"github.com/authvault/authvault/addonauth"
+)
+
+type config struct {
+	listen, opsListen, certFile, keyFile string
+	upstream                             *url.URL
+	upstreamCAFile                       string
+	upstreamH2C                          bool
+	shutdownGrace, verifyTimeout         time.Duration
+	auth                                 addonauth.Options
+	apiQPS                               float64
+	apiBurst                             int
+}
+
+// parseFlags defines the flags on fs and parses args. The vault's
+// fallback reads --kubeconfig from the command line's flags.
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	var (
+		c                         config
+		upstream                  string
+		requestHeaders, authorize bool
+		authorizeResource         string
+		ratePerUser               float64
+	)
+	if fs.Lookup("kubeconfig") == nil {
+		fs.String("kubeconfig", "", "a kubeconfig to log in with (default: the pod's ServiceAccount, $KUBECONFIG, ~/.kube/config)")
+	}
+	fs.StringVar(&c.listen, "listen", ":8443", "address to serve the callers on")
+	fs.StringVar(&c.opsListen, "ops-listen", ":9090", "address of /healthz, /readyz and /metrics (\"0\": off)")
+	fs.StringVar(&upstream, "upstream", "", "the service's URL, on localhost (required), e.g. http://127.0.0.1:8080")
+	fs.StringVar(&c.upstreamCAFile, "upstream-ca-file", "", "CA bundle (PEM) that signs an https upstream's certificate, instead of the system's")
+	fs.BoolVar(&c.upstreamH2C, "upstream-force-h2c", false, "speak HTTP/2 without TLS (h2c, prior knowledge) to an http:// upstream that speaks only that, as gRPC servers without TLS")
+	fs.Var((*list)(&c.auth.Audiences), "audience", "an audience callers' tokens may name: the service's name (required; repeat it or separate with commas for several, any of which will do)")
+	fs.StringVar(&c.certFile, "tls-cert-file", "", "serving certificate (PEM), reread when it changes; with --tls-key-file")
+	fs.StringVar(&c.keyFile, "tls-key-file", "", "serving key (PEM), reread when it changes")
+	fs.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
+	fs.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
+	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted, and so how long a revoked token keeps access (default 10s)")
+	fs.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s)")
+	fs.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
+	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "requests per second to the API server (TokenReviews and SubjectAccessReviews share them; negative: no limit)")
+	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "requests to the API server allowed in a burst above --kube-api-qps")
+	fs.Float64Var(&ratePerUser, "rate-per-user", 0, "requests per second per user (default: no limit)")
+	fs.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
+	fs.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h)")
+	fs.DurationVar(&c.verifyTimeout, "verify-timeout", 30*time.Second, "how long a request may take to be verified (and authorized) before it is forwarded; its connection's reads end then, and it gets 503")
+	fs.BoolVar(&requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
+	fs.BoolVar(&authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL); paths some upstream would read as another path get 403")
+	fs.StringVar(&authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource (SubjectAccessReview), with the request's verb unless verb= is given:\n"+
+		"namespace/resource[/subresource], or comma-separated key=value with keys namespace, group (or apiGroup), version (or apiVersion),\n"+
+		"resource (required), subresource, name, verb; e.g. namespace=prod,group=apps,resource=deployments,subresource=scale,name=web")
+	fs.Var((*list)(&c.auth.AllowPaths), "allow-paths", "path patterns (path.Match: /metrics, /api/*) that are the only ones served; others get 404 (repeat or separate with commas)")
+	fs.Var((*list)(&c.auth.IgnorePaths), "ignore-paths", "path patterns served without verification, and without identity headers (repeat or separate with commas)")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 20*time.Second, "how long requests under way may finish on SIGTERM, then the rest are closed (below the pod's termination grace, 30s by default)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case upstream == "":
+		return c, errors.New("--upstream is required")
+	case len(c.auth.Audiences) == 0:
+		return c, errors.New("--audience is required")
+	case (c.certFile == "") != (c.keyFile == ""):
+		return c, errors.New("--tls-cert-file and --tls-key-file go together")
+	case c.apiQPS > 0 && c.apiBurst <= 0:
+		return c, errors.New("--kube-api-burst must be positive when --kube-api-qps is")
+	case c.verifyTimeout <= 0:
+		return c, errors.New("--verify-timeout must be positive")
+	}
+	u, err := url.Parse(upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("--upstream %q is not an http:// or https:// URL", upstream)
+	}
+	c.upstream = u
+	switch {
+	case c.upstreamCAFile != "" && u.Scheme != "https":
+		return c, errors.New("--upstream-ca-file needs an https:// --upstream")
+	case c.upstreamH2C && u.Scheme != "http":
+		return c, errors.New("--upstream-force-h2c needs an http:// --upstream")
+	}
+	c.auth.RatePerUser = rate.Limit(ratePerUser)
+	switch {
+	case authorizeResource != "":
+		attrs, err := parseResource(authorizeResource)
+		if err != nil {
+			return c, fmt.Errorf("--authorize-resource %q: %w", authorizeResource, err)
+		}
+		c.auth.Authorization = &addonauth.Authorization{Resource: attrs}
+	case authorize:
+		c.auth.Authorization = &addonauth.Authorization{}
+	}
+	if requestHeaders {
+		c.auth.Headers = addonauth.RequestHeaders
+	}
+	return c, nil
+}
+
+// parseResource reads --authorize-resource: namespace/resource[/subresource]
+// (an empty namespace for cluster-scoped resources), or key=value pairs for
+// all of a SubjectAccessReview's resource attributes.
+func parseResource(s string) (*authzv1.ResourceAttributes, error) {
+	attrs := &authzv1.ResourceAttributes{}
+	if !strings.Contains(s, "=") {
+		parts := strings.Split(s, "/")
+		if len(parts) < 2 || len(parts) > 3 || parts[1] == "" {
+			return nil, errors.New("not namespace/resource[/subresource], nor key=value pairs")
+		}
+		attrs.Namespace, attrs.Resource = parts[0], parts[1]
+		if len(parts) == 3 {
+			attrs.Subresource = parts[2]
+		}
+		return attrs, nil
+	}
+	fields := map[string]*string{
+		"namespace": &attrs.Namespace, "group": &attrs.Group, "apigroup": &attrs.Group, "version": &attrs.Version,
+		"apiversion": &attrs.Version, "resource": &attrs.Resource, "subresource": &attrs.Subresource, "name": &attrs.Name, "verb": &attrs.Verb,
+	}
+	seen := map[*string]bool{}
+	for kv := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		field := fields[strings.ToLower(k)]
+		switch {
+		case !ok || field == nil:
+			return nil, fmt.Errorf("%q is not key=value with a key of namespace, group, version, resource, subresource, name, verb", kv)
+		case seen[field]:
+			return nil, fmt.Errorf("%s given twice", k)
+		}
+		*field, seen[field] = v, true
+	}
+	if attrs.Resource == "" {
+		return nil, errors.New("resource= is required")
+	}
+	return attrs, nil
+}
+
+// list is a flag that may be repeated and holds comma-separated values,
+// empty ones dropped.
+type list []string
+
+func (l *list) String() string { return strings.Join(*l, ",") }
+
+func (l *list) Set(s string) error {
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// newHandler is the sidecar's handler: mw (the authenticator's
+// middleware) in front of proxy, with verification bounded.
+//
+// The server has no read timeout (streams last), so until a request is
+// forwarded its connection's reads end at verifyTimeout: nothing reads
+// the body meanwhile, and whatever answers a request that is not
+// forwarded (net/http reads what is left of an unread body before
+// keeping a connection) cannot be held by a body trickled in a byte at a
+// time for longer. The bound is lifted when the request is forwarded;
+// a request whose verification took longer is answered 503 instead.
+func newHandler(mw func(http.Handler) http.Handler, proxy http.Handler, verifyTimeout time.Duration) http.Handler {
+	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v, ok := r.Context().Value(verifyingKey{}).(*verifying); ok && !v.end() {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the caller could not be verified in time", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	verified := mw(forward)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := &verifying{rc: http.NewResponseController(w), deadline: time.Now().Add(verifyTimeout)}
+		_ = v.rc.SetReadDeadline(v.deadline)
+		verified.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifyingKey{}, v)))
+	})
+}
+
+// verifying is a request under verification. Its ResponseController is
+// made from the server's own ResponseWriter, so the bound can be lifted
+// whatever the middleware hands on.
+type verifying struct {
+	rc       *http.ResponseController
+	deadline time.Time
+}
+
+type verifyingKey struct{}
+
+// end lifts the bound on reads, and tells whether the verification ended
+// within it.
+func (v *verifying) end() bool {
+	if time.Now().After(v.deadline) {
+		return false
+	}
+	_ = v.rc.SetReadDeadline(time.Time{})
+	return true
+}

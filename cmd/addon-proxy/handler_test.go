@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+
+	"github.com/authvault/authvault/addonauth"
+)
+
+// answerWait is how long a test waits for an answer that must come at
+// once (or at a bound of a fraction of a second): generous for a loaded
+// machine, far below what a trickled body takes.
+const answerWait = 10 * time.Second
+
+// sidecar serves h as the sidecar serves its callers, on a loopback
+// address it returns, until the test ends.
+func sidecar(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer("", h)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// upstream is a service that counts the requests it gets and reads their
+// bodies.
+type upstream struct {
+	*httptest.Server
+	got atomic.Int64
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.got.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d bytes over HTTP/%d", len(b), r.ProtoMajor)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) url(t *testing.T) *url.URL {
+	target, err := url.Parse(u.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target
+}
+
+// trickle sends the head of a POST announcing a body of which only one
+// byte comes, and returns a reader of the answer.
+func trickle(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte("POST /hello HTTP/1.1\r\nHost: sidecar\r\nContent-Length: 100000\r\n\r\nx")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(answerWait))
+	return conn, bufio.NewReader(conn)
+}
+
+// readAnswer reads an answer and checks that the connection closes after
+// it.
+func readAnswer(t *testing.T, br *bufio.Reader, want int) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer while the body trickles: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Errorf("answer = %d, want %d", resp.StatusCode, want)
+	}
+	if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) || err == nil {
+		t.Errorf("after the answer, read = %v; want the connection closed", err)
+	}
+}
+
+// The sidecar answers a caller without a token at once and closes its
+// connection, however slowly its body comes.
+func TestSidecarRefusesSlowBodiesAtOnce(t *testing.T) {
+	auth, err := addonauth.New(addonauth.Options{Audience: "greeter.addons.svc", Config: &rest.Config{Host: "https://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newUpstream(t)
+	addr := sidecar(t, newHandler(auth.Middleware, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Minute))
+	for range 5 {
+		_, br := trickle(t, addr)
+		readAnswer(t, br, 401)
+	}
+	if up.got.Load() != 0 {
+		t.Error("a request without a token reached the upstream")
+	}
+}
+
+// Until a request is forwarded, its connection's reads end at
+// --verify-timeout: whatever answers it (a refusal that leaves the body
+// unread makes net/http read it before answering) cannot be held by a
+// trickled body for longer.
+func TestSidecarBoundsReadsBeforeForwarding(t *testing.T) {
+	refuseReadingTheBody := func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "unauthorized", http.StatusUnauthorized) // no Connection: close
+		})
+	}
+	addr := sidecar(t, newHandler(refuseReadingTheBody, http.NotFoundHandler(), 200*time.Millisecond))
+	_, br := trickle(t, addr)
+	readAnswer(t, br, 401)
+}
+
+// Once forwarded, a request's body is the upstream's, however long it
+// takes: the bound ends with verification.
+func TestSidecarDoesNotBoundForwardedBodies(t *testing.T) {
+	up := newUpstream(t)
+	forward := func(next http.Handler) http.Handler { return next }
+	addr := sidecar(t, newHandler(forward, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Second))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(answerWait))
+	if _, err := conn.Write([]byte("POST /hello HTTP/1.1\r\nHost: sidecar\r\nContent-Length: 10\r\n\r\nhello")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // past the bound: the rest of the body comes late
+	if _, err := conn.Write([]byte("world")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "10 bytes over HTTP/1" {
+		t.Errorf("a slow body forwarded: %d %q, want 200 with its 10 bytes", resp.StatusCode, b)
+	}
+}
+
+// A request whose verification outlasts --verify-timeout is answered 503
+// and not forwarded late.
+func TestSidecarRefusesVerificationPastTheBound(t *testing.T) {
+	up := newUpstream(t)
+	slow := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(300 * time.Millisecond) // a verification slower than the bound
+			next.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewServer(newHandler(slow, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), 100*time.Millisecond))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a verification past the bound = %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	if up.got.Load() != 0 {
+		t.Error("a request was forwarded after its verification outlasted the bound")
+	}
+	quick := httptest.NewServer(newHandler(func(next http.Handler) http.Handler { return next }, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Minute))
+	defer quick.Close()
+	resp, err = http.Post(quick.URL+"/hello", "text/plain", strings.NewReader("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("a verification within the bound = %d, want 200", resp.StatusCode)
+	}
+}

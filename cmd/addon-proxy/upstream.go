@@ -1,0 +1,57 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+
+	"github.com/go-logr/logr"
+)
+
+// newProxy forwards to upstream through transport.
+func newProxy(upstream *url.URL, transport http.RoundTripper, log logr.Logger) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.SetXForwarded()
+		},
+		Transport: transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				log.Error(err, "forwarding", "path", r.URL.Path)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+}
+
+// upstreamTransport reaches the upstream: trusting --upstream-ca-file for
+// an https one, speaking h2c with --upstream-force-h2c. It never goes
+// through an HTTP proxy from the environment: the requests carry the
+// callers' identities, for the service beside the sidecar only.
+func upstreamTransport(c config) (*http.Transport, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	if c.upstreamCAFile != "" {
+		pem, err := os.ReadFile(c.upstreamCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--upstream-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--upstream-ca-file %s holds no PEM certificate", c.upstreamCAFile)
+		}
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	if c.upstreamH2C {
+		// HTTP/2 only, with prior knowledge: no HTTP/1.1 Upgrade, which
+		// h2c-only servers (gRPC without TLS) do not answer.
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return t, nil
+}

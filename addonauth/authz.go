@@ -45,6 +45,7 @@ type authorizer struct {
 	timeout time.Duration
 	cache   *lru.Cache // [32]byte → decision
 	flight  singleflight.Group
+	backend *circuit // remembers that reviews fail, so that callers do not wait for each
 }
 
 type decision struct {
@@ -59,7 +60,8 @@ func newAuthorizer(client authzclient.SubjectAccessReviewInterface, o *Options) 
 	cfg := *o.Authorization
 	cfg.AllowTTL = defaulted(cfg.AllowTTL, time.Minute)
 	cfg.DenyTTL = defaulted(cfg.DenyTTL, 10*time.Second)
-	return &authorizer{client: client, cfg: cfg, now: o.now, timeout: o.ReviewTimeout, cache: lru.New(o.CacheSize)}
+	return &authorizer{client: client, cfg: cfg, now: o.now, timeout: o.ReviewTimeout, cache: lru.New(o.CacheSize),
+		backend: newCircuit("SubjectAccessReviews", o.now, o.Logger)}
 }
 
 // verbs maps HTTP methods to the API server's verbs.
@@ -105,13 +107,23 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 			return d.errOf()
 		}
 	}
+	// While reviews fail, a caller neither asks nor joins a probe's
+	// flight: a hung API server costs one caller its timeout.
+	if err := z.backend.holding(); err != nil {
+		return fmt.Errorf("%w: a SubjectAccessReview: %w", errUnavailable, err)
+	}
 	v, err, _ := z.flight.Do(string(key[:]), func() (any, error) {
 		if v, ok := z.cache.Get(key); ok && z.now().Before(v.(decision).until) {
 			return v, nil // a flight that just ended answered it
 		}
+		done, err := z.backend.enter()
+		if err != nil {
+			return nil, err
+		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), z.timeout)
 		defer cancel()
 		sar, err := z.client.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		done(err)
 		if err != nil {
 			return nil, err
 		}

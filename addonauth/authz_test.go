@@ -1,6 +1,8 @@
 package addonauth
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"testing"
@@ -174,4 +176,61 @@ func TestAuthorizationRefusesMethodOverrides(t *testing.T) {
 			t.Errorf("%s: GET with an override = %d, want 200", name, resp.StatusCode)
 		}
 	}
+}
+
+// A hung API server costs the SubjectAccessReviews one timeout, as it does
+// the TokenReviews: the paths (or users) whose decision has lapsed or was
+// never made get 503 at once, not each after ReviewTimeout, and no review
+// reaches the hung server until the retry period has passed.
+func TestHungAccessReviewsAreWaitedForOnce(t *testing.T) {
+	const timeout = 2 * time.Second
+	clk := newManualClock()
+	s := newSetup(t, Options{NoReview: true, ReviewTimeout: timeout, Authorization: &Authorization{}, now: clk.now})
+	tok := s.api.token(t, "team-a", "reader", audience, 2*time.Hour)
+	for i := range 6 {
+		s.api.allowed[fmt.Sprintf("system:serviceaccount:team-a:reader get /p%d", i)] = true
+	}
+	if resp, _ := s.getPath(t, tok, "/p0"); resp.StatusCode != 200 {
+		t.Fatalf("first GET = %d", resp.StatusCode)
+	}
+	s.api.setHung(true)
+	defer s.api.setHung(false)
+	if resp, _ := s.getPath(t, tok, "/p1"); resp.StatusCode != 503 {
+		t.Fatalf("a review that timed out = %d, want 503", resp.StatusCode)
+	}
+	before := s.api.accessReviews.Load()
+	for i := 2; i < 6; i++ {
+		start := time.Now()
+		resp, _ := s.getPath(t, tok, fmt.Sprintf("/p%d", i))
+		if took := time.Since(start); took >= timeout {
+			t.Errorf("/p%d took %v, want no wait for the review timeout (%v)", i, took, timeout)
+		}
+		if resp.StatusCode != 503 {
+			t.Errorf("/p%d = %d, want 503", i, resp.StatusCode)
+		}
+	}
+	if resp, _ := s.getPath(t, tok, "/p0"); resp.StatusCode != 200 {
+		t.Errorf("a cached permission during the outage = %d, want 200", resp.StatusCode)
+	}
+	if got := s.api.accessReviews.Load() - before; got != 0 {
+		t.Errorf("%d SubjectAccessReviews reached the hung API server after one timed out, want 0", got)
+	}
+	s.api.setHung(false)
+	clk.advance(s.auth.authz.backend.retry)
+	if resp, _ := s.getPath(t, tok, "/p5"); resp.StatusCode != 200 {
+		t.Errorf("after the outage = %d, want 200", resp.StatusCode)
+	}
+}
+
+func (s *setup) getPath(t *testing.T, token, path string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(body)
 }

@@ -160,6 +160,8 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		f.reviews.Add(1)
 	case discoveryPath:
 		f.discoveries.Add(1)
+	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+		f.accessReviews.Add(1)
 	}
 	f.mu.Lock()
 	down, hung, issuer := f.down, f.hung, f.issuer
@@ -207,7 +209,6 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		tr.Kind, tr.APIVersion = "TokenReview", "authentication.k8s.io/v1"
 		_ = json.NewEncoder(w).Encode(tr)
 	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
-		f.accessReviews.Add(1)
 		var sar authzv1.SubjectAccessReview
 		if err := json.NewDecoder(r.Body).Decode(&sar); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -52,6 +52,10 @@
 // TokenReview. If it is a JWT, its exp claim (unverified: it can only
 // shorten access) bounds it as a service-account token's does: never
 // served past it, from the cache or stale, and refused unreviewed after.
+// A token with a space in it is refused, never reviewed: the API server
+// would review what comes before the space, a token that skipped the
+// local check. A 400 to a review is an answer about its token, a refusal,
+// not a failure of the API server's.
 //
 // # Forwarding
 //

@@ -195,9 +195,20 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		// As kube-apiserver's TokenReview: no token is a bad request, and
+		// the token is read as it would be from "Authorization: Bearer
+		// <token>": trimmed, and up to its first space.
+		if tr.Spec.Token == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",
+				"message": "token is required for TokenReview in authentication", "reason": "BadRequest", "code": 400})
+			return
+		}
+		parts := append(strings.SplitN(strings.TrimSpace("Bearer "+tr.Spec.Token), " ", 3), "")
 		f.mu.Lock()
-		user, ok := f.accepted[tr.Spec.Token]
+		user, ok := f.accepted[parts[1]]
 		f.mu.Unlock()
+		ok = ok && parts[1] != ""
 		tr.Spec.Token = ""
 		if ok {
 			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: user, Audiences: tr.Spec.Audiences}

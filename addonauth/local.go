@@ -31,6 +31,7 @@ var (
 	errBadClaims     = errors.New("the token's claims are not a service account's")
 	errReviewDenied  = errors.New("the API server does not accept the token")
 	errTooLong       = errors.New("the token is too long")
+	errSpace         = errors.New("the token has a space in it")
 	errMissing       = errors.New("no bearer token")
 )
 

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/utils/lru"
@@ -175,6 +176,12 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{r.audience}},
 	}, metav1.CreateOptions{})
 	r.metrics.reviewSeconds.Observe(time.Since(start).Seconds())
+	// A 400 is the API server's answer about this token (it names no
+	// token, or one it finds malformed), not an outage: a caller must not
+	// open the circuit for everyone with the tokens it sends.
+	if apierrors.IsBadRequest(err) {
+		tr, err = &authnv1.TokenReview{}, nil // not authenticated
+	}
 	done(err)
 	if err != nil {
 		r.metrics.reviews.WithLabelValues("error").Inc()

@@ -52,9 +52,12 @@ func (a *Authenticator) bound(parent context.Context, authorization string, u Us
 		// Verdicts asked from now on are news to this request; the one it
 		// began with may be older than the request, so is not.
 		b.since = a.reviewer.seq.Load()
-		// Only a request that lasts longer than SuccessTTL is checked; a
-		// short one costs the timer only.
-		b.recheck = time.AfterFunc(a.opts.SuccessTTL, b.review)
+		// The first check is due a SuccessTTL on, or when the verdict the
+		// request was let in on lapses if sooner: a request begun on a
+		// verdict about to lapse must not keep a revoked token for two.
+		// Only a request that lasts is checked; a short one costs the
+		// timer only.
+		b.recheck = time.AfterFunc(min(a.opts.SuccessTTL, a.reviewer.trustedFor(b.token)), b.review)
 		b.mu.Unlock()
 	}
 	return b.ctx, b.wrap(w), b.served

@@ -267,3 +267,41 @@ func TestBoundsAreReleased(t *testing.T) {
 		})
 	}
 }
+
+// A long request let in on a cached verdict is checked again when that
+// verdict lapses, not a whole SuccessTTL after the request began: a stream
+// started just before its token's verdict lapsed kept a revoked token's
+// access for nearly two SuccessTTLs.
+func TestStreamLetInOnACachedVerdictIsCheckedWhenItLapses(t *testing.T) {
+	const ttl = 30 * time.Second
+	clk := newManualClock()
+	api := newFakeAPI(t)
+	a, err := New(Options{Audience: audience, Config: api.config(), SuccessTTL: ttl, now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Middleware(http.HandlerFunc(streaming)))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	tok := api.token(t, "team-a", "watcher", audience, time.Hour)
+	if _, err := a.Authenticate(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	api.revoke(tok)
+	clk.advance(ttl - 100*time.Millisecond) // the verdict has 100 ms left
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch on the cached verdict = %v %v, want 200", resp, err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(ttl / 2):
+		t.Fatalf("the stream outlived the verdict it was let in on (100 ms left) by %v: its token was revoked before", ttl/2)
+	}
+}

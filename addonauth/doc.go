@@ -71,8 +71,9 @@
 // A per-user token bucket (Options.RatePerUser) limits each caller. Every
 // request ends by Options.MaxRequestDuration and by its token's expiry, and
 // one that lasts (a watch, a WebSocket) is reviewed again every
-// Options.SuccessTTL and ended when its token is revoked: access stops when
-// the credential does. Requests that hold one token share its reviews: a
+// Options.SuccessTTL (first when the cached verdict it was let in on
+// lapses) and ended when its token is revoked: access stops when the
+// credential does, a SuccessTTL after at most. Requests that hold one token share its reviews: a
 // verdict asked after a request's last check serves it, whoever asked, so
 // a token costs one review a SuccessTTL however many streams hold it; one
 // asked before never does.

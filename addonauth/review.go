@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,24 @@ func (r *reviewer) cached(token string) (*reviewed, bool) {
 	}
 	r.metrics.cache.WithLabelValues("miss").Inc()
 	return nil, false
+}
+
+// trustedFor is how long the cached verdict on token is trusted yet: zero
+// for a refusal, and the longest duration when none is kept or it has
+// lapsed (a stale answer in an outage).
+func (r *reviewer) trustedFor(token string) time.Duration {
+	v, ok := r.cache.Get(r.keyOf(token))
+	if !ok {
+		return math.MaxInt64
+	}
+	p := v.(*reviewed)
+	if p.err != nil {
+		return 0
+	}
+	if d := p.until.Sub(r.opts.now()); d > 0 {
+		return d
+	}
+	return math.MaxInt64
 }
 
 // remember caches a local verdict, for NoReview: until the token expires,

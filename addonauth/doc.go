@@ -83,8 +83,9 @@
 // moments, even after its handler has returned; the bound lasts until the
 // connection is closed, by its Close or by the middleware. The writer the
 // upstream gets offers Flush and Hijack where the server's does, the rest
-// of http.ResponseController through Unwrap; over HTTP/2 there is nothing
-// to hijack, and a stream ends with its context.
+// of http.ResponseController through Unwrap, and the deprecated
+// CloseNotify (which some frameworks still assert); over HTTP/2 there is
+// nothing to hijack, and a stream ends with its context.
 //
 // # Authorization
 //

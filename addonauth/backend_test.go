@@ -332,3 +332,31 @@ func TestABadRequestIsADenialNotAnOutage(t *testing.T) {
 		t.Errorf("a good token after a 400 = %d, want 200", resp.StatusCode)
 	}
 }
+
+// With ReviewForeign, a review of a token the local check did not vouch
+// for may fail for that token's sake (the webhook or identity provider
+// the API server asks about it hangs) while the API server answers the
+// others: such a failure refuses that caller, and opens the circuit for
+// nobody. One garbage token a second kept every new caller at 503.
+func TestAForeignTokensFailedReviewDoesNotOpenTheCircuit(t *testing.T) {
+	s := newSetup(t, Options{ReviewForeign: true, ReviewTimeout: 200 * time.Millisecond})
+	s.api.hangOn("webhook-token")
+	if resp, _ := s.get(t, "webhook-token", nil); resp.StatusCode != 503 {
+		t.Errorf("a token whose review timed out = %d, want 503", resp.StatusCode)
+	}
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "good", audience, time.Hour), nil); resp.StatusCode != 200 {
+		t.Errorf("a good token right after = %d, want 200", resp.StatusCode)
+	}
+	// A failing API server still opens it for everyone, foreign tokens too.
+	s.api.setDown(true)
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "new", audience, time.Hour), nil); resp.StatusCode != 503 {
+		t.Errorf("a new token while the API server is down = %d, want 503", resp.StatusCode)
+	}
+	reviews := s.api.reviews.Load()
+	if resp, _ := s.get(t, "another-webhook-token", nil); resp.StatusCode != 503 {
+		t.Errorf("a foreign token while the circuit is open = %d, want 503", resp.StatusCode)
+	}
+	if got := s.api.reviews.Load() - reviews; got != 0 {
+		t.Errorf("%d TokenReviews while the circuit is open, want 0", got)
+	}
+}

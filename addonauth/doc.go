@@ -42,9 +42,11 @@
 // flight per token however many requests carry it. While the API server
 // cannot be reached, a token whose last successful review is younger than
 // Options.StaleIfError is still accepted; others get 503. A failed or
-// timed-out review is remembered: for a second after it, no review is
-// sent, so a hung API server costs one request its ReviewTimeout, not
-// every request; then one review at a time finds out whether it is back.
+// timed-out review of a token the local check vouched for is remembered
+// (a foreign token's may fail for its own sake, a webhook's behind the
+// API server): for a second after it, no review is sent, so a hung API
+// server costs one request its ReviewTimeout, not every request; then one
+// review at a time finds out whether it is back.
 // An outage is logged once when it begins and once when it ends; each
 // refused request at V(1).
 //

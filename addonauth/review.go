@@ -121,9 +121,9 @@ func (r *reviewer) keyOf(token string) tokenKey {
 }
 
 // review returns the user the API server names for token, from the cache
-// while its answer is fresh. local is what the local check found (a zero
-// User for a foreign token): a review never extends access past the
-// token's own expiry.
+// while its answer is fresh. local is what the local check found (for a
+// foreign token no Name, only its exp if it has one): a review never
+// extends access past the token's own expiry.
 func (r *reviewer) review(ctx context.Context, token string, local User) (User, error) {
 	return r.reviewMaybeFresh(ctx, token, local, 0)
 }
@@ -184,7 +184,9 @@ func (r *reviewer) fallback(prev any, now time.Time, err error) (User, error) {
 // an error means there was none. While reviews fail, ask fails at once
 // (see circuit): the caller falls back on its stale verdict or a 503.
 func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed, error) {
-	done, err := r.backend.enter()
+	// A foreign token's review may fail for the token's sake, not the
+	// API server's: see circuit.enter.
+	done, err := r.backend.enter(local.Name != "")
 	if err != nil {
 		r.metrics.reviews.WithLabelValues("skipped").Inc()
 		return nil, err

@@ -18,10 +18,10 @@ import (
 type bound struct {
 	// Set when made, read only.
 	a        *Authenticator
-	token    string // "" without rechecks
-	user     User   // as verified when the request began
-	deadline time.Time
-	reason   string // why the deadline ends it: max_duration or token_expired
+	token    string    // "" without rechecks
+	user     User      // as verified when the request began
+	deadline time.Time // zero: none
+	reason   string    // why the deadline ends it: max_duration or token_expired
 	parent   context.Context
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -40,11 +40,18 @@ type bound struct {
 // the handler returns: it releases the bound, unless the connection was
 // hijacked, which then keeps it until its Close.
 func (a *Authenticator) bound(parent context.Context, authorization string, u User, w http.ResponseWriter) (context.Context, http.ResponseWriter, func()) {
-	b := &bound{a: a, user: u, parent: parent, deadline: a.opts.now().Add(a.opts.MaxRequestDuration), reason: "max_duration"}
-	if !u.Expires.IsZero() && u.Expires.Before(b.deadline) {
+	b := &bound{a: a, user: u, parent: parent}
+	if d := a.opts.MaxRequestDuration; d > 0 { // negative: none
+		b.deadline, b.reason = a.opts.now().Add(d), "max_duration"
+	}
+	if !u.Expires.IsZero() && (b.deadline.IsZero() || u.Expires.Before(b.deadline)) {
 		b.deadline, b.reason = u.Expires, "token_expired"
 	}
-	b.ctx, b.cancel = context.WithDeadline(parent, b.deadline)
+	if b.deadline.IsZero() {
+		b.ctx, b.cancel = context.WithCancel(parent)
+	} else {
+		b.ctx, b.cancel = context.WithDeadline(parent, b.deadline)
+	}
 	if !a.opts.NoReview && a.opts.SuccessTTL > 0 {
 		_, token, _ := strings.Cut(authorization, " ")
 		b.token = strings.TrimSpace(token)

@@ -305,3 +305,28 @@ func TestStreamLetInOnACachedVerdictIsCheckedWhenItLapses(t *testing.T) {
 		t.Fatalf("the stream outlived the verdict it was let in on (100 ms left) by %v: its token was revoked before", ttl/2)
 	}
 }
+
+// A negative MaxRequestDuration means none, as every negative duration in
+// Options does: requests end with their token, not at once.
+func TestNoMaxRequestDuration(t *testing.T) {
+	s := newSetup(t, Options{MaxRequestDuration: -1})
+	tok := s.api.token(t, "team-a", "watcher", audience, time.Hour)
+	u, err := s.auth.Authenticate(context.Background(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, _, stop := s.auth.bound(context.Background(), "Bearer "+tok, u, httptest.NewRecorder())
+	defer stop()
+	if err := ctx.Err(); err != nil {
+		t.Errorf("a request's context without MaxRequestDuration: %v at once, want it to last", err)
+	}
+	if d, ok := ctx.Deadline(); !ok || !d.Equal(u.Expires) {
+		t.Errorf("deadline %v (%v), want the token's expiry %v", d, ok, u.Expires)
+	}
+	opaque := newSetup(t, Options{MaxRequestDuration: -1, NoReview: true})
+	ctx, _, stop = opaque.auth.bound(context.Background(), "", User{}, httptest.NewRecorder())
+	defer stop()
+	if _, ok := ctx.Deadline(); ok || ctx.Err() != nil {
+		t.Errorf("with neither a maximum nor an expiry: deadline %v, error %v; want none", ok, ctx.Err())
+	}
+}

@@ -27,7 +27,9 @@ func (b *bound) hijacked(conn net.Conn) (net.Conn, error) {
 	b.conn = c
 	// The request's context ends when the handler returns: a timer of
 	// its own ends the connection.
-	b.expire = time.AfterFunc(b.deadline.Sub(b.a.opts.now()), func() { b.finish(b.reason) })
+	if !b.deadline.IsZero() {
+		b.expire = time.AfterFunc(b.deadline.Sub(b.a.opts.now()), func() { b.finish(b.reason) })
+	}
 	b.mu.Unlock()
 	if _, ok := conn.(closeWriter); ok {
 		return halfClosingConn{c}, nil

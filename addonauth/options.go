@@ -79,7 +79,7 @@ type Options struct {
 	MaxUsers int
 
 	// MaxRequestDuration ends every request after this long, whatever its
-	// token. Default: 1 h.
+	// token. Default: 1 h; negative: none, a request ends with its token.
 	MaxRequestDuration time.Duration
 
 	// Authorization, when set, also asks the API server whether each

@@ -67,7 +67,7 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
 	flag.Float64Var(&c.rate, "rate-per-user", 0, "requests per second per user (default: no limit)")
 	flag.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
-	flag.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h)")
+	flag.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h; negative: none)")
 	flag.BoolVar(&c.requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
 	flag.BoolVar(&c.authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL)")
 	flag.StringVar(&c.authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource, namespace/resource[/subresource], with the request's verb")

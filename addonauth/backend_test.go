@@ -360,3 +360,26 @@ func TestAForeignTokensFailedReviewDoesNotOpenTheCircuit(t *testing.T) {
 		t.Errorf("%d TokenReviews while the circuit is open, want 0", got)
 	}
 }
+
+// A long request's recheck of a foreign token blames its failure on the
+// API server no more than the first review did.
+func TestAForeignStreamsFailedRecheckDoesNotOpenTheCircuit(t *testing.T) {
+	clk := newManualClock()
+	s := newSetup(t, Options{ReviewForeign: true, SuccessTTL: time.Hour, ReviewTimeout: 200 * time.Millisecond, now: clk.now})
+	s.api.accept("webhook-token", authnv1.UserInfo{Username: "alice"})
+	u, err := s.auth.Authenticate(context.Background(), "webhook-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, w, stop := s.auth.bound(context.Background(), "Bearer webhook-token", u, httptest.NewRecorder())
+	defer stop()
+	s.api.hangOn("webhook-token")
+	clk.advance(2 * time.Hour) // the verdict has lapsed: the check asks
+	boundOf(t, w).review()
+	if ctx.Err() == nil {
+		t.Error("the stream outlived a recheck that could not vouch for its token")
+	}
+	if err := s.auth.reviewer.backend.holding(); err != nil {
+		t.Errorf("after a foreign token's recheck timed out the circuit holds: %v", err)
+	}
+}

@@ -52,6 +52,9 @@ type reviewed struct {
 	// stream can tell a verdict made after its last check from one made
 	// before, whatever the clock says.
 	seq uint64
+	// foreign: the local check did not vouch for the token, so a failed
+	// review of it may be the token's own failure (see ask).
+	foreign bool
 }
 
 // newerThan tells whether v was asked after the review numbered since;
@@ -186,7 +189,8 @@ func (r *reviewer) fallback(prev any, now time.Time, err error) (User, error) {
 func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed, error) {
 	// A foreign token's review may fail for the token's sake, not the
 	// API server's: see circuit.enter.
-	done, err := r.backend.enter(local.Name != "")
+	foreign := local.Name == ""
+	done, err := r.backend.enter(!foreign)
 	if err != nil {
 		r.metrics.reviews.WithLabelValues("skipped").Inc()
 		return nil, err
@@ -212,7 +216,7 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	now := r.opts.now()
 	if !st.Authenticated || !slices.Contains(st.Audiences, r.audience) {
 		r.metrics.reviews.WithLabelValues("denied").Inc()
-		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL), seq: seq}, nil
+		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL), seq: seq, foreign: foreign}, nil
 	}
 	r.metrics.reviews.WithLabelValues("accepted").Inc()
 	until := now.Add(r.opts.SuccessTTL)
@@ -221,7 +225,7 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	}
 	return &reviewed{
 		user:  User{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Expires: local.Expires},
-		until: until, lastGood: now, seq: seq,
+		until: until, lastGood: now, seq: seq, foreign: foreign,
 	}, nil
 }
 
@@ -235,10 +239,16 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 // outage).
 func (r *reviewer) recheck(ctx context.Context, token string, local User, since uint64) (uint64, time.Time, error) {
 	k := r.keyOf(token)
-	if v, ok := r.cache.Get(k); ok && v.(*reviewed).newerThan(since) && r.opts.now().Before(v.(*reviewed).until) {
-		r.metrics.cache.WithLabelValues("hit").Inc()
+	if v, ok := r.cache.Get(k); ok {
 		p := v.(*reviewed)
-		return p.seq, p.until, p.err
+		if p.newerThan(since) && r.opts.now().Before(p.until) {
+			r.metrics.cache.WithLabelValues("hit").Inc()
+			return p.seq, p.until, p.err
+		}
+		if p.foreign {
+			// local is the reviewed user: ask it as the first review did.
+			local = User{Expires: local.Expires}
+		}
 	}
 	r.metrics.cache.WithLabelValues("miss").Inc()
 	if _, err := r.reviewMaybeFresh(ctx, token, local, since); err != nil {

@@ -52,7 +52,7 @@ func (a *Authenticator) bound(parent context.Context, authorization string, u Us
 	} else {
 		b.ctx, b.cancel = context.WithDeadline(parent, b.deadline)
 	}
-	if !a.opts.NoReview && a.opts.SuccessTTL > 0 {
+	if !a.opts.NoReview {
 		_, token, _ := strings.Cut(authorization, " ")
 		b.token = strings.TrimSpace(token)
 		b.mu.Lock()
@@ -64,7 +64,7 @@ func (a *Authenticator) bound(parent context.Context, authorization string, u Us
 		// verdict about to lapse must not keep a revoked token for two.
 		// Only a request that lasts is checked; a short one costs the
 		// timer only.
-		b.recheck = time.AfterFunc(min(a.opts.SuccessTTL, a.reviewer.trustedFor(b.token)), b.review)
+		b.recheck = time.AfterFunc(min(b.every(), a.reviewer.trustedFor(b.token)), b.review)
 		b.mu.Unlock()
 	}
 	return b.ctx, b.wrap(w), b.served
@@ -137,7 +137,7 @@ func (b *bound) review() {
 		}
 		return
 	}
-	next := b.a.opts.SuccessTTL
+	next := b.every()
 	if d := until.Sub(b.a.opts.now()); seq > since && d > 0 && d < next {
 		next = d
 	}
@@ -147,4 +147,17 @@ func (b *bound) review() {
 		b.since = max(b.since, seq)
 		b.recheck.Reset(next)
 	}
+}
+
+// untrustedRecheck is how often a long request is reviewed again when
+// SuccessTTL is none: no verdict is trusted past its request, yet a stream
+// must end soon after its token is revoked.
+const untrustedRecheck = time.Second
+
+// every is how often the request is reviewed again: every SuccessTTL.
+func (b *bound) every() time.Duration {
+	if b.a.opts.SuccessTTL <= 0 {
+		return untrustedRecheck
+	}
+	return b.a.opts.SuccessTTL
 }

@@ -330,3 +330,34 @@ func TestNoMaxRequestDuration(t *testing.T) {
 		t.Errorf("with neither a maximum nor an expiry: deadline %v, error %v; want none", ok, ctx.Err())
 	}
 }
+
+// With SuccessTTL none (negative: no verdict is trusted past its request),
+// a long request is still reviewed again, every second: it was never
+// checked, and a revoked token kept its stream to its expiry.
+func TestStreamWithoutSuccessTTLEndsWhenRevoked(t *testing.T) {
+	api := newFakeAPI(t)
+	a, err := New(Options{Audience: audience, Config: api.config(), SuccessTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Middleware(http.HandlerFunc(streaming)))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	tok := api.token(t, "team-a", "watcher", audience, time.Hour)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch = %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	api.revoke(tok)
+	ended := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stream outlived its token's revocation by 15 s")
+	}
+}

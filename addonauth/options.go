@@ -43,7 +43,8 @@ type Options struct {
 
 	// SuccessTTL is how long a successful review is trusted, and how often
 	// a long request is reviewed again: how long a revoked token keeps
-	// access at most. Default: 10 s.
+	// access at most. Default: 10 s; negative: none, every request is
+	// reviewed, and a long one again every second.
 	SuccessTTL time.Duration
 	// FailureTTL is how long a refused token is refused without asking
 	// again. Default: 10 s.

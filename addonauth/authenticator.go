@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -66,6 +68,17 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (User, e
 func (a *Authenticator) authenticate(ctx context.Context, token string) (User, error) {
 	if len(token) > maxTokenBytes {
 		return User{}, errTooLong
+	}
+	// The API server reads a token as from "Authorization: Bearer
+	// <token>": trimmed, and up to its first space. One it would read
+	// otherwise is not the token the local check saw: "<token> x" would
+	// pass as the token without its checks, and an empty one is a 400
+	// (an outage, to the circuit).
+	switch {
+	case token == "":
+		return User{}, errMissing
+	case strings.ContainsFunc(token, unicode.IsSpace):
+		return User{}, errSpace
 	}
 	// A fresh verdict needs no signature check: the token was verified
 	// when it was given.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/utils/lru"
@@ -116,13 +117,20 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 		if v, ok := z.cache.Get(key); ok && z.now().Before(v.(decision).until) {
 			return v, nil // a flight that just ended answered it
 		}
-		done, err := z.backend.enter()
+		// The question is this process's, built from a verified user and
+		// a canonical path: its failure is the API server's.
+		done, err := z.backend.enter(true)
 		if err != nil {
 			return nil, err
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), z.timeout)
 		defer cancel()
 		sar, err := z.client.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if apierrors.IsBadRequest(err) {
+			// An answer about this question (one the API server finds
+			// invalid), not an outage: refused, and no circuit opened.
+			sar, err = &authzv1.SubjectAccessReview{}, nil
+		}
 		done(err)
 		if err != nil {
 			return nil, err

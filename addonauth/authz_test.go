@@ -234,3 +234,17 @@ func (s *setup) getPath(t *testing.T, token, path string) (*http.Response, strin
 	resp.Body.Close()
 	return resp, string(body)
 }
+
+// A 400 to a SubjectAccessReview answers that question (403), and is not
+// an outage: the next caller's review goes through.
+func TestABadAccessReviewIsADenialNotAnOutage(t *testing.T) {
+	s := newSetup(t, Options{NoReview: true, Authorization: &Authorization{}})
+	tok := s.api.token(t, "team-a", "reader", audience, time.Hour)
+	s.api.allowed["system:serviceaccount:team-a:reader get /hello"] = true
+	if resp, _ := s.getPath(t, tok, "/invalid"); resp.StatusCode != 403 {
+		t.Errorf("a question the API server finds invalid = %d, want 403", resp.StatusCode)
+	}
+	if resp, _ := s.getPath(t, tok, "/hello"); resp.StatusCode != 200 {
+		t.Errorf("the next caller = %d, want 200: the 400 opened the circuit", resp.StatusCode)
+	}
+}

@@ -44,18 +44,21 @@ func newCircuit(what string, now func() time.Time, log logr.Logger) *circuit {
 
 // enter tells whether a call may go to the API server now. When it may,
 // done must be called with the call's outcome; when not, the error wraps
-// errBackendFailing and the last failure.
-func (c *circuit) enter() (done func(error), err error) {
+// errBackendFailing and the last failure. blames says whether the call's
+// failure is the API server's: not when it may be the call's own (a
+// review of a token of the caller's choosing, which the API server asks
+// a webhook about), or a caller could open the circuit for everyone.
+func (c *circuit) enter(blames bool) (done func(error), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.failing {
-		return func(err error) { c.exit(false, err) }, nil
+		return func(err error) { c.exit(false, blames, err) }, nil
 	}
 	if c.probing || c.now().Before(c.retryAt) {
 		return nil, fmt.Errorf("%w: %w", errBackendFailing, c.lastErr)
 	}
 	c.probing = true // for holding too
-	return func(err error) { c.exit(true, err) }, nil
+	return func(err error) { c.exit(true, blames, err) }, nil
 }
 
 // holding is enter's error without entering: a caller that would wait
@@ -71,7 +74,7 @@ func (c *circuit) holding() error {
 
 // exit records a call's outcome. A call that began before an outage may
 // end in it: its success ends the outage as a probe's does.
-func (c *circuit) exit(probe bool, err error) {
+func (c *circuit) exit(probe, blames bool, err error) {
 	c.mu.Lock()
 	if probe {
 		c.probing = false
@@ -82,7 +85,7 @@ func (c *circuit) exit(probe bool, err error) {
 	switch {
 	case err == nil && c.failing:
 		c.failing, ended, down = false, true, now.Sub(c.since)
-	case err == nil:
+	case err == nil, !blames:
 	default:
 		if !c.failing {
 			c.failing, c.since, began = true, now, true

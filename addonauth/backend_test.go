@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/authvault/authvault/internal/testkit/testlog"
+	authnv1 "k8s.io/api/authentication/v1"
 )
 
 // waitFor polls cond until it holds, failing the test after a generous
@@ -260,5 +262,124 @@ func TestOutageIsLoggedOncePerChange(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// A token the API server would not review as it is given never reaches a
+// TokenReview, even with ReviewForeign. An empty one ("Bearer \u00a0"
+// leaves none once trimmed) is a 400, which counted as an outage: one such
+// request a second kept every new caller at 503. One with a space is
+// reviewed up to the space, so "<token> x" was accepted as the token
+// without its local checks: nothing bounded it by its exp.
+func TestTokensTheAPIServerWouldReadOtherwiseAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		token func(tok string) string // of a good token
+		// header: sent as "Authorization: Bearer <token>"; else given
+		// to Authenticate.
+		header bool
+	}{
+		{"only a non-breaking space", func(string) string { return "\u00a0" }, true},
+		{"a space and more", func(tok string) string { return tok + " x" }, true},
+		{"a space inside", func(tok string) string { return tok[:10] + " " + tok[10:] }, true},
+		{"a NEL inside", func(tok string) string { return tok + "\u0085x" }, true},
+		{"empty", func(string) string { return "" }, false},
+		{"only whitespace", func(string) string { return " \t\u00a0" }, false},
+		{"a trailing space", func(tok string) string { return tok + " " }, false},
+		{"a leading space", func(tok string) string { return " " + tok }, false},
+		{"a trailing NBSP", func(tok string) string { return tok + "\u00a0" }, false},
+		{"a tab inside", func(tok string) string { return tok[:10] + "\t" + tok[10:] }, false},
+		{"an opaque one with a space", func(string) string { return "opaque token" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t, Options{ReviewForeign: true})
+			tok := s.api.token(t, "team-a", "client", audience, time.Hour)
+			s.api.accept("opaque", authnv1.UserInfo{Username: "alice"})
+			if tc.header {
+				if resp, _ := s.get(t, "", http.Header{"Authorization": {"Bearer " + tc.token(tok)}}); resp.StatusCode != 401 {
+					t.Errorf("GET = %d, want 401", resp.StatusCode)
+				}
+			} else if _, err := s.auth.Authenticate(context.Background(), tc.token(tok)); err == nil || errors.Is(err, errUnavailable) {
+				t.Errorf("Authenticate = %v, want a refusal", err)
+			}
+			if got := s.api.reviews.Load(); got != 0 {
+				t.Errorf("%d TokenReviews, want 0", got)
+			}
+			if resp, _ := s.get(t, tok, nil); resp.StatusCode != 200 {
+				t.Errorf("a good token after it = %d, want 200", resp.StatusCode)
+			}
+			if up := s.up.count(); up != 1 {
+				t.Errorf("%d requests reached the upstream, want 1", up)
+			}
+		})
+	}
+}
+
+// A 400 for a TokenReview is the API server's answer about that token,
+// not an outage: the token is refused, and the others' reviews go on.
+func TestABadRequestIsADenialNotAnOutage(t *testing.T) {
+	s := newSetup(t, Options{})
+	// Past authenticate's checks, as a token some later API server
+	// finds malformed would be.
+	_, err := s.auth.reviewer.review(context.Background(), "", User{})
+	if !errors.Is(err, errReviewDenied) {
+		t.Errorf("review of a token the API server calls a bad request = %v, want %v", err, errReviewDenied)
+	}
+	if err := s.auth.reviewer.backend.holding(); err != nil {
+		t.Errorf("after a 400 the circuit holds: %v", err)
+	}
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "good", audience, time.Hour), nil); resp.StatusCode != 200 {
+		t.Errorf("a good token after a 400 = %d, want 200", resp.StatusCode)
+	}
+}
+
+// With ReviewForeign, a review of a token the local check did not vouch
+// for may fail for that token's sake (the webhook or identity provider
+// the API server asks about it hangs) while the API server answers the
+// others: such a failure refuses that caller, and opens the circuit for
+// nobody. One garbage token a second kept every new caller at 503.
+func TestAForeignTokensFailedReviewDoesNotOpenTheCircuit(t *testing.T) {
+	s := newSetup(t, Options{ReviewForeign: true, ReviewTimeout: 200 * time.Millisecond})
+	s.api.hangOn("webhook-token")
+	if resp, _ := s.get(t, "webhook-token", nil); resp.StatusCode != 503 {
+		t.Errorf("a token whose review timed out = %d, want 503", resp.StatusCode)
+	}
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "good", audience, time.Hour), nil); resp.StatusCode != 200 {
+		t.Errorf("a good token right after = %d, want 200", resp.StatusCode)
+	}
+	// A failing API server still opens it for everyone, foreign tokens too.
+	s.api.setDown(true)
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "new", audience, time.Hour), nil); resp.StatusCode != 503 {
+		t.Errorf("a new token while the API server is down = %d, want 503", resp.StatusCode)
+	}
+	reviews := s.api.reviews.Load()
+	if resp, _ := s.get(t, "another-webhook-token", nil); resp.StatusCode != 503 {
+		t.Errorf("a foreign token while the circuit is open = %d, want 503", resp.StatusCode)
+	}
+	if got := s.api.reviews.Load() - reviews; got != 0 {
+		t.Errorf("%d TokenReviews while the circuit is open, want 0", got)
+	}
+}
+
+// A long request's recheck of a foreign token blames its failure on the
+// API server no more than the first review did.
+func TestAForeignStreamsFailedRecheckDoesNotOpenTheCircuit(t *testing.T) {
+	clk := newManualClock()
+	s := newSetup(t, Options{ReviewForeign: true, SuccessTTL: time.Hour, ReviewTimeout: 200 * time.Millisecond, now: clk.now})
+	s.api.accept("webhook-token", authnv1.UserInfo{Username: "alice"})
+	u, err := s.auth.Authenticate(context.Background(), "webhook-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, w, stop := s.auth.bound(context.Background(), "Bearer webhook-token", u, httptest.NewRecorder())
+	defer stop()
+	s.api.hangOn("webhook-token")
+	clk.advance(2 * time.Hour) // the verdict has lapsed: the check asks
+	boundOf(t, w).review()
+	if ctx.Err() == nil {
+		t.Error("the stream outlived a recheck that could not vouch for its token")
+	}
+	if err := s.auth.reviewer.backend.holding(); err != nil {
+		t.Errorf("after a foreign token's recheck timed out the circuit holds: %v", err)
 	}
 }

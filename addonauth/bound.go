@@ -18,10 +18,10 @@ import (
 type bound struct {
 	// Set when made, read only.
 	a        *Authenticator
-	token    string // "" without rechecks
-	user     User   // as verified when the request began
-	deadline time.Time
-	reason   string // why the deadline ends it: max_duration or token_expired
+	token    string    // "" without rechecks
+	user     User      // as verified when the request began
+	deadline time.Time // zero: none
+	reason   string    // why the deadline ends it: max_duration or token_expired
 	parent   context.Context
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -40,21 +40,31 @@ type bound struct {
 // the handler returns: it releases the bound, unless the connection was
 // hijacked, which then keeps it until its Close.
 func (a *Authenticator) bound(parent context.Context, authorization string, u User, w http.ResponseWriter) (context.Context, http.ResponseWriter, func()) {
-	b := &bound{a: a, user: u, parent: parent, deadline: a.opts.now().Add(a.opts.MaxRequestDuration), reason: "max_duration"}
-	if !u.Expires.IsZero() && u.Expires.Before(b.deadline) {
+	b := &bound{a: a, user: u, parent: parent}
+	if d := a.opts.MaxRequestDuration; d > 0 { // negative: none
+		b.deadline, b.reason = a.opts.now().Add(d), "max_duration"
+	}
+	if !u.Expires.IsZero() && (b.deadline.IsZero() || u.Expires.Before(b.deadline)) {
 		b.deadline, b.reason = u.Expires, "token_expired"
 	}
-	b.ctx, b.cancel = context.WithDeadline(parent, b.deadline)
-	if !a.opts.NoReview && a.opts.SuccessTTL > 0 {
+	if b.deadline.IsZero() {
+		b.ctx, b.cancel = context.WithCancel(parent)
+	} else {
+		b.ctx, b.cancel = context.WithDeadline(parent, b.deadline)
+	}
+	if !a.opts.NoReview {
 		_, token, _ := strings.Cut(authorization, " ")
 		b.token = strings.TrimSpace(token)
 		b.mu.Lock()
 		// Verdicts asked from now on are news to this request; the one it
 		// began with may be older than the request, so is not.
 		b.since = a.reviewer.seq.Load()
-		// Only a request that lasts longer than SuccessTTL is checked; a
-		// short one costs the timer only.
-		b.recheck = time.AfterFunc(a.opts.SuccessTTL, b.review)
+		// The first check is due a SuccessTTL on, or when the verdict the
+		// request was let in on lapses if sooner: a request begun on a
+		// verdict about to lapse must not keep a revoked token for two.
+		// Only a request that lasts is checked; a short one costs the
+		// timer only.
+		b.recheck = time.AfterFunc(min(b.every(), a.reviewer.trustedFor(b.token)), b.review)
 		b.mu.Unlock()
 	}
 	return b.ctx, b.wrap(w), b.served
@@ -127,7 +137,7 @@ func (b *bound) review() {
 		}
 		return
 	}
-	next := b.a.opts.SuccessTTL
+	next := b.every()
 	if d := until.Sub(b.a.opts.now()); seq > since && d > 0 && d < next {
 		next = d
 	}
@@ -137,4 +147,17 @@ func (b *bound) review() {
 		b.since = max(b.since, seq)
 		b.recheck.Reset(next)
 	}
+}
+
+// untrustedRecheck is how often a long request is reviewed again when
+// SuccessTTL is none: no verdict is trusted past its request, yet a stream
+// must end soon after its token is revoked.
+const untrustedRecheck = time.Second
+
+// every is how often the request is reviewed again: every SuccessTTL.
+func (b *bound) every() time.Duration {
+	if b.a.opts.SuccessTTL <= 0 {
+		return untrustedRecheck
+	}
+	return b.a.opts.SuccessTTL
 }

@@ -267,3 +267,97 @@ func TestBoundsAreReleased(t *testing.T) {
 		})
 	}
 }
+
+// A long request let in on a cached verdict is checked again when that
+// verdict lapses, not a whole SuccessTTL after the request began: a stream
+// started just before its token's verdict lapsed kept a revoked token's
+// access for nearly two SuccessTTLs.
+func TestStreamLetInOnACachedVerdictIsCheckedWhenItLapses(t *testing.T) {
+	const ttl = 30 * time.Second
+	clk := newManualClock()
+	api := newFakeAPI(t)
+	a, err := New(Options{Audience: audience, Config: api.config(), SuccessTTL: ttl, now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Middleware(http.HandlerFunc(streaming)))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	tok := api.token(t, "team-a", "watcher", audience, time.Hour)
+	if _, err := a.Authenticate(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	api.revoke(tok)
+	clk.advance(ttl - 100*time.Millisecond) // the verdict has 100 ms left
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch on the cached verdict = %v %v, want 200", resp, err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(ttl / 2):
+		t.Fatalf("the stream outlived the verdict it was let in on (100 ms left) by %v: its token was revoked before", ttl/2)
+	}
+}
+
+// A negative MaxRequestDuration means none, as every negative duration in
+// Options does: requests end with their token, not at once.
+func TestNoMaxRequestDuration(t *testing.T) {
+	s := newSetup(t, Options{MaxRequestDuration: -1})
+	tok := s.api.token(t, "team-a", "watcher", audience, time.Hour)
+	u, err := s.auth.Authenticate(context.Background(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, _, stop := s.auth.bound(context.Background(), "Bearer "+tok, u, httptest.NewRecorder())
+	defer stop()
+	if err := ctx.Err(); err != nil {
+		t.Errorf("a request's context without MaxRequestDuration: %v at once, want it to last", err)
+	}
+	if d, ok := ctx.Deadline(); !ok || !d.Equal(u.Expires) {
+		t.Errorf("deadline %v (%v), want the token's expiry %v", d, ok, u.Expires)
+	}
+	opaque := newSetup(t, Options{MaxRequestDuration: -1, NoReview: true})
+	ctx, _, stop = opaque.auth.bound(context.Background(), "", User{}, httptest.NewRecorder())
+	defer stop()
+	if _, ok := ctx.Deadline(); ok || ctx.Err() != nil {
+		t.Errorf("with neither a maximum nor an expiry: deadline %v, error %v; want none", ok, ctx.Err())
+	}
+}
+
+// With SuccessTTL none (negative: no verdict is trusted past its request),
+// a long request is still reviewed again, every second: it was never
+// checked, and a revoked token kept its stream to its expiry.
+func TestStreamWithoutSuccessTTLEndsWhenRevoked(t *testing.T) {
+	api := newFakeAPI(t)
+	a, err := New(Options{Audience: audience, Config: api.config(), SuccessTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Middleware(http.HandlerFunc(streaming)))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	tok := api.token(t, "team-a", "watcher", audience, time.Hour)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch = %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	api.revoke(tok)
+	ended := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stream outlived its token's revocation by 15 s")
+	}
+}

@@ -43,9 +43,11 @@
 // flight per token however many requests carry it. While the API server
 // cannot be reached, a token whose last successful review is younger than
 // Options.StaleIfError is still accepted; others get 503. A failed or
-// timed-out review is remembered: for a second after it, no review is
-// sent, so a hung API server costs one request its ReviewTimeout, not
-// every request; then one review at a time finds out whether it is back.
+// timed-out review of a token the local check vouched for is remembered
+// (a foreign token's may fail for its own sake, a webhook's behind the
+// API server): for a second after it, no review is sent, so a hung API
+// server costs one request its ReviewTimeout, not every request; then one
+// review at a time finds out whether it is back.
 // An outage is logged once when it begins and once when it ends; each
 // refused request at V(1).
 //
@@ -53,6 +55,10 @@
 // TokenReview. If it is a JWT, its exp claim (unverified: it can only
 // shorten access) bounds it as a service-account token's does: never
 // served past it, from the cache or stale, and refused unreviewed after.
+// A token with a space in it is refused, never reviewed: the API server
+// would review what comes before the space, a token that skipped the
+// local check. A 400 to a review is an answer about its token, a refusal,
+// not a failure of the API server's.
 //
 // # Forwarding
 //
@@ -81,8 +87,9 @@
 // any SubjectAccessReview: a caller over its rate costs no API call. Every
 // request ends by Options.MaxRequestDuration and by its token's expiry, and
 // one that lasts (a watch, a WebSocket) is reviewed again every
-// Options.SuccessTTL and ended when its token is revoked: access stops when
-// the credential does. Requests that hold one token share its reviews: a
+// Options.SuccessTTL (first when the cached verdict it was let in on
+// lapses) and ended when its token is revoked: access stops when the
+// credential does, a SuccessTTL after at most. Requests that hold one token share its reviews: a
 // verdict asked after a request's last check serves it, whoever asked, so
 // a token costs one review a SuccessTTL however many streams hold it; one
 // asked before never does.
@@ -92,8 +99,9 @@
 // moments, even after its handler has returned; the bound lasts until the
 // connection is closed, by its Close or by the middleware. The writer the
 // upstream gets offers Flush and Hijack where the server's does, the rest
-// of http.ResponseController through Unwrap; over HTTP/2 there is nothing
-// to hijack, and a stream ends with its context.
+// of http.ResponseController through Unwrap, and the deprecated
+// CloseNotify (which some frameworks still assert); over HTTP/2 there is
+// nothing to hijack, and a stream ends with its context.
 //
 // # Authorization
 //

@@ -36,6 +36,7 @@ type fakeAPI struct {
 	accepted map[string]authnv1.UserInfo // token → user; others are denied
 	down     bool                        // every request answers 503
 	hung     chan struct{}               // non-nil: every request waits for its close, or its caller to leave
+	hangsOn  map[string]bool             // tokens whose review waits for its caller to leave (a hung webhook behind the API server)
 
 	allowed map[string]bool // "user verb path" the SubjectAccessReviews allow
 
@@ -99,6 +100,17 @@ func (f *fakeAPI) setIssuer(iss string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.issuer = iss
+}
+
+// hangOn makes the API server's review of tok wait until its caller gives
+// up, as one that a hung webhook token authenticator must answer does.
+func (f *fakeAPI) hangOn(tok string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hangsOn == nil {
+		f.hangsOn = map[string]bool{}
+	}
+	f.hangsOn[tok] = true
 }
 
 // accept makes the API server accept tok as user's.
@@ -197,9 +209,25 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		// As kube-apiserver's TokenReview: no token is a bad request, and
+		// the token is read as it would be from "Authorization: Bearer
+		// <token>": trimmed, and up to its first space.
+		if tr.Spec.Token == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",
+				"message": "token is required for TokenReview in authentication", "reason": "BadRequest", "code": 400})
+			return
+		}
+		parts := append(strings.SplitN(strings.TrimSpace("Bearer "+tr.Spec.Token), " ", 3), "")
 		f.mu.Lock()
-		user, ok := f.accepted[tr.Spec.Token]
+		user, ok := f.accepted[parts[1]]
+		hangs := f.hangsOn[parts[1]]
 		f.mu.Unlock()
+		if hangs {
+			<-r.Context().Done()
+			return
+		}
+		ok = ok && parts[1] != ""
 		tr.Spec.Token = ""
 		if ok {
 			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: user, Audiences: tr.Spec.Audiences}
@@ -215,6 +243,13 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		q := sar.Spec.User + " "
+		if a := sar.Spec.NonResourceAttributes; a != nil && strings.HasPrefix(a.Path, "/invalid") {
+			// A question the API server finds invalid: a 400 Status.
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",
+				"message": "SubjectAccessReview is invalid", "reason": "BadRequest", "code": 400})
+			return
+		}
 		if a := sar.Spec.NonResourceAttributes; a != nil {
 			q += a.Verb + " " + a.Path
 		} else if a := sar.Spec.ResourceAttributes; a != nil {

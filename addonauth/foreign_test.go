@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -171,5 +172,68 @@ func TestForeignJWTStreamEndsAtItsExpiry(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream outlived its foreign token's exp by 8 s")
+	}
+}
+
+// signedPayload is a JWS of an issuer of its own over payload, as is: the
+// claims another issuer may write, which go-jose's Claims would not read.
+func signedPayload(t *testing.T, payload string) string {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: priv}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := signer.Sign([]byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := obj.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// A foreign JWT's exp is read whatever its other claims are, and in the
+// forms the API server's OIDC authenticator reads (a number, a numeric
+// string): a numeric jti, or a quoted exp, iat or nbf, which the API
+// server accepts, made it unread, and the token was served past its exp.
+func TestForeignJWTExpiryIsReadWhateverItsOtherClaims(t *testing.T) {
+	past, future := time.Now().Add(-time.Minute).Unix(), time.Now().Add(time.Hour).Unix()
+	for _, tc := range []struct {
+		name    string
+		payload string
+		want    int64 // exp; 0: none
+	}{
+		{"numeric jti", fmt.Sprintf(`{"iss":"https://idp.example","sub":"alice","exp":%d,"jti":7}`, past), past},
+		{"quoted iat", fmt.Sprintf(`{"iss":"https://idp.example","sub":"alice","exp":%d,"iat":"%d"}`, past, past-60), past},
+		{"quoted nbf", fmt.Sprintf(`{"iss":"https://idp.example","sub":"alice","exp":%d,"nbf":"%d"}`, past, past-60), past},
+		{"quoted exp", fmt.Sprintf(`{"iss":"https://idp.example","sub":"alice","exp":"%d"}`, past), past},
+		{"fractional exp", fmt.Sprintf(`{"iss":"https://idp.example","sub":"alice","exp":%d.5}`, past), past},
+		{"future exp, numeric jti", fmt.Sprintf(`{"iss":"https://idp.example","sub":"alice","exp":%d,"jti":7}`, future), future},
+		{"no exp", `{"iss":"https://idp.example","sub":"alice"}`, 0},
+		{"exp not a number", `{"iss":"https://idp.example","sub":"alice","exp":"soon"}`, 0},
+		{"exp out of range", `{"iss":"https://idp.example","sub":"alice","exp":1e300}`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := foreignExpiry(signedPayload(t, tc.payload))
+			if tc.want == 0 && !got.IsZero() || tc.want != 0 && got.Unix() != tc.want {
+				t.Errorf("foreignExpiry = %v, want %v", got, time.Unix(tc.want, 0))
+			}
+		})
+	}
+
+	s := newSetup(t, Options{ReviewForeign: true})
+	tok := signedPayload(t, fmt.Sprintf(`{"iss":"https://idp.example","sub":"alice","exp":%d,"jti":7}`, past))
+	s.api.accept(tok, authnv1.UserInfo{Username: "alice"})
+	if _, err := s.auth.Authenticate(context.Background(), tok); !errors.Is(err, errExpired) {
+		t.Errorf("Authenticate of an expired foreign JWT with a numeric jti = %v, want %v", err, errExpired)
+	}
+	if got := s.api.reviews.Load(); got != 0 {
+		t.Errorf("%d TokenReviews, want 0", got)
 	}
 }

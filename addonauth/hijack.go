@@ -2,6 +2,7 @@ package addonauth
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -26,7 +27,9 @@ func (b *bound) hijacked(conn net.Conn) (net.Conn, error) {
 	b.conn = c
 	// The request's context ends when the handler returns: a timer of
 	// its own ends the connection.
-	b.expire = time.AfterFunc(b.deadline.Sub(b.a.opts.now()), func() { b.finish(b.reason) })
+	if !b.deadline.IsZero() {
+		b.expire = time.AfterFunc(b.deadline.Sub(b.a.opts.now()), func() { b.finish(b.reason) })
+	}
 	b.mu.Unlock()
 	if _, ok := conn.(closeWriter); ok {
 		return halfClosingConn{c}, nil
@@ -37,14 +40,24 @@ func (b *bound) hijacked(conn net.Conn) (net.Conn, error) {
 // boundWriter is the ResponseWriter the handler gets: a connection it
 // hijacks is the bound's to close. It offers Flush and Hijack only where
 // the writer it wraps (or one that one unwraps to) does, as
-// http.ResponseController would find them, and the rest of
-// ResponseController through Unwrap.
+// http.ResponseController would find them, the rest of ResponseController
+// through Unwrap, and CloseNotify always.
 type boundWriter struct {
 	http.ResponseWriter
 	b *bound
 }
 
 func (w *boundWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// CloseNotify keeps http.CloseNotifier, deprecated but still asserted by
+// handlers (gin's Context.Stream panics without it), as the server's own
+// writers have it: the channel receives when the request's context ends,
+// as it does when the caller leaves.
+func (w *boundWriter) CloseNotify() <-chan bool {
+	gone := make(chan bool, 1)
+	context.AfterFunc(w.b.parent, func() { gone <- true })
+	return gone
+}
 
 // ReadFrom keeps io.Copy to the response on the server's sendfile path.
 func (w *boundWriter) ReadFrom(r io.Reader) (int64, error) { return io.Copy(w.ResponseWriter, r) }

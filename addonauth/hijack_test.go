@@ -432,3 +432,49 @@ func (u unwrapping) Header() http.Header         { return u.w.Header() }
 func (u unwrapping) Write(p []byte) (int, error) { return u.w.Write(p) }
 func (u unwrapping) WriteHeader(code int)        { u.w.WriteHeader(code) }
 func (u unwrapping) Unwrap() http.ResponseWriter { return u.w }
+
+// A handler that still asks its writer for CloseNotify (gin's
+// Context.Stream asserts http.CloseNotifier and panics without it) finds
+// it behind the middleware, as on the server's own writer, and hears when
+// the caller leaves.
+func TestWriterKeepsCloseNotify(t *testing.T) {
+	api := newFakeAPI(t)
+	a, err := New(Options{Audience: audience, Config: api.config()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type closeNotifier interface{ CloseNotify() <-chan bool }
+	heard := make(chan string, 1)
+	srv := httptest.NewServer(a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cn, ok := w.(closeNotifier)
+		if !ok {
+			heard <- "no CloseNotify"
+			return
+		}
+		gone := cn.CloseNotify()
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		select {
+		case <-gone:
+			heard <- ""
+		case <-time.After(10 * time.Second):
+			heard <- "CloseNotify silent 10 s after the caller left"
+		}
+	})))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	tok := api.token(t, "team-a", "client", audience, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := client.Do(req)
+	if err == nil {
+		defer resp.Body.Close()
+	}
+	cancel() // the caller leaves
+	if p := <-heard; p != "" {
+		t.Error(p)
+	}
+}

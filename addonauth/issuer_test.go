@@ -180,3 +180,71 @@ func TestNoKeyRefetchIntervalFetchesOncePerToken(t *testing.T) {
 		t.Errorf("%d key fetches, want 1", got)
 	}
 }
+
+// However many forged tokens come, of however many issuers and key ids,
+// none costs a TokenReview, and the key set and discovery are fetched at
+// most once per KeyRefetchInterval: only a token the cluster's key signed
+// refreshes discovery for its issuer.
+func TestManyForgedTokensCostNoReviewAndFewFetches(t *testing.T) {
+	const forged = 300
+	s := newSetup(t, Options{KeyRefetchInterval: time.Hour})
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "client", audience, time.Hour), nil); resp.StatusCode != 200 {
+		t.Fatal("first GET refused")
+	}
+	reviews, discoveries, keyFetches := s.api.reviews.Load(), s.api.discoveries.Load(), s.api.keyFetches.Load()
+	other := newFakeAPI(t)
+	for i := range forged {
+		kid := s.api.kids[0] // the cluster's: the signature check decides
+		if i%2 == 1 {
+			kid = fmt.Sprintf("kid-%d", i) // unknown: a refetch, at most once per interval
+		}
+		tok := other.sign(t, other.keys[0], kid, fmt.Sprintf("https://issuer-%d.example", i), "team-a", "client", audience, time.Hour)
+		if _, err := s.auth.Authenticate(context.Background(), tok); !errors.Is(err, errForeignIssuer) {
+			t.Fatalf("forged token %d: %v, want %v", i, err, errForeignIssuer)
+		}
+	}
+	if got := s.api.reviews.Load() - reviews; got != 0 {
+		t.Errorf("%d TokenReviews for %d forged tokens, want 0", got, forged)
+	}
+	if got := s.api.discoveries.Load() - discoveries; got > 1 {
+		t.Errorf("%d discovery fetches for %d forged tokens within the interval, want at most 1", got, forged)
+	}
+	if got := s.api.keyFetches.Load() - keyFetches; got > 1 {
+		t.Errorf("%d key fetches for %d forged tokens within the interval, want at most 1", got, forged)
+	}
+	t.Logf("%d forged tokens: %d reviews, %d discovery fetches, %d key fetches", forged,
+		s.api.reviews.Load()-reviews, s.api.discoveries.Load()-discoveries, s.api.keyFetches.Load()-keyFetches)
+}
+
+// The key set remembers maxIssuers issuers discovery named. Past that, the
+// oldest is forgotten, not trusted: its tokens are reviewed (the API server
+// decides) and, with NoReview, refused.
+func TestIssuersPastTheCapAreReviewed(t *testing.T) {
+	for _, noReview := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoReview=%v", noReview), func(t *testing.T) {
+			clk := newManualClock()
+			s := newSetup(t, Options{NoReview: noReview, KeyRefetchInterval: time.Second, now: clk.now})
+			var first string
+			for i := range maxIssuers + 1 {
+				s.api.setIssuer(fmt.Sprintf("https://issuer-%d.example", i))
+				clk.advance(2 * time.Second)
+				tok := s.api.token(t, "team-a", "client", audience, time.Hour)
+				if i == 0 {
+					first = tok
+				}
+				if _, err := s.auth.Authenticate(context.Background(), tok); err != nil {
+					t.Fatalf("token of issuer %d: %v", i, err)
+				}
+			}
+			reviews := s.api.reviews.Load()
+			clk.advance(11 * time.Second) // past the cached verdict
+			_, err := s.auth.Authenticate(context.Background(), first)
+			switch {
+			case noReview && !errors.Is(err, errUnknownIssuer):
+				t.Errorf("NoReview: token of the forgotten issuer = %v, want %v", err, errUnknownIssuer)
+			case !noReview && (err != nil || s.api.reviews.Load()-reviews != 1):
+				t.Errorf("token of the forgotten issuer = %v after %d reviews, want accepted after 1", err, s.api.reviews.Load()-reviews)
+			}
+		})
+	}
+}

@@ -2,8 +2,10 @@ package addonauth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -31,6 +33,7 @@ var (
 	errBadClaims     = errors.New("the token's claims are not a service account's")
 	errReviewDenied  = errors.New("the API server does not accept the token")
 	errTooLong       = errors.New("the token is too long")
+	errSpace         = errors.New("the token has a space in it")
 	errMissing       = errors.New("no bearer token")
 )
 
@@ -136,19 +139,33 @@ var anyAlgorithm = []jose.SignatureAlgorithm{jose.EdDSA, jose.HS256, jose.HS384,
 	jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512, jose.PS256, jose.PS384, jose.PS512}
 
 // foreignExpiry is the exp claim of a foreign token that is a signed JWT;
-// zero when it is not one or has none. It is not verified (only the
-// API server can verify the token), so it may only shorten access: a
-// token is never served past it, and one past it is refused unreviewed.
+// zero when it is not one, or has none a time can hold. It is not
+// verified (only the API server can verify the token), so it may only
+// shorten access: a token is never served past it, and one past it is
+// refused unreviewed.
 func foreignExpiry(token string) time.Time {
 	tok, err := jwt.ParseSigned(token, anyAlgorithm)
 	if err != nil {
 		return time.Time{}
 	}
-	var claims jwt.Claims
-	if err := tok.UnsafeClaimsWithoutVerification(&claims); err != nil || claims.Expiry == nil {
+	// Only exp is read, as the API server's OIDC authenticator reads it (a
+	// number, or a numeric string): a claim go-jose's Claims would not
+	// read (a numeric jti) must not hide it.
+	var payload json.RawMessage
+	if err := tok.UnsafeClaimsWithoutVerification(&payload); err != nil {
 		return time.Time{}
 	}
-	return claims.Expiry.Time()
+	var claims struct {
+		Exp json.Number `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp == "" {
+		return time.Time{}
+	}
+	exp, err := claims.Exp.Float64()
+	if err != nil || math.Abs(exp) >= 1<<62 { // past it, time.Unix wraps
+		return time.Time{}
+	}
+	return time.Unix(int64(exp), 0)
 }
 
 // serviceAccountUser is the user the API server would name for a verified

@@ -48,7 +48,8 @@ type Options struct {
 
 	// SuccessTTL is how long a successful review is trusted, and how often
 	// a long request is reviewed again: how long a revoked token keeps
-	// access at most. Default: 10 s.
+	// access at most. Default: 10 s; negative: none, every request is
+	// reviewed, and a long one again every second.
 	SuccessTTL time.Duration
 	// FailureTTL is how long a refused token is refused without asking
 	// again. Default: 10 s.
@@ -84,7 +85,7 @@ type Options struct {
 	MaxUsers int
 
 	// MaxRequestDuration ends every request after this long, whatever its
-	// token. Default: 1 h.
+	// token. Default: 1 h; negative: none, a request ends with its token.
 	MaxRequestDuration time.Duration
 
 	// AllowPaths, when set, are the only paths served: a request for any

@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/utils/lru"
@@ -50,6 +52,9 @@ type reviewed struct {
 	// stream can tell a verdict made after its last check from one made
 	// before, whatever the clock says.
 	seq uint64
+	// foreign: the local check did not vouch for the token, so a failed
+	// review of it may be the token's own failure (see ask).
+	foreign bool
 }
 
 // newerThan tells whether v was asked after the review numbered since;
@@ -82,6 +87,24 @@ func (r *reviewer) cached(token string) (*reviewed, bool) {
 	return nil, false
 }
 
+// trustedFor is how long the cached verdict on token is trusted yet: zero
+// for a refusal, and the longest duration when none is kept or it has
+// lapsed (a stale answer in an outage).
+func (r *reviewer) trustedFor(token string) time.Duration {
+	v, ok := r.cache.Get(r.keyOf(token))
+	if !ok {
+		return math.MaxInt64
+	}
+	p := v.(*reviewed)
+	if p.err != nil {
+		return 0
+	}
+	if d := p.until.Sub(r.opts.now()); d > 0 {
+		return d
+	}
+	return math.MaxInt64
+}
+
 // remember caches a local verdict, for NoReview: until the token expires,
 // and no longer than SuccessTTL.
 func (r *reviewer) remember(token string, u User) {
@@ -101,9 +124,9 @@ func (r *reviewer) keyOf(token string) tokenKey {
 }
 
 // review returns the user the API server names for token, from the cache
-// while its answer is fresh. local is what the local check found (a zero
-// User for a foreign token): a review never extends access past the
-// token's own expiry.
+// while its answer is fresh. local is what the local check found (for a
+// foreign token no Name, only its exp if it has one): a review never
+// extends access past the token's own expiry.
 func (r *reviewer) review(ctx context.Context, token string, local User) (User, error) {
 	return r.reviewMaybeFresh(ctx, token, local, 0)
 }
@@ -164,7 +187,10 @@ func (r *reviewer) fallback(prev any, now time.Time, err error) (User, error) {
 // an error means there was none. While reviews fail, ask fails at once
 // (see circuit): the caller falls back on its stale verdict or a 503.
 func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed, error) {
-	done, err := r.backend.enter()
+	// A foreign token's review may fail for the token's sake, not the
+	// API server's: see circuit.enter.
+	foreign := local.Name == ""
+	done, err := r.backend.enter(!foreign)
 	if err != nil {
 		r.metrics.reviews.WithLabelValues("skipped").Inc()
 		return nil, err
@@ -175,6 +201,12 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: r.audiences},
 	}, metav1.CreateOptions{})
 	r.metrics.reviewSeconds.Observe(time.Since(start).Seconds())
+	// A 400 is the API server's answer about this token (it names no
+	// token, or one it finds malformed), not an outage: a caller must not
+	// open the circuit for everyone with the tokens it sends.
+	if apierrors.IsBadRequest(err) {
+		tr, err = &authnv1.TokenReview{}, nil // not authenticated
+	}
 	done(err)
 	if err != nil {
 		r.metrics.reviews.WithLabelValues("error").Inc()
@@ -184,7 +216,7 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	now := r.opts.now()
 	if !st.Authenticated || !slices.ContainsFunc(st.Audiences, func(aud string) bool { return slices.Contains(r.audiences, aud) }) {
 		r.metrics.reviews.WithLabelValues("denied").Inc()
-		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL), seq: seq}, nil
+		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL), seq: seq, foreign: foreign}, nil
 	}
 	r.metrics.reviews.WithLabelValues("accepted").Inc()
 	until := now.Add(r.opts.SuccessTTL)
@@ -193,7 +225,7 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	}
 	return &reviewed{
 		user:  User{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Expires: local.Expires},
-		until: until, lastGood: now, seq: seq,
+		until: until, lastGood: now, seq: seq, foreign: foreign,
 	}, nil
 }
 
@@ -207,10 +239,16 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 // outage).
 func (r *reviewer) recheck(ctx context.Context, token string, local User, since uint64) (uint64, time.Time, error) {
 	k := r.keyOf(token)
-	if v, ok := r.cache.Get(k); ok && v.(*reviewed).newerThan(since) && r.opts.now().Before(v.(*reviewed).until) {
-		r.metrics.cache.WithLabelValues("hit").Inc()
+	if v, ok := r.cache.Get(k); ok {
 		p := v.(*reviewed)
-		return p.seq, p.until, p.err
+		if p.newerThan(since) && r.opts.now().Before(p.until) {
+			r.metrics.cache.WithLabelValues("hit").Inc()
+			return p.seq, p.until, p.err
+		}
+		if p.foreign {
+			// local is the reviewed user: ask it as the first review did.
+			local = User{Expires: local.Expires}
+		}
 	}
 	r.metrics.cache.WithLabelValues("miss").Inc()
 	if _, err := r.reviewMaybeFresh(ctx, token, local, since); err != nil {

@@ -62,10 +62,12 @@
 // identity; then the caller's user name, UID and groups are set. A
 // missing, bad or wrong-audience token gets 401 with WWW-Authenticate, a
 // caller over its rate 429 with Retry-After, a token that cannot be
-// verified now 503; none is forwarded. A refusal is written at once and
-// the request's body never read: over HTTP/1, a request with a body gets
-// "Connection: close" and its connection's reads end, so a body trickled a
-// byte at a time holds nothing.
+// verified now 503; none is forwarded. A refusal is written at once,
+// without waiting for the request's body: over HTTP/1, a request with a
+// body gets "Connection: close", and what the caller sends in the second
+// after it (at most 256 KiB) is read and dropped before the connection
+// closes, so a body trickled a byte at a time holds nothing and one
+// already on its way does not turn the refusal into a reset.
 //
 // # Paths
 //

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"time"
+
+	"github.com/authvault/authvault/addonauth"
 )
 
 // newHandler is the sidecar's handler: mw (the authenticator's
@@ -14,15 +17,25 @@ import (
 // the body meanwhile, and whatever answers a request that is not
 // forwarded (net/http reads what is left of an unread body before
 // keeping a connection) cannot be held by a body trickled in a byte at a
-// time for longer. The bound is lifted when the request is forwarded;
-// a request whose verification took longer is answered 503 instead.
+// time for longer. The bound is lifted when a verified caller's request
+// is forwarded; a request whose verification took longer is answered 503
+// instead. A request for an ignored path is forwarded unverified: its
+// caller may be anyone, so its body keeps the bound, lifted when the body
+// ends.
 func newHandler(mw func(http.Handler) http.Handler, proxy http.Handler, verifyTimeout time.Duration) http.Handler {
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v, ok := r.Context().Value(verifyingKey{}).(*verifying); ok && !v.end() {
-			w.Header().Set("Connection", "close")
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "the caller could not be verified in time", http.StatusServiceUnavailable)
-			return
+		if v, ok := r.Context().Value(verifyingKey{}).(*verifying); ok {
+			if time.Now().After(v.deadline) {
+				w.Header().Set("Connection", "close")
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "the caller could not be verified in time", http.StatusServiceUnavailable)
+				return
+			}
+			if _, verified := addonauth.UserFrom(r.Context()); verified || r.ContentLength == 0 {
+				v.lift()
+			} else {
+				r.Body = &liftAtEnd{ReadCloser: r.Body, v: v}
+			}
 		}
 		proxy.ServeHTTP(w, r)
 	})
@@ -44,12 +57,21 @@ type verifying struct {
 
 type verifyingKey struct{}
 
-// end lifts the bound on reads, and tells whether the verification ended
-// within it.
-func (v *verifying) end() bool {
-	if time.Now().After(v.deadline) {
-		return false
+// lift ends the bound on reads.
+func (v *verifying) lift() { _ = v.rc.SetReadDeadline(time.Time{}) }
+
+// liftAtEnd lifts the bound on reads when the body it reads ends: past
+// it, the connection's only reads are net/http's, which watch for the
+// caller going away, and bounded they would end the request.
+type liftAtEnd struct {
+	io.ReadCloser
+	v *verifying
+}
+
+func (b *liftAtEnd) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.v.lift()
 	}
-	_ = v.rc.SetReadDeadline(time.Time{})
-	return true
+	return n, err
 }

@@ -114,7 +114,8 @@
 // bytes outside ASCII, a path over 4 KiB. So is a request that asks the
 // upstream to take it as another method than the one reviewed
 // (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, a _method
-// query parameter); one in a form body cannot be seen without reading the
+// query parameter, in any spelling PHP reads as one: .method, _method[]);
+// one in a form body cannot be seen without reading the
 // body: an upstream behind authorization must not honour it.
 //
 // # Secrets

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/authvault/authvault/addonauth"
@@ -43,6 +44,7 @@ func newHandler(mw func(http.Handler) http.Handler, proxy http.Handler, verifyTi
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v := &verifying{rc: http.NewResponseController(w), deadline: time.Now().Add(verifyTimeout)}
 		_ = v.rc.SetReadDeadline(v.deadline)
+		defer v.finish()
 		verified.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifyingKey{}, v)))
 	})
 }
@@ -53,12 +55,30 @@ func newHandler(mw func(http.Handler) http.Handler, proxy http.Handler, verifyTi
 type verifying struct {
 	rc       *http.ResponseController
 	deadline time.Time
+
+	mu       sync.Mutex
+	finished bool // the handler returned: the connection may be the next request's
 }
 
 type verifyingKey struct{}
 
-// lift ends the bound on reads.
-func (v *verifying) lift() { _ = v.rc.SetReadDeadline(time.Time{}) }
+// lift ends the bound on reads, unless the handler has returned: a body
+// may end later, read by a goroutine a transport left behind, and the
+// connection's deadline is then the next request's (the server's header
+// and idle timeouts).
+func (v *verifying) lift() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.finished {
+		_ = v.rc.SetReadDeadline(time.Time{})
+	}
+}
+
+func (v *verifying) finish() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.finished = true
+}
 
 // liftAtEnd lifts the bound on reads when the body it reads ends: past
 // it, the connection's only reads are net/http's, which watch for the

@@ -288,3 +288,35 @@ func TestSidecarBoundsIgnoredBodies(t *testing.T) {
 		}
 	}
 }
+
+// deadlines is a ResponseWriter that records the read deadlines set on it.
+type deadlines struct {
+	*httptest.ResponseRecorder
+	set []time.Time
+}
+
+func (d *deadlines) SetReadDeadline(t time.Time) error {
+	d.set = append(d.set, t)
+	return nil
+}
+
+// An unverified body that ends after its handler has returned (read by a
+// transport's goroutine the proxy left behind) leaves the connection's
+// deadline alone: it is the next request's by then, bounded by the
+// server's header and idle timeouts.
+func TestSidecarLiftsNoBoundAfterTheHandler(t *testing.T) {
+	var body io.Reader
+	keep := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { body = r.Body })
+	h := newHandler(func(next http.Handler) http.Handler { return next }, keep, time.Minute)
+	w := &deadlines{ResponseRecorder: httptest.NewRecorder()}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/healthz", strings.NewReader("hello")))
+	if len(w.set) != 1 || w.set[0].IsZero() {
+		t.Fatalf("deadlines while the handler ran = %v, want the bound alone", w.set)
+	}
+	if _, err := io.ReadAll(body); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.set) != 1 {
+		t.Errorf("deadlines after the handler = %v, want none set", w.set[1:])
+	}
+}

@@ -75,6 +75,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, errors.New("--audience is required")
 	case (c.certFile == "") != (c.keyFile == ""):
 		return c, errors.New("--tls-cert-file and --tls-key-file go together")
+	case c.apiQPS == 0:
+		// client-go reads a zero rate as its default of 5 a second.
+		return c, errors.New("--kube-api-qps must be positive, or negative for no limit")
 	case c.apiQPS > 0 && c.apiBurst <= 0:
 		return c, errors.New("--kube-api-burst must be positive when --kube-api-qps is")
 	case c.verifyTimeout <= 0:

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -172,14 +172,43 @@ func hasMethodOverride(r *http.Request) bool {
 	}
 	for kv := range strings.FieldsFuncSeq(r.URL.RawQuery, func(c rune) bool { return c == '&' || c == ';' }) {
 		k, _, _ := strings.Cut(kv, "=")
-		if u, err := url.QueryUnescape(k); err == nil {
-			k = u
-		}
-		if strings.EqualFold(k, "_method") {
+		if isMethodParam(k) {
 			return true
 		}
 	}
 	return false
+}
+
+// isMethodParam tells whether a query parameter named k (as sent) is
+// _method as PHP reads names, which Laravel and Symfony take it from:
+// decoded leniently (a bad escape left as it is, the rest decoded), ended
+// at a NUL or at "[" (_method[0] is an array named _method; PHP reads
+// an unclosed "[" as "_", refused all the same), leading spaces dropped,
+// "." and " " read as "_": ?.method=DELETE is a DELETE there.
+func isMethodParam(k string) bool {
+	var b strings.Builder
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c == '%' && i+2 < len(k) {
+			if v, err := strconv.ParseUint(k[i+1:i+3], 16, 8); err == nil {
+				c = byte(v)
+				i += 2
+			}
+		} else if c == '+' {
+			c = ' '
+		}
+		if c == 0 || c == '[' {
+			break
+		}
+		switch {
+		case c == ' ' && b.Len() == 0:
+			continue
+		case c == ' ' || c == '.':
+			c = '_'
+		}
+		b.WriteByte(c)
+	}
+	return strings.EqualFold(b.String(), "_method")
 }
 
 func (d decision) errOf() error {

@@ -178,6 +178,35 @@ func TestAuthorizationRefusesMethodOverrides(t *testing.T) {
 	}
 }
 
+// A _method parameter counts however PHP spells it, since Laravel and
+// Symfony take the override from PHP's parsed query: PHP drops leading
+// spaces from a name, reads "." and " " in it as "_", ends it at a NUL,
+// and makes "_method[...]" an array named _method. ?.method=DELETE was a
+// DELETE to Laravel behind a review of GET.
+func TestAuthorizationRefusesMethodOverridesAsPHPReadsThem(t *testing.T) {
+	s := newSetup(t, Options{Authorization: &Authorization{}})
+	tok := s.api.token(t, "team-a", "reader", audience, time.Hour)
+	s.api.allowed["system:serviceaccount:team-a:reader get /hello"] = true
+	addr, bearer := s.srv.Listener.Addr().String(), http.Header{"Authorization": {"Bearer " + tok}}
+	for _, q := range []string{
+		"?.method=DELETE", "?%2Emethod=DELETE", "?+_method=DELETE", "?%20_method=DELETE", "?++.method=DELETE",
+		"?_method%00x=DELETE", "?%2Emethod%00%zz=DELETE", "?_method[]=DELETE", "?_method%5B0%5D=DELETE", "?a=1&_method.=x&.METHOD=DELETE",
+	} {
+		if got := rawGet(t, addr, "/hello"+q, bearer); got != http.StatusForbidden {
+			t.Errorf("GET /hello%s = %d, want 403", q, got)
+		}
+	}
+	if n := s.up.count(); n != 0 {
+		t.Errorf("%d requests with a method override reached the upstream", n)
+	}
+	// Names PHP reads as another: not overrides.
+	for _, q := range []string{"?_method_=x", "?x.method=DELETE", "?_meth.od=DELETE", "?__method=DELETE", "?_method%zz=x", "?%_method=x"} {
+		if got := rawGet(t, addr, "/hello"+q, bearer); got != 200 {
+			t.Errorf("GET /hello%s = %d, want 200", q, got)
+		}
+	}
+}
+
 // A hung API server costs the SubjectAccessReviews one timeout, as it does
 // the TokenReviews: the paths (or users) whose decision has lapsed or was
 // never made get 503 at once, not each after ReviewTimeout, and no review

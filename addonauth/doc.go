@@ -68,10 +68,12 @@
 // identity; then the caller's user name, UID and groups are set. A
 // missing, bad or wrong-audience token gets 401 with WWW-Authenticate, a
 // caller over its rate 429 with Retry-After, a token that cannot be
-// verified now 503; none is forwarded. A refusal is written at once and
-// the request's body never read: over HTTP/1, a request with a body gets
-// "Connection: close" and its connection's reads end, so a body trickled a
-// byte at a time holds nothing.
+// verified now 503; none is forwarded. A refusal is written at once,
+// without waiting for the request's body: over HTTP/1, a request with a
+// body gets "Connection: close", and what the caller sends in the second
+// after it (at most 256 KiB) is read and dropped before the connection
+// closes, so a body trickled a byte at a time holds nothing and one
+// already on its way does not turn the refusal into a reset.
 //
 // # Paths
 //
@@ -120,7 +122,8 @@
 // bytes outside ASCII, a path over 4 KiB. So is a request that asks the
 // upstream to take it as another method than the one reviewed
 // (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, a _method
-// query parameter); one in a form body cannot be seen without reading the
+// query parameter, in any spelling PHP reads as one: .method, _method[]);
+// one in a form body cannot be seen without reading the
 // body: an upstream behind authorization must not honour it.
 //
 // # Secrets

@@ -251,3 +251,41 @@ func TestIdentityTrailersNeverReachTheUpstream(t *testing.T) {
 		t.Errorf("the upstream saw Trailer %q, want %q", got, want)
 	}
 }
+
+// An upstream that closes the body unread, and then looks at the
+// trailers, sees no identity among them either: net/http's Close reads
+// the rest of a small body, trailers included, without a Read of the
+// middleware's seeing its end.
+func TestIdentityTrailersNeverReachAnUpstreamThatClosesTheBody(t *testing.T) {
+	api := newFakeAPI(t)
+	a, err := New(Options{Audience: audience, Config: api.config()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.Body.Close()
+		got <- r.Trailer.Clone()
+	})))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "POST /hello HTTP/1.1\r\nHost: upstream\r\nAuthorization: Bearer %s\r\n"+
+		"Transfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n"+
+		"5\r\nhello\r\n0\r\nX-Authenticated-User: admin\r\nX-Checksum: abc\r\n\r\n", api.token(t, "team-a", "client", audience, time.Hour))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	trailer := <-got
+	for name, values := range trailer {
+		if a.isIdentityHeader(name) {
+			t.Errorf("the trailer %s: %v reached the upstream", name, values)
+		}
+	}
+}

@@ -5,17 +5,29 @@ import (
 	"time"
 )
 
+// refusalDrain is how long, after a refusal is written, the rest of the
+// refused body (at most 256 KiB of it) may still be read before the
+// connection closes: long enough for a body already on its way, far too
+// short for a trickled one to hold anything.
+const refusalDrain = time.Second
+
 // closeUnread makes the answer to a refused request that has a body the
-// last one on its HTTP/1 connection, and ends the connection's reads now:
-// the body is never read. Called before the answer is written.
+// last one on its HTTP/1 connection, and bounds the connection's reads:
+// the body is not waited for. Called before the answer is written.
 //
 // net/http keeps a connection only after reading what is left of the
 // body (up to 256 KiB), before it writes the answer and again once the
 // handler returns: a caller sending its body a byte a second held the
 // connection, and got no answer, for as long as it pleased. An answer
-// with "Connection: close" is written at once; the past read deadline
-// ends the final read of the body, so the connection closes right after.
-// HTTP/2 needs neither: its server resets the stream of a body the
+// with "Connection: close" is written at once; net/http then reads the
+// rest of the body (up to 256 KiB, and only for refusalDrain) before it
+// closes the connection. Not reading it at all would close the socket
+// with the caller's bytes unread, which answers the caller with a reset:
+// a caller still writing its body (a client whose token expired, posting
+// 100 KiB) got the reset on its write, and Go's client, among others,
+// reports that rather than the refusal it had received.
+//
+// HTTP/2 needs none of this: its server resets the stream of a body the
 // handler did not read, and its connection carries other streams. A
 // request without a body keeps its connection: a new one (a TLS
 // handshake) per refusal would cost more than the refusal.
@@ -28,5 +40,5 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusalDrain))
 }

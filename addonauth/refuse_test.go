@@ -210,3 +210,159 @@ func TestForwardedBodiesAreRead(t *testing.T) {
 		}
 	}
 }
+
+// A caller that sent its whole body before the refusal came (a client
+// whose token expired, posting 100 KiB) gets the refusal, not a reset: the
+// connection is closed only once what the caller sent promptly is read.
+// Closed with unread bytes in its buffer, a socket answers with a reset,
+// and the caller's kernel drops the refusal it had not read yet; client-go
+// refreshes a token on 401, not on a reset.
+func TestRefusalsReachCallersWhoseBodyIsInFlight(t *testing.T) {
+	api := newFakeAPI(t)
+	a, err := New(Options{Audience: audience, Config: api.config(), AllowPaths: []string{"/hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(a.Middleware(&recorder{}))
+	closed := make(chan struct{}, 16)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	body := strings.Repeat("x", 100<<10)
+	for _, c := range []struct{ name, path, framing string }{
+		{"401/length", "/hello", "length"},
+		{"401/chunked", "/hello", "chunked"},
+		{"404/length", "/elsewhere", "length"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(slowBodyWait))
+			req := "POST " + c.path + " HTTP/1.1\r\nHost: upstream\r\n"
+			if c.framing == "length" {
+				req += fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
+			} else {
+				req += fmt.Sprintf("Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+			}
+			if _, err := conn.Write([]byte(req)); err != nil {
+				t.Fatal(err)
+			}
+			// The caller reads only once the server is done with the
+			// connection, as a caller still writing would.
+			select {
+			case <-closed:
+			case <-time.After(slowBodyWait):
+				t.Fatal("the server kept the connection of a refused request with a body")
+			}
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the caller lost the refusal: %v", err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			// A reset, not an end, says the server dropped what the
+			// caller sent: a caller still writing gets the reset on its
+			// write, and most (Go's client among them) report that
+			// instead of the answer.
+			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+				t.Errorf("after the answer, read = %v; want the connection ended, not reset", err)
+			}
+			if want := map[string]int{"/hello": 401, "/elsewhere": 404}[c.path]; resp.StatusCode != want {
+				t.Errorf("answer = %d, want %d", resp.StatusCode, want)
+			}
+		})
+	}
+}
+
+// A request pipelined behind a refused one with a body is never served:
+// the refusal ends the connection, and nothing of the refused body is
+// read as a request. One behind a refused request without a body is
+// served in turn, on the same connection.
+func TestRefusalsEndPipelines(t *testing.T) {
+	s := newSetup(t, Options{})
+	tok := s.api.token(t, "team-a", "client", audience, time.Hour)
+	// The refused body is itself a request carrying the token: read as
+	// one, it would reach the upstream.
+	smuggled := "GET /hello HTTP/1.1\r\nHost: upstream\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+	for _, c := range []struct {
+		name, first string
+		answers     []int
+	}{
+		{"length", fmt.Sprintf("POST /hello HTTP/1.1\r\nHost: upstream\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled), []int{401}},
+		{"chunked", fmt.Sprintf("POST /hello HTTP/1.1\r\nHost: upstream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled), []int{401}},
+		{"no body", "GET /hello HTTP/1.1\r\nHost: upstream\r\n\r\n", []int{401, 200}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := s.up.count()
+			conn, err := net.Dial("tcp", s.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(slowBodyWait))
+			if _, err := conn.Write([]byte(c.first + smuggled)); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(conn)
+			var got []int
+			for len(got) < len(c.answers) {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("answer %d: %v", len(got), err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				got = append(got, resp.StatusCode)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.answers) {
+				t.Errorf("answers = %v, want %v", got, c.answers)
+			}
+			if len(c.answers) == 1 {
+				if _, err := br.ReadByte(); !errors.Is(err, io.EOF) && !isReset(err) {
+					t.Errorf("after the refusal, read = %v; want the connection closed", err)
+				}
+			}
+			if n := s.up.count() - before; n != len(c.answers)-1 {
+				t.Errorf("the upstream got %d requests, want %d", n, len(c.answers)-1)
+			}
+		})
+	}
+}
+
+// A refused request that waits for 100 Continue gets its refusal at once,
+// never a 100 Continue (which would ask for the body), and its connection
+// ends: the caller may send the body after all, as curl does after a
+// second.
+func TestRefusalsDoNotAskForTheBody(t *testing.T) {
+	s := newSetup(t, Options{})
+	conn, err := net.Dial("tcp", s.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(slowBodyWait))
+	if _, err := conn.Write([]byte("POST /hello HTTP/1.1\r\nHost: upstream\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !resp.Close {
+		t.Errorf("answer = %d, close %v; want 401, close", resp.StatusCode, resp.Close)
+	}
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Errorf("after the answer, read = %v; want the connection closed", err)
+	}
+}

@@ -29,7 +29,9 @@ func (a *Authenticator) dropIdentityTrailers(trailer http.Header) {
 	}
 }
 
-// trailerFilter removes identity trailers when the body it reads ends.
+// trailerFilter removes identity trailers when the body it reads ends,
+// and when it is closed: net/http's Close reads what is left of a small
+// body, trailers included.
 type trailerFilter struct {
 	io.ReadCloser
 	a       *Authenticator
@@ -42,4 +44,10 @@ func (f *trailerFilter) Read(p []byte) (int, error) {
 		f.a.dropIdentityTrailers(f.trailer)
 	}
 	return n, err
+}
+
+func (f *trailerFilter) Close() error {
+	err := f.ReadCloser.Close()
+	f.a.dropIdentityTrailers(f.trailer)
+	return err
 }

@@ -56,7 +56,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Float64Var(&ratePerUser, "rate-per-user", 0, "requests per second per user (default: no limit)")
 	fs.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
 	fs.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h; negative: none)")
-	fs.DurationVar(&c.verifyTimeout, "verify-timeout", 30*time.Second, "how long a request may take to be verified (and authorized) before it is forwarded; its connection's reads end then, and it gets 503")
+	fs.DurationVar(&c.verifyTimeout, "verify-timeout", 30*time.Second, "how long a request may take to be verified (and authorized) before it is forwarded; its connection's reads end then, and it gets 503 (a request for an ignored path, with no verified caller, must also send its body within it)")
 	fs.BoolVar(&requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
 	fs.BoolVar(&authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL); paths some upstream would read as another path get 403")
 	fs.StringVar(&authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource (SubjectAccessReview), with the request's verb unless verb= is given:\n"+
@@ -75,6 +75,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, errors.New("--audience is required")
 	case (c.certFile == "") != (c.keyFile == ""):
 		return c, errors.New("--tls-cert-file and --tls-key-file go together")
+	case c.apiQPS == 0:
+		// client-go reads a zero rate as its default of 5 a second.
+		return c, errors.New("--kube-api-qps must be positive, or negative for no limit")
 	case c.apiQPS > 0 && c.apiBurst <= 0:
 		return c, errors.New("--kube-api-burst must be positive when --kube-api-qps is")
 	case c.verifyTimeout <= 0:

@@ -84,6 +84,7 @@ func TestFlagErrors(t *testing.T) {
 		"no audience":          {},
 		"empty audience":       {"--audience", ","},
 		"burst without room":   {"--audience", "a", "--kube-api-qps", "10", "--kube-api-burst", "0"},
+		"qps zero":             {"--audience", "a", "--kube-api-qps", "0"}, // client-go's 5 per second, not no limit
 		"no verify bound":      {"--audience", "a", "--verify-timeout", "0"},
 		"ca for http":          {"--audience", "a", "--upstream-ca-file", "/dev/null"},
 		"h2c for https":        {"--audience", "a", "--upstream-force-h2c", "--upstream", "https://127.0.0.1:8443"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	authnv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/addonauth"
@@ -134,19 +136,18 @@ func TestSidecarBoundsReadsBeforeForwarding(t *testing.T) {
 	readAnswer(t, br, 401)
 }
 
-// Once forwarded, a request's body is the upstream's, however long it
-// takes: the bound ends with verification.
+// Once a verified caller's request is forwarded, its body is the
+// upstream's, however long it takes: the bound ends with verification.
 func TestSidecarDoesNotBoundForwardedBodies(t *testing.T) {
 	up := newUpstream(t)
-	forward := func(next http.Handler) http.Handler { return next }
-	addr := sidecar(t, newHandler(forward, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Second))
+	addr := sidecar(t, newHandler(authMiddleware(t, addonauth.Options{}), newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Second))
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(answerWait))
-	if _, err := conn.Write([]byte("POST /hello HTTP/1.1\r\nHost: sidecar\r\nContent-Length: 10\r\n\r\nhello")); err != nil {
+	if _, err := conn.Write([]byte("POST /hello HTTP/1.1\r\nHost: sidecar\r\nAuthorization: Bearer " + callerToken + "\r\nContent-Length: 10\r\n\r\nhello")); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // past the bound: the rest of the body comes late
@@ -196,5 +197,126 @@ func TestSidecarRefusesVerificationPastTheBound(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("a verification within the bound = %d, want 200", resp.StatusCode)
+	}
+}
+
+// callerToken is the one token reviewingAPI vouches for.
+const callerToken = "alice-token"
+
+// reviewingAPI is an API server that answers TokenReviews only, vouching
+// for callerToken (an opaque token, so an Authenticator with
+// ReviewForeign needs no issuer keys): a verified caller without a
+// cluster. Its client speaks JSON, the only encoding it reads.
+func reviewingAPI(t *testing.T) *rest.Config {
+	t.Helper()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var tr authnv1.TokenReview
+		if r.URL.Path != "/apis/authentication.k8s.io/v1/tokenreviews" || json.NewDecoder(r.Body).Decode(&tr) != nil {
+			http.NotFound(w, r)
+			return
+		}
+		if tr.Spec.Token == callerToken {
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences,
+				User: authnv1.UserInfo{Username: "alice"}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&tr)
+	}))
+	t.Cleanup(api.Close)
+	return &rest.Config{Host: api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
+}
+
+// authMiddleware is a real Authenticator's middleware, with its callers
+// verified by reviewingAPI.
+func authMiddleware(t *testing.T, opts addonauth.Options) func(http.Handler) http.Handler {
+	t.Helper()
+	opts.Audience, opts.Config, opts.ReviewForeign = "greeter.addons.svc", reviewingAPI(t), true
+	auth, err := addonauth.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auth.Middleware
+}
+
+// A path served unverified (--ignore-paths) keeps the bound on its
+// body: its caller is anyone, and lifting the bound when it was forwarded
+// let anyone hold a connection to the sidecar and one to the upstream
+// for as long as it trickled its body. A verified caller's body is
+// not bounded (TestSidecarDoesNotBoundForwardedBodies); nor is an ignored
+// request's answer, once its body is in.
+func TestSidecarBoundsIgnoredBodies(t *testing.T) {
+	up := newUpstream(t)
+	mw := authMiddleware(t, addonauth.Options{IgnorePaths: []string{"/hello"}})
+	addr := sidecar(t, newHandler(mw, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), 300*time.Millisecond))
+	conn, br := trickle(t, addr)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer while an unverified body trickles: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == 200 {
+		t.Errorf("a body cut short was forwarded whole: %d", resp.StatusCode)
+	}
+	if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) || err == nil {
+		t.Errorf("after the answer, read = %v; want the connection closed", err)
+	}
+	conn.Close()
+
+	// A prompt body, and a slow answer, on an ignored path.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		select {
+		case <-time.After(time.Second): // past the bound: the answer is not bounded
+		case <-r.Context().Done():
+		}
+		fmt.Fprintf(w, "%d bytes", len(b))
+	}))
+	defer slow.Close()
+	target, _ := url.Parse(slow.URL)
+	front := httptest.NewServer(newHandler(mw, newProxy(target, http.DefaultTransport, logr.Discard()), 300*time.Millisecond))
+	defer front.Close()
+	for _, body := range []io.Reader{nil, strings.NewReader("hello")} {
+		resp, err := http.Post(front.URL+"/hello", "text/plain", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("an ignored request answered past the bound = %d %q, want 200", resp.StatusCode, b)
+		}
+	}
+}
+
+// deadlines is a ResponseWriter that records the read deadlines set on it.
+type deadlines struct {
+	*httptest.ResponseRecorder
+	set []time.Time
+}
+
+func (d *deadlines) SetReadDeadline(t time.Time) error {
+	d.set = append(d.set, t)
+	return nil
+}
+
+// An unverified body that ends after its handler has returned (read by a
+// transport's goroutine the proxy left behind) leaves the connection's
+// deadline alone: it is the next request's by then, bounded by the
+// server's header and idle timeouts.
+func TestSidecarLiftsNoBoundAfterTheHandler(t *testing.T) {
+	var body io.Reader
+	keep := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { body = r.Body })
+	h := newHandler(func(next http.Handler) http.Handler { return next }, keep, time.Minute)
+	w := &deadlines{ResponseRecorder: httptest.NewRecorder()}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/healthz", strings.NewReader("hello")))
+	if len(w.set) != 1 || w.set[0].IsZero() {
+		t.Fatalf("deadlines while the handler ran = %v, want the bound alone", w.set)
+	}
+	if _, err := io.ReadAll(body); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.set) != 1 {
+		t.Errorf("deadlines after the handler = %v, want none set", w.set[1:])
 	}
 }

@@ -25,6 +25,7 @@ type bound struct {
 	parent   context.Context
 	ctx      context.Context
 	cancel   context.CancelFunc
+	w        http.ResponseWriter // the server's, whose connection cut ends
 
 	mu      sync.Mutex  // guards the fields below
 	since   uint64      // seq of the last verdict the request relied on
@@ -32,6 +33,7 @@ type bound struct {
 	expire  *time.Timer // the deadline of a hijacked connection, which the context cannot end
 	conn    *boundConn  // the hijacked connection; nil before
 	done    bool        // released or ended: its timers are stopped
+	served  bool        // the handler has returned
 }
 
 // bound gives a request a context that ends at MaxRequestDuration, at its
@@ -40,7 +42,7 @@ type bound struct {
 // the handler returns: it releases the bound, unless the connection was
 // hijacked, which then keeps it until its Close.
 func (a *Authenticator) bound(parent context.Context, authorization string, u User, w http.ResponseWriter) (context.Context, http.ResponseWriter, func()) {
-	b := &bound{a: a, user: u, parent: parent}
+	b := &bound{a: a, user: u, parent: parent, w: w}
 	if d := a.opts.MaxRequestDuration; d > 0 { // negative: none
 		b.deadline, b.reason = a.opts.now().Add(d), "max_duration"
 	}
@@ -67,12 +69,14 @@ func (a *Authenticator) bound(parent context.Context, authorization string, u Us
 		b.recheck = time.AfterFunc(min(b.every(), a.reviewer.trustedFor(b.token)), b.review)
 		b.mu.Unlock()
 	}
-	return b.ctx, b.wrap(w), b.served
+	context.AfterFunc(b.ctx, b.cut) // runs once: finish always ends ctx
+	return b.ctx, b.wrap(w), b.returned
 }
 
-// served is called when the handler returns.
-func (b *bound) served() {
+// returned is called when the handler returns.
+func (b *bound) returned() {
 	b.mu.Lock()
+	b.served = true
 	hijacked := b.conn != nil
 	b.mu.Unlock()
 	if !hijacked {
@@ -160,4 +164,30 @@ func (b *bound) every() time.Duration {
 		return untrustedRecheck
 	}
 	return b.a.opts.SuccessTTL
+}
+
+// cut ends the reads and writes of the request's connection when the
+// bound ends the request while its handler still runs: the context alone
+// stops no handler blocked writing to a caller that has stopped reading,
+// or reading a body the caller trickles, nor the proxied upstream
+// connection it holds. Not once the handler has returned (the connection
+// may be serving the next request: returned waits for mu), nor on a
+// hijacked connection (finish closes it), nor for a caller that has gone.
+func (b *bound) cut() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.served || b.conn != nil || b.parent.Err() != nil {
+		return
+	}
+	cutConn(b.w)
+}
+
+// cutConn makes w's connection's pending and next reads and writes fail
+// at once. A writer without deadlines (HTTP/2 has them per stream) is left
+// as it is.
+func cutConn(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	now := time.Now()
+	_ = rc.SetWriteDeadline(now)
+	_ = rc.SetReadDeadline(now)
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 )
 
 // maxPathBytes bounds a path the middleware matches against patterns or
@@ -117,6 +118,19 @@ func (a *Authenticator) serveIgnored(w http.ResponseWriter, r *http.Request, nex
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
+		// As bound.cut: a caller that stops reading must not hold the
+		// handler past MaxRequestDuration, here least of all, where
+		// anyone may call.
+		var mu sync.Mutex // guards served
+		served := false
+		context.AfterFunc(ctx, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !served && r.Context().Err() == nil {
+				cutConn(w)
+			}
+		})
+		defer func() { mu.Lock(); served = true; mu.Unlock() }()
 	}
 	out := r.WithContext(ctx)
 	out.Header = a.withoutIdentity(r.Header)

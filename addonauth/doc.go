@@ -91,10 +91,14 @@
 // one that lasts (a watch, a WebSocket) is reviewed again every
 // Options.SuccessTTL (first when the cached verdict it was let in on
 // lapses) and ended when its token is revoked: access stops when the
-// credential does, a SuccessTTL after at most. Requests that hold one token share its reviews: a
-// verdict asked after a request's last check serves it, whoever asked, so
-// a token costs one review a SuccessTTL however many streams hold it; one
-// asked before never does.
+// credential does, a SuccessTTL after at most. Requests that hold one
+// token share its reviews: a verdict asked after a request's last check
+// serves it, whoever asked, so a token costs one review a SuccessTTL
+// however many streams hold it; one asked before never does. Ending a
+// request ends its context and makes its connection's reads and writes
+// fail, so a handler blocked writing to a caller that stopped reading (a
+// proxy copying a watch) returns too; on an ignored path
+// (Options.IgnorePaths) MaxRequestDuration does the same.
 //
 // A connection the upstream hijacks (http.Hijacker, as a WebSocket server
 // does, or a ReverseProxy switching protocols) is closed at the same

@@ -2,7 +2,6 @@ package addonauth
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"testing"
@@ -249,19 +248,6 @@ func TestHungAccessReviewsAreWaitedForOnce(t *testing.T) {
 	if resp, _ := s.getPath(t, tok, "/p5"); resp.StatusCode != 200 {
 		t.Errorf("after the outage = %d, want 200", resp.StatusCode)
 	}
-}
-
-func (s *setup) getPath(t *testing.T, token, path string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(body)
 }
 
 // A 400 to a SubjectAccessReview answers that question (403), and is not

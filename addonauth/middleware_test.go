@@ -73,7 +73,18 @@ func newSetup(t *testing.T, opts Options) *setup {
 
 func (s *setup) get(t *testing.T, token string, extra http.Header) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/hello", nil)
+	return s.getPathWith(t, token, "/hello", extra)
+}
+
+// getPath GETs path with token.
+func (s *setup) getPath(t *testing.T, token, path string) (*http.Response, string) {
+	t.Helper()
+	return s.getPathWith(t, token, path, nil)
+}
+
+func (s *setup) getPathWith(t *testing.T, token, path string, extra http.Header) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
 	for k, v := range extra {
 		req.Header[k] = v
 	}

@@ -55,33 +55,39 @@
 // TokenReview. If it is a JWT, its exp claim (unverified: it can only
 // shorten access) bounds it as a service-account token's does: never
 // served past it, from the cache or stale, and refused unreviewed after.
-// A token with a space in it is refused, never reviewed: the API server
-// would review what comes before the space, a token that skipped the
-// local check. A 400 to a review is an answer about its token, a refusal,
-// not a failure of the API server's.
+//
+// A token with whitespace in it (once the whitespace around it is
+// trimmed) is refused with 401, never reviewed: the API server would
+// review only what comes before the first space, a token that skipped the
+// local check. No service-account token has whitespace; an opaque token
+// that does, reviewed under ReviewForeign before, is now refused. A 400
+// to a review is an answer about its token, a refusal, not a failure of
+// the API server's.
 //
 // # Forwarding
 //
 // Authorization is removed, and so is every incoming copy of the identity
-// headers (any spelling, and the X-Remote-* family), in trailers too, and
-// from the names Connection and Trailer list, so a caller cannot claim an
-// identity; then the caller's user name, UID and groups are set. A
-// missing, bad or wrong-audience token gets 401 with WWW-Authenticate, a
-// caller over its rate 429 with Retry-After, a token that cannot be
-// verified now 503; none is forwarded. A refusal is written at once,
-// without waiting for the request's body: over HTTP/1, a request with a
-// body gets "Connection: close", and what the caller sends in the second
-// after it (at most 256 KiB) is read and dropped before the connection
-// closes, so a body trickled a byte at a time holds nothing and one
-// already on its way does not turn the refusal into a reset.
+// headers (any spelling, and the X-Remote-* and X-Authenticated-* families),
+// in trailers too, and from the names Connection and Trailer list, so a
+// caller cannot claim an identity; then the caller's user name, UID and
+// groups are set. A missing, bad or wrong-audience token gets 401 with
+// WWW-Authenticate, a caller over its rate 429 with Retry-After, a token
+// that cannot be verified now 503; none is forwarded. A refusal is written
+// at once, without waiting for the request's body: over HTTP/1, a request
+// with a body gets "Connection: close", and what the caller sends in the
+// second after it (at most 256 KiB) is read and dropped before the
+// connection closes, so a body trickled a byte at a time holds nothing and
+// one already on its way does not turn the refusal into a reset.
 //
 // # Paths
 //
 // Options.AllowPaths, when set, are the only paths served (404 for others,
 // before any verification); Options.IgnorePaths are served unverified,
-// with no identity set and none claimable. Both are path.Match patterns,
-// matched only against a path every upstream reads the same way (see
-// Authorization), so no pattern can be climbed out of.
+// with no identity set and none claimable. With both set, an ignored path
+// must be allowed too. Both are path.Match patterns ("*" does not cross a
+// "/"), matched only against a path every upstream reads the same way (see
+// Authorization): no pattern can be climbed out of, and such a path
+// matches none, so it is verified, and with AllowPaths it gets 404.
 //
 // # Bounds
 //
@@ -117,18 +123,24 @@
 // path and verb, or resource attributes as kube-rbac-proxy's), cached for
 // allow and deny separately; a caller that is not allowed gets 403.
 //
-// The review names the path the middleware sees; the upstream receives the
+// When the review names the request's path (Authorization.Resource nil),
+// it names the path the middleware sees, while the upstream receives the
 // raw one. Where they could differ, the request gets 403 without a review:
 // a backslash (a slash to some servers), ";" (path parameters Tomcat and
 // Jetty strip: /public/..;/admin), an encoded slash, "%" left after
 // decoding (double encoding), empty, "." or ".." segments or segments of
 // dots only, "#" or "?" decoded from the path, control bytes, spaces and
-// bytes outside ASCII, a path over 4 KiB. So is a request that asks the
-// upstream to take it as another method than the one reviewed
-// (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, a _method
-// query parameter, in any spelling PHP reads as one: .method, _method[]);
-// one in a form body cannot be seen without reading the
-// body: an upstream behind authorization must not honour it.
+// bytes outside ASCII, a path over 4 KiB. A client that joins URLs into
+// "//" gets 403 there.
+//
+// Whenever the verb comes from the request (no Resource.Verb), a request
+// that asks the upstream to take it as another method than the one
+// reviewed gets 403 without a review too: X-HTTP-Method-Override,
+// X-HTTP-Method, X-Method-Override, or a _method query parameter, in any
+// spelling PHP reads as one (.method, _method[]). An override in a form
+// body cannot be seen without reading the body: an upstream behind
+// authorization must not honour it. Before these checks, such paths and
+// overrides were reviewed and forwarded.
 //
 // # Secrets
 //

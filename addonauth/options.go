@@ -25,8 +25,9 @@ type Options struct {
 
 	// Config reaches the API server for the issuer's keys and the reviews,
 	// typically a vault's RESTConfig. Required. Its QPS and Burst are used
-	// when set; when zero they are 100 and 200 rather than client-go's 5
-	// and 10, which made reviews queue behind each other.
+	// when set; when both are zero they are 100 and 200 rather than
+	// client-go's 5 and 10, which made reviews queue behind each other.
+	// Set both or neither: a zero QPS beside a Burst is client-go's 5.
 	Config *rest.Config
 
 	// NoReview turns TokenReview off: tokens are verified locally only,
@@ -95,13 +96,16 @@ type Options struct {
 	// still removed. Both hold path.Match patterns ("/metrics",
 	// "/static/*"), matched against the decoded path, only when it is one
 	// every upstream reads the same (see Authorization): no
-	// "/static/..;/admin" is ignored. Default: none.
+	// "/static/..;/admin" is ignored. With both set, an ignored path must
+	// be allowed too. Default: none.
 	AllowPaths, IgnorePaths []string
 
 	// Authorization, when set, also asks the API server whether each
 	// caller may make its request (SubjectAccessReview); one that may not
-	// gets 403, and so does one whose path some upstream would read as
-	// another, or that carries a method override (see the package doc).
+	// gets 403. So does one that carries a method override (unless
+	// Resource fixes the verb) and, when the path is reviewed (Resource
+	// nil), one whose path some upstream would read as another (see the
+	// package doc).
 	// Default: none: the pattern keeps authorization apart, and the service
 	// sees the caller's groups.
 	Authorization *Authorization

@@ -25,12 +25,14 @@
 // that appears adds its cluster, one that goes removes it, and one whose
 // kubeconfig changes refreshes its cluster's vault at once, before the old
 // token is revoked. Only <cluster>-kubeconfig, or a Secret the Cluster
-// controls, claims a cluster's name, and two claims of equal weight serve
-// neither: a Secret written to take a cluster's name, listed first, does
-// not get it. Argo CD's declarative cluster Secrets work the same way
-// ([ArgoCD]: name, server and a JSON config; an awsAuthConfig runs
-// argocd-k8s-auth, as Argo CD does), read from Argo CD's own namespace
-// ([ArgoCDNamespace]) unless told otherwise, as Argo CD reads them. The kubeconfigs are read with
+// controls, claims a cluster's name; another Secret labelled for the
+// cluster is skipped and logged. Two claims of equal weight serve neither,
+// and a Secret written to take a cluster's name from its
+// <cluster>-kubeconfig does not get it, even listed first. Argo CD's declarative cluster Secrets work the same way ([ArgoCD]:
+// name, server and a JSON config; an awsAuthConfig runs argocd-k8s-auth, as
+// Argo CD does). They are read from Argo CD's own namespace
+// ([ArgoCDNamespace]) unless [SecretsOptions.Namespace] says otherwise, as
+// Argo CD reads them. The kubeconfigs are read with
 // handlers.KubeconfigSecretFrom: someone else wrote them, so their exec
 // plugins and auth providers are refused unless [SecretsOptions.PluginPolicy]
 // allows them, and entries that name a file of this machine are refused.

@@ -38,7 +38,7 @@ type SecretsOptions struct {
 	// Secrets from (a Secret labelled as one elsewhere is no cluster of
 	// Argo CD's, and may have been written by anyone who can write
 	// Secrets there). An Argo CD installed elsewhere needs its namespace
-	// here.
+	// here: the ArgoCD default used to be every namespace.
 	Namespace string
 	// LabelSelector chooses the Secrets, in the syntax of
 	// metav1.ListOptions. Default: Cluster API's, the Secrets that carry
@@ -61,39 +61,40 @@ type SecretsOptions struct {
 
 // WatchSecrets keeps the fleet in step with the hub's kubeconfig Secrets
 // until ctx ends: it blocks until then, and returns nil then (run it in a
-// goroutine, or as a manager's runnable). A Secret that appears adds its cluster, named
-// "<namespace>/<cluster>", where <cluster> is the value of its
-// ClusterNameLabel (for ArgoCD, its name key), or the Secret's name without
-// it; its handler (handlers.KubeconfigSecretFrom for ClusterAPI) reads the
-// Secret at every login. A Secret without SecretsOptions.Key (for ArgoCD,
-// without server) is no cluster's, and is skipped. A
-// Secret whose kubeconfig changes refreshes that cluster's vault at once
+// goroutine, or as a manager's runnable). A Secret that appears adds its
+// cluster, named "<namespace>/<cluster>", where <cluster> is the value of
+// its ClusterNameLabel (for ArgoCD, its name key), or the Secret's name
+// without it; its handler (handlers.KubeconfigSecretFrom for ClusterAPI)
+// reads the Secret at every login. A Secret without SecretsOptions.Key
+// (for ArgoCD, without server) is no cluster's, and is skipped. A Secret
+// whose kubeconfig changes refreshes that cluster's vault at once
 // (vault.Vault.Refresh): the new credential is in place before the old one
 // is revoked, and no other cluster is touched; a cluster not used yet
-// stays so. A change that leaves the
-// kubeconfig as it was (a resync, a label or annotation edit) does nothing.
-// A Secret that goes removes its cluster, closing its vault.
+// stays so. A change that leaves the kubeconfig as it was (a resync, a
+// label or annotation edit) does nothing. A Secret that goes removes its
+// cluster, closing its vault.
 //
 // Which Secret serves a cluster does not depend on the order they are
-// listed in: the Secrets there at the start are decided together, once
-// the whole list is in, so that none serves a cluster for the moment before
-// a stronger claim on it is seen. For ClusterAPI, a labelled Secret claims the cluster only if
-// it is <cluster>-kubeconfig, or (less strongly, since whoever writes
-// Secrets can write owner references) if the Cluster of that name is its
-// controller; any other Secret labelled for a cluster, or with the label
-// empty, is skipped and logged, once (Cluster API's CA, etcd and
-// user-kubeconfig Secrets, or a Secret written to take a cluster's name).
-// Of the Secrets that claim a cluster, the one
-// of the highest rank serves it; two of that rank (two owned Secrets, two
-// Argo CD Secrets of one name) serve neither, and both are logged, until
-// one goes. A cluster of the same name added by Add is left alone, and the
-// Secret that collides with it is logged and decided again at its next
-// change. A Secret's cluster removed with Remove comes back when its
+// listed in: the Secrets there at the start are decided together, once the
+// whole list is in, so that none serves a cluster for the moment before a
+// stronger claim on it is seen. For ClusterAPI, a labelled Secret claims
+// the cluster only if it is <cluster>-kubeconfig, or (less strongly, since
+// whoever writes Secrets can write owner references) if the Cluster of
+// that name is its controller. Any other Secret labelled for a cluster, or
+// with the label empty, is skipped and logged, once: a provider's
+// <cluster>-user-kubeconfig, a Secret written to take a cluster's name, or
+// a kubeconfig Secret of your own under another name, which was served
+// before these rules (name it <cluster>-kubeconfig, or drop the label and
+// choose it with LabelSelector). Of the Secrets that claim a cluster, the
+// one of the highest rank serves it; two of that rank (two owned Secrets,
+// two Argo CD Secrets of one name) serve neither, and both are logged,
+// until one goes. A cluster of the same name added by Add is left alone,
+// and the Secret that collides with it is logged and decided again at its
+// next change. A Secret's cluster removed with Remove comes back when its
 // Secret, or another of that cluster's, changes.
 //
 // The clusters stay in the fleet when WatchSecrets returns; Close removes
-// them.
-// A failing list or watch of the Secrets (RBAC, an outage) is logged
+// them. A failing list or watch of the Secrets (RBAC, an outage) is logged
 // through Options.Logger and retried.
 func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if opts.Client == nil {

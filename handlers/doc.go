@@ -44,29 +44,40 @@
 // An Allowlist says which programs run, not what they do, and an allowed
 // plugin is code that whoever wrote its config can steer: its arguments
 // and its env are theirs. So under any policy but AllowAll the config's env
-// may not set what loads code or picks programs: the loader's (LD_*,
-// GLIBC_TUNABLES, GCONV_PATH and the rest of glibc's list of unsafe
-// variables), the shells' (BASH_FUNC_*, BASH_ENV, ENV, SHELLOPTS, PS4,
-// IFS), the interpreters' (PYTHON*, NODE_*, PERL*, RUBY*,
-// JAVA_TOOL_OPTIONS, DOTNET_*, GODEBUG), gcloud's properties (CLOUDSDK_*),
-// PATH, HOME, and the files plugins read commands from (KUBECONFIG,
-// AWS_CONFIG_FILE, GOOGLE_APPLICATION_CREDENTIALS); nor what sends this
-// process's own secrets elsewhere: a token file the plugin posts and the
-// endpoint it posts it to (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ENDPOINT_URL*,
-// AWS_CONTAINER_CREDENTIALS_FULL_URI, AZURE_FEDERATED_TOKEN_FILE,
-// AZURE_AUTHORITY_HOST), trust roots (SSL_CERT_FILE, AWS_CA_BUNDLE…) and a
-// plain-http proxy (HTTP_PROXY, ALL_PROXY), which sees the cloud metadata
-// services' answers; nor a name that is not a plain identifier, nor a value
-// with a line break or NUL. Such a config is a permanent error naming the
-// variable, never its value, and the plugin does not run. The plugin still
-// inherits this process's own environment: set what it needs there. What a
-// plugin is commonly given passes (AWS_PROFILE, AWS_REGION,
-// AWS_STS_REGIONAL_ENDPOINTS, AWS_ROLE_ARN, AZURE_CLIENT_ID,
-// AZURE_TENANT_ID, AAD_LOGIN_METHOD, KUBECACHEDIR, HTTPS_PROXY, NO_PROXY).
+// may not set:
+//
+//   - what loads code or picks programs: the loader's variables (LD_*,
+//     GLIBC_TUNABLES, GCONV_PATH and the rest of glibc's list of unsafe
+//     ones), the shells' (BASH_FUNC_*, BASH_ENV, ENV, SHELLOPTS, PS4, IFS),
+//     the interpreters' (PYTHON*, NODE_*, PERL*, RUBY*, JAVA_TOOL_OPTIONS,
+//     DOTNET_*), gcloud's properties (CLOUDSDK_*), PATH and HOME;
+//   - the files plugins read commands from (KUBECONFIG, AWS_CONFIG_FILE,
+//     GOOGLE_APPLICATION_CREDENTIALS);
+//   - what sends this process's own secrets elsewhere: a token file the
+//     plugin posts and the endpoint it posts it to
+//     (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ENDPOINT_URL*,
+//     AWS_CONTAINER_CREDENTIALS_FULL_URI, AZURE_FEDERATED_TOKEN_FILE,
+//     AZURE_AUTHORITY_HOST), trust roots (SSL_CERT_FILE, AWS_CA_BUNDLE…),
+//     a plain-http proxy (HTTP_PROXY, ALL_PROXY), which sees the cloud
+//     metadata services' answers, and GODEBUG, which can make a Go plugin
+//     print the headers it sends;
+//   - a name that is not a plain identifier, or a value with a line break
+//     or NUL.
+//
+// Such a config is a permanent error naming the variable, never its value,
+// and the plugin does not run (a config that set one ran its plugin before
+// this check). The plugin still inherits this process's own environment:
+// set what it needs there. What a plugin is commonly given passes
+// (AWS_PROFILE, AWS_REGION, AWS_STS_REGIONAL_ENDPOINTS, AWS_ROLE_ARN,
+// AZURE_CLIENT_ID, AZURE_TENANT_ID, AAD_LOGIN_METHOD, KUBECACHEDIR,
+// HTTPS_PROXY, NO_PROXY).
+//
 // Allow only plugins whose arguments cannot make them run other code or
-// read this process's files: aws with the arguments "s3 cp <file> s3://…",
-// gcloud with --access-token-file, kubelogin with --federated-token-file
-// and --authority-host do both.
+// read this process's files. aws, gcloud and kubelogin are not such
+// plugins: "aws s3 cp <file> s3://…" uploads any file of this machine,
+// gcloud's --access-token-file sends a file's content as the token, and
+// kubelogin's --federated-token-file with --authority-host posts a file
+// to a host the config names.
 //
 // # Telling the plugin why it runs
 //

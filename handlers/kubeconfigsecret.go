@@ -39,17 +39,17 @@ type KubeconfigSecretConfig struct {
 	// whether it may use an auth provider (only under AllowAll). Default,
 	// unlike a kubeconfig file's: DenyAll, since whoever writes the Secret
 	// would choose the commands this process runs. Set an Allowlist of the
-	// plugins your clusters use (aws-iam-authenticator, kubelogin), or
-	// AllowAll. An allowed plugin still runs with the arguments the
-	// Secret gives it (which, for aws, gcloud or kubelogin, can read this
-	// process's files), and with its env, less what would steer the plugin
-	// into other code or send this process's secrets elsewhere (see the
-	// package doc, "Which plugins may run"): one that mints a token from
-	// this
-	// process's own identity (aws-iam-authenticator from its AWS role) mints
-	// it for the cluster the Secret names and sends it to the Secret's
-	// server, so allow such a plugin only for Secrets whose writers could
-	// use that identity anyway.
+	// plugins your clusters use (aws-iam-authenticator), or AllowAll. An
+	// allowed plugin still runs with the arguments the Secret gives it
+	// (which, for aws, gcloud or kubelogin, can read this process's files),
+	// and with its env, less what would steer the plugin into other code
+	// or send this process's secrets elsewhere (see the package doc, "Which
+	// plugins may run"; a Secret whose env sets such a variable, which
+	// worked before that check, now fails to log in, naming it). One that
+	// mints a token from this process's own identity (aws-iam-authenticator
+	// from its AWS role) mints it for the cluster the Secret names and
+	// sends it to the Secret's server, so allow such a plugin only for
+	// Secrets whose writers could use that identity anyway.
 	PluginPolicy PluginPolicy
 }
 

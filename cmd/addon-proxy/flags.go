@@ -38,7 +38,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if fs.Lookup("kubeconfig") == nil {
 		fs.String("kubeconfig", "", "a kubeconfig to log in with (default: the pod's ServiceAccount, $KUBECONFIG, ~/.kube/config)")
 	}
-	fs.StringVar(&c.listen, "listen", ":8443", "address to serve the callers on")
+	fs.StringVar(&c.listen, "listen", ":8443", "address to serve the callers on (TLS with --tls-cert-file and --tls-key-file, plain HTTP without)")
 	fs.StringVar(&c.opsListen, "ops-listen", ":9090", "address of /healthz, /readyz and /metrics (\"0\": off)")
 	fs.StringVar(&upstream, "upstream", "", "the service's URL, on localhost (required), e.g. http://127.0.0.1:8080")
 	fs.StringVar(&c.upstreamCAFile, "upstream-ca-file", "", "CA bundle (PEM) that signs an https upstream's certificate, instead of the system's")
@@ -48,22 +48,23 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.keyFile, "tls-key-file", "", "serving key (PEM), reread when it changes")
 	fs.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
 	fs.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
-	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted, and so how long a revoked token keeps access (default 10s)")
-	fs.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s)")
+	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted, and so how long a revoked token keeps access (default 10s; negative: none, every request is reviewed)")
+	fs.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s; negative: none)")
 	fs.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
-	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "requests per second to the API server (TokenReviews and SubjectAccessReviews share them; negative: no limit)")
+	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "requests per second to the API server (TokenReviews and SubjectAccessReviews share them; negative: no limit; 0 is refused)")
 	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "requests to the API server allowed in a burst above --kube-api-qps")
 	fs.Float64Var(&ratePerUser, "rate-per-user", 0, "requests per second per user (default: no limit)")
 	fs.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
 	fs.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h; negative: none)")
 	fs.DurationVar(&c.verifyTimeout, "verify-timeout", 30*time.Second, "how long a request may take to be verified (and authorized) before it is forwarded; its connection's reads end then, and it gets 503 (a request for an ignored path, with no verified caller, must also send its body within it)")
 	fs.BoolVar(&requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
-	fs.BoolVar(&authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL); paths some upstream would read as another path get 403")
-	fs.StringVar(&authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource (SubjectAccessReview), with the request's verb unless verb= is given:\n"+
+	fs.BoolVar(&authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL); paths some upstream would read as another path, and method overrides, get 403")
+	fs.StringVar(&authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource (SubjectAccessReview; replaces --authorize),\n"+
+		"with the request's verb (method overrides get 403) unless verb= is given:\n"+
 		"namespace/resource[/subresource], or comma-separated key=value with keys namespace, group (or apiGroup), version (or apiVersion),\n"+
 		"resource (required), subresource, name, verb; e.g. namespace=prod,group=apps,resource=deployments,subresource=scale,name=web")
-	fs.Var((*list)(&c.auth.AllowPaths), "allow-paths", "path patterns (path.Match: /metrics, /api/*) that are the only ones served; others get 404 (repeat or separate with commas)")
-	fs.Var((*list)(&c.auth.IgnorePaths), "ignore-paths", "path patterns served without verification, and without identity headers (repeat or separate with commas)")
+	fs.Var((*list)(&c.auth.AllowPaths), "allow-paths", "path patterns (path.Match: /metrics, /api/*; * does not cross a /) that are the only ones served; others get 404 (repeat or separate with commas)")
+	fs.Var((*list)(&c.auth.IgnorePaths), "ignore-paths", "path patterns served without verification, and without identity headers; with --allow-paths, they must be allowed too (repeat or separate with commas)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 20*time.Second, "how long requests under way may finish on SIGTERM, then the rest are closed (below the pod's termination grace, 30s by default)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

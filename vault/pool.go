@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -36,6 +37,11 @@ const (
 type pooled struct {
 	id identity
 	rt http.RoundTripper
+	// tls is rt's TLS config, nil for a round tripper built otherwise
+	// (tests); an upgrade starts from a copy of it. proxy is the proxy
+	// the identity names, nil for the environment's.
+	tls   *tls.Config
+	proxy *url.URL
 	// closeIdle closes the connections no request uses; nil for a
 	// round tripper without connections of its own.
 	closeIdle func()
@@ -159,9 +165,44 @@ func (p *pool) acquire(id identity) (*pooled, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.tls != nil {
+		// Not yet used: no connection has copied it.
+		t.tls.ClientSessionCache = p.sessionsLocked(id)
+	}
 	t.id, t.refs = id, 1
 	p.live[id] = t
 	return t, nil
+}
+
+// sessionCacheSize bounds the TLS sessions kept per TLS identity: one per
+// server name it connects to.
+const sessionCacheSize = 8
+
+// sessionsLocked returns the TLS session cache of id's TLS identity: that
+// of a transport with the same TLS settings and another Authorization, if
+// the pool has one, else a new one. Sharing it lets a new token's first
+// connection resume the TLS session of the token before it (an abbreviated
+// handshake) where the server issues session tickets, as kube-apiserver
+// does. The client certificate is part of the TLS identity: a resumed
+// session keeps the certificate of the handshake it resumes. p.mu is held.
+func (p *pool) sessionsLocked(id identity) tls.ClientSessionCache {
+	id.auth = ""
+	sameTLS := func(t *pooled) bool {
+		other := t.id
+		other.auth = ""
+		return other == id && t.tls != nil && t.tls.ClientSessionCache != nil
+	}
+	for _, t := range p.live {
+		if sameTLS(t) {
+			return t.tls.ClientSessionCache
+		}
+	}
+	for _, t := range p.retired {
+		if sameTLS(t) {
+			return t.tls.ClientSessionCache
+		}
+	}
+	return tls.NewLRUClientSessionCache(sessionCacheSize)
 }
 
 // release drops one credential's use of t.
@@ -311,8 +352,10 @@ func buildTransport(id identity) (*pooled, error) {
 			return nil, errors.New("vault: ProxyURL is not a URL")
 		}
 		httpTransport.Proxy = http.ProxyURL(proxy)
+		t.proxy = proxy
 	}
 	t.rt = utilnet.SetTransportDefaults(httpTransport)
+	t.tls = httpTransport.TLSClientConfig // HTTP/2 set up: never nil
 	t.closeIdle = httpTransport.CloseIdleConnections
 	return t, nil
 }

@@ -21,8 +21,15 @@ func (v *Vault) RESTConfig(ctx context.Context) (*rest.Config, error) {
 		return nil, err
 	}
 	return &rest.Config{
-		Host:      cred.Info.Server,
-		Transport: v.Transport(),
+		Host:          cred.Info.Server,
+		Transport:     v.Transport(),
+		WrapTransport: v.wrapStreaming,
+		Proxy:         streamProxy,
+		// A TLS field that client-go accepts beside a Transport, so that
+		// spdy.RoundTripperFor makes a TLS config the vault fills in for
+		// each upgrade; the protocols are those every client-go transport
+		// offers.
+		TLSClientConfig: rest.TLSClientConfig{NextProtos: []string{"h2", "http/1.1"}},
 	}, nil
 }
 

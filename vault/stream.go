@@ -1,0 +1,218 @@
+package vault
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/transport/websocket"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
+)
+
+// upgradeAttempts bounds how often one upgrade is sent: a 401 invalidates
+// the credential and the upgrade goes once more with the next one.
+const upgradeAttempts = 2
+
+// ErrStreamOwnTransport is why an upgrade fails when the credential selected
+// for it authenticates through a Transport of its own (an auth provider or
+// a client-go round tripper a piggyback handler kept): an upgrade dials by
+// itself and cannot go through such a round tripper.
+var ErrStreamOwnTransport = errors.New("vault: the credential authenticates through its own Transport, which an exec, attach or port-forward upgrade cannot use")
+
+// errNoTLSConfig is why an https upgrade fails when its round tripper has no
+// TLS config the vault can fill in.
+var errNoTLSConfig = errors.New("vault: the upgrade round tripper has no TLS config to set the credential's in: build it with spdy.RoundTripperFor or websocket.RoundTripperFor from the vault's RESTConfig, whose TLSClientConfig.NextProtos makes client-go create one")
+
+// wrapStreaming is RESTConfig's WrapTransport. client-go's streaming round
+// trippers (spdy.RoundTripperFor, behind NewSPDYExecutor and port-forward;
+// websocket.RoundTripperFor, behind NewWebSocketExecutor) never use the
+// config's Transport: they dial by themselves with a TLS config built from
+// its TLS fields. They do pass through WrapTransport, innermost of all the
+// wrappers; there the vault takes each upgrade over. An ordinary client's
+// round tripper is the vault's Transport itself, returned as it is, so
+// ordinary requests pay nothing; anything else the vault does not know is
+// returned as it is too.
+func (v *Vault) wrapStreaming(rt http.RoundTripper) http.RoundTripper {
+	switch inner := rt.(type) {
+	case *roundTripper:
+		return rt
+	case *websocket.RoundTripper:
+		return &upgrader{v: v, inner: inner, setTLS: func(c *tls.Config) error {
+			inner.TLSConfig = c
+			return nil
+		}}
+	case spdyUpgrader:
+		return &upgrader{v: v, inner: inner, setTLS: func(c *tls.Config) error {
+			dst := inner.TLSClientConfig()
+			if dst == nil {
+				return errNoTLSConfig
+			}
+			setUpgradeTLS(dst, c)
+			return nil
+		}}
+	}
+	return rt
+}
+
+// spdyUpgrader is the SPDY round tripper of spdy.RoundTripperFor: it keeps
+// the TLS config it dials with, which only it holds, behind a getter.
+type spdyUpgrader interface {
+	httpstream.UpgradeRoundTripper
+	TLSClientConfig() *tls.Config
+}
+
+// upgrader sends the upgrade requests of one streaming round tripper with the
+// vault's credentials. Like the round tripper it wraps, it serves one
+// upgrade at a time.
+type upgrader struct {
+	v      *Vault
+	inner  http.RoundTripper
+	setTLS func(*tls.Config) error
+}
+
+// RoundTrip selects a credential, routes and authenticates req as the
+// vault's Transport does, gives the inner round tripper the TLS settings of
+// the credential's identity (CA, client certificate, server name, proxy) and
+// sends the upgrade. A 401 invalidates the credential and the upgrade goes
+// once more with the next one; an upgrade has no body to replay.
+func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
+	v := u.v
+	ownAuth := hasAuthorization(req.Header)
+	for attempt := 1; ; attempt++ {
+		cred, err := v.Select(req.Context())
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		out, via, carriesCred := v.prepare(req, cred, ownAuth)
+		t, ok := via.(*pooled)
+		if !ok {
+			closeBody(req)
+			if _, closed := via.(closedTransport); closed {
+				return nil, ErrClosed
+			}
+			return nil, fmt.Errorf("vault: upgrade with handler %q's credential: %w", cred.Handler, ErrStreamOwnTransport)
+		}
+		// The websocket round tripper rewrites the URL's scheme in place;
+		// the next attempt starts from the caller's.
+		target := *out.URL
+		out.URL = &target
+		if out.URL.Scheme == "https" {
+			if err := u.setTLS(t.upgradeTLS()); err != nil {
+				closeBody(req)
+				return nil, err
+			}
+		}
+		out = out.WithContext(context.WithValue(out.Context(), upgradeVia{}, t))
+
+		resp, err := u.inner.RoundTrip(out)
+		status := upgradeStatus(resp, err)
+		switch {
+		case !carriesCred:
+			return resp, err
+		case err != nil && isTLSFailure(err):
+			v.invalidate(req.Context(), cred, &TLSError{Server: cred.Info.Server, Err: err}, byTLSFailure)
+			return resp, err
+		case status == 0: // no answer from the server
+			return resp, err
+		case status != http.StatusUnauthorized:
+			v.served(cred)
+			return resp, err
+		}
+		if resp != nil {
+			v.rejected(req.Context(), cred, resp)
+		} else {
+			v.invalidate(req.Context(), cred, &UnauthorizedError{
+				Server: cred.Info.Server, Status: "401 Unauthorized", StatusCode: http.StatusUnauthorized,
+			}, by401)
+		}
+		if attempt >= upgradeAttempts {
+			return resp, err
+		}
+		if resp != nil {
+			// The SPDY round tripper keeps the rejected connection to
+			// itself; its next RoundTrip replaces it, and the runtime
+			// closes it once unreachable, as after any refused upgrade.
+			discard(resp)
+		}
+		v.metrics.retries.Inc()
+	}
+}
+
+// upgradeStatus is the HTTP status the server answered an upgrade with: the
+// response's, or for a websocket round tripper, which turns any answer but
+// 101 into an error, the one that error carries. 0: no answer.
+func upgradeStatus(resp *http.Response, err error) int {
+	if resp != nil {
+		return resp.StatusCode
+	}
+	var failure *streamhttp.UpgradeFailureError
+	if !errors.As(err, &failure) || failure.Cause == nil {
+		return 0
+	}
+	var status apierrors.APIStatus
+	if errors.As(failure.Cause, &status) {
+		return int(status.Status().Code)
+	}
+	// client-go adds the response's status line to gorilla's handshake
+	// error when the body is no Status object.
+	text := failure.Cause.Error()
+	if i := strings.Index(text, "bad handshake ("); i >= 0 {
+		var code int
+		if _, scanErr := fmt.Sscanf(text[i+len("bad handshake ("):], "%d", &code); scanErr == nil {
+			return code
+		}
+	}
+	return http.StatusBadRequest // an answer, not a 401
+}
+
+// upgradeVia is the context key of the pooled transport whose identity an
+// upgrade uses, for streamProxy.
+type upgradeVia struct{}
+
+// streamProxy is RESTConfig's Proxy: the streaming round trippers dial by
+// themselves, and ask it which proxy to dial through. For an upgrade the
+// vault routes, that of the credential's identity; for any other request
+// (a client built on a copy of the config without its Transport), the
+// environment's, as client-go's default.
+func streamProxy(req *http.Request) (*url.URL, error) {
+	if t, ok := req.Context().Value(upgradeVia{}).(*pooled); ok && t.proxy != nil {
+		return t.proxy, nil
+	}
+	return envProxy(req)
+}
+
+var envProxy = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
+
+// upgradeTLS is the TLS config of an upgrade over t's identity: its CA,
+// client certificate, server name and session cache, and HTTP/1.1 only,
+// since an upgrade is an HTTP/1.1 request.
+func (t *pooled) upgradeTLS() *tls.Config {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.tls != nil {
+		c = t.tls.Clone()
+	}
+	c.NextProtos = []string{"http/1.1"}
+	return c
+}
+
+// setUpgradeTLS sets in dst, the TLS config a SPDY round tripper dials
+// with, the fields of src that client-go's TLS setup and the vault set.
+// dst is the round tripper's own, made for it by spdy.RoundTripperFor.
+func setUpgradeTLS(dst, src *tls.Config) {
+	dst.MinVersion = src.MinVersion
+	dst.InsecureSkipVerify = src.InsecureSkipVerify
+	dst.ServerName = src.ServerName
+	dst.RootCAs = src.RootCAs
+	dst.Certificates = src.Certificates
+	dst.GetClientCertificate = src.GetClientCertificate
+	dst.ClientSessionCache = src.ClientSessionCache
+	dst.NextProtos = src.NextProtos
+}

@@ -303,7 +303,7 @@ func runRotation(tb testing.TB, side rotationSide, run rotationRun) {
 			}
 		}
 	}
-	openedBefore := opened(servers)
+	openedBefore, resumedBefore := opened(servers), resumed(servers)
 	cacheStart := tcache.snapshot()
 	if b, ok := tb.(*testing.B); ok {
 		m.start()
@@ -318,7 +318,7 @@ func runRotation(tb testing.TB, side rotationSide, run rotationRun) {
 	}
 	rotated := clusters * rounds
 	cacheEnd := tcache.snapshot()
-	openedEnd := opened(servers)
+	openedEnd, resumedEnd := opened(servers), resumed(servers)
 	active := measure(tb, servers)
 	settled := settleConns(servers, settle)
 	end := measure(tb, servers)
@@ -353,6 +353,7 @@ func runRotation(tb testing.TB, side rotationSide, run rotationRun) {
 	b.ReportMetric(float64(end.conns)/n, "settled-conns/cluster")
 	b.ReportMetric(settled.Seconds(), "settle-s")
 	b.ReportMetric(float64(openedEnd-openedBefore)/float64(rotated), "handshakes/rotation")
+	b.ReportMetric(float64(resumedEnd-resumedBefore)/float64(rotated), "resumed/rotation")
 	b.ReportMetric(float64(cacheEnd.created-cacheStart.created)/float64(rotated), "transports/rotation")
 	b.ReportMetric(float64(tcache.snapshot().entries-cacheBefore.entries), "cache-entries-added")
 	b.ReportMetric(float64(rejected), "401s")
@@ -412,6 +413,14 @@ func opened(servers []*loopbackServer) int64 {
 	var n int64
 	for _, s := range servers {
 		n += s.opened.Load()
+	}
+	return n
+}
+
+func resumed(servers []*loopbackServer) int64 {
+	var n int64
+	for _, s := range servers {
+		n += s.resumed.Load()
 	}
 	return n
 }

@@ -37,6 +37,7 @@ type loopbackServer struct {
 	ended    atomic.Int64 // connections closed or hijacked
 	lastEnd  atomic.Int64 // when the last one ended, in Unix nanoseconds
 	rejected atomic.Int64 // requests answered 401
+	resumed  atomic.Int64 // TLS handshakes that resumed a session
 }
 
 // credPair is an loopbackServer's valid credentials: the current one, of
@@ -72,6 +73,13 @@ func startLoopback(tb testing.TB, id string, certs bool) *loopbackServer {
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.EnableHTTP2 = true
 	s.srv.TLS = s.ca.ServerTLS(tb, id, s.ca) // client certificates verified when given
+	// Called after every handshake, a resumed one included.
+	s.srv.TLS.VerifyConnection = func(cs tls.ConnectionState) error {
+		if cs.DidResume {
+			s.resumed.Add(1)
+		}
+		return nil
+	}
 	// A client that drops a connection mid-handshake is logged; not news.
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {

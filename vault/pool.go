@@ -131,8 +131,10 @@ func (t *pooled) dialed(c net.Conn) net.Conn {
 type pool struct {
 	clock clock.WithDelayedExecution
 	spawn func(func()) bool
-	// build makes the transport of an identity; tests replace it.
-	build func(identity) (*pooled, error)
+	// build makes the transport of an identity, starting from the TLS
+	// config of another with the same TLS settings if it is given; tests
+	// replace it.
+	build func(identity, *tls.Config) (*pooled, error)
 	grace time.Duration
 
 	mu      sync.Mutex // guards the fields below and every pooled.refs
@@ -161,13 +163,9 @@ func (p *pool) acquire(id identity) (*pooled, error) {
 		t.refs++
 		return t, nil
 	}
-	t, err := p.build(id)
+	t, err := p.build(id, p.sameTLSLocked(id))
 	if err != nil {
 		return nil, err
-	}
-	if t.tls != nil {
-		// Not yet used: no connection has copied it.
-		t.tls.ClientSessionCache = p.sessionsLocked(id)
 	}
 	t.id, t.refs = id, 1
 	p.live[id] = t
@@ -178,31 +176,33 @@ func (p *pool) acquire(id identity) (*pooled, error) {
 // server name it connects to.
 const sessionCacheSize = 8
 
-// sessionsLocked returns the TLS session cache of id's TLS identity: that
-// of a transport with the same TLS settings and another Authorization, if
-// the pool has one, else a new one. Sharing it lets a new token's first
-// connection resume the TLS session of the token before it (an abbreviated
-// handshake) where the server issues session tickets, as kube-apiserver
-// does. The client certificate is part of the TLS identity: a resumed
-// session keeps the certificate of the handshake it resumes. p.mu is held.
-func (p *pool) sessionsLocked(id identity) tls.ClientSessionCache {
+// sameTLSLocked returns the TLS config of a transport whose identity
+// differs from id's in its Authorization only, nil when the pool has none.
+// A new token's transport starts from a copy of it: the same parsed CA and
+// client certificate, and the same TLS session cache, so that its first
+// connection resumes the TLS session of the token before it (an
+// abbreviated handshake) where the server issues session tickets, as
+// kube-apiserver does. The client certificate is part of the TLS identity:
+// a resumed session keeps the certificate of the handshake it resumes.
+// p.mu is held.
+func (p *pool) sameTLSLocked(id identity) *tls.Config {
 	id.auth = ""
 	sameTLS := func(t *pooled) bool {
 		other := t.id
 		other.auth = ""
-		return other == id && t.tls != nil && t.tls.ClientSessionCache != nil
+		return other == id && t.tls != nil
 	}
 	for _, t := range p.live {
 		if sameTLS(t) {
-			return t.tls.ClientSessionCache
+			return t.tls
 		}
 	}
 	for _, t := range p.retired {
 		if sameTLS(t) {
-			return t.tls.ClientSessionCache
+			return t.tls
 		}
 	}
-	return tls.NewLRUClientSessionCache(sessionCacheSize)
+	return nil
 }
 
 // release drops one credential's use of t.
@@ -319,17 +319,10 @@ func (p *pool) close() {
 // buildTransport makes an http.Transport for id with client-go's TLS setup
 // and its connection defaults: HTTP/2, keep-alives, timeouts, and the proxy
 // from the environment (NO_PROXY with CIDRs) unless the identity names one.
-func buildTransport(id identity) (*pooled, error) {
-	tlsConfig, err := transport.TLSConfigFor(&transport.Config{TLS: transport.TLSConfig{
-		Insecure:   id.insecure,
-		ServerName: id.serverName,
-		CAData:     []byte(id.ca),
-		CertData:   []byte(id.cert),
-		KeyData:    []byte(id.key),
-	}})
+func buildTransport(id identity, sameTLS *tls.Config) (*pooled, error) {
+	tlsConfig, err := tlsConfigFor(id, sameTLS)
 	if err != nil {
-		// client-go's errors name what was wrong, not the key material.
-		return nil, fmt.Errorf("vault: TLS configuration for %s: %w", id.host, err)
+		return nil, err
 	}
 	t := &pooled{}
 	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: dialKeepAlive}
@@ -360,6 +353,31 @@ func buildTransport(id identity) (*pooled, error) {
 	return t, nil
 }
 
+// tlsConfigFor is the TLS config of id's transport: a copy of sameTLS, the
+// config of a transport with the same TLS settings, or else client-go's
+// for id's settings with a session cache of its own.
+func tlsConfigFor(id identity, sameTLS *tls.Config) (*tls.Config, error) {
+	if sameTLS != nil {
+		return sameTLS.Clone(), nil
+	}
+	c, err := transport.TLSConfigFor(&transport.Config{TLS: transport.TLSConfig{
+		Insecure:   id.insecure,
+		ServerName: id.serverName,
+		CAData:     []byte(id.ca),
+		CertData:   []byte(id.cert),
+		KeyData:    []byte(id.key),
+	}})
+	if err != nil {
+		// client-go's errors name what was wrong, not the key material.
+		return nil, fmt.Errorf("vault: TLS configuration for %s: %w", id.host, err)
+	}
+	if c == nil { // no TLS setting: the defaults, as net/http's
+		c = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	c.ClientSessionCache = tls.NewLRUClientSessionCache(sessionCacheSize)
+	return c, nil
+}
+
 // countedConn keeps its transport's count and set of open connections.
 type countedConn struct {
 	net.Conn
@@ -381,7 +399,7 @@ func (c *countedConn) Close() error {
 // CA, no client certificate, the proxy from the environment.
 func (p *pool) plain() http.RoundTripper {
 	p.plainOnce.Do(func() {
-		t, err := p.build(identity{})
+		t, err := p.build(identity{}, nil)
 		if err != nil { // cannot happen without TLS material; be safe
 			p.plainRT = http.DefaultTransport
 			return

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log"
 	"net/http"
@@ -37,7 +38,7 @@ func vaultOver(b *testing.B, base http.RoundTripper, info login.ConnectionInfo) 
 	v := New(Options{})
 	b.Cleanup(v.Close)
 	if base != nil {
-		v.pool.build = func(identity) (*pooled, error) { return &pooled{rt: base}, nil }
+		v.pool.build = func(identity, *tls.Config) (*pooled, error) { return &pooled{rt: base}, nil }
 	}
 	v.OnLogin(handlerOf(info))
 	if _, err := v.Select(context.Background()); err != nil {

@@ -8,13 +8,46 @@ import (
 
 // RESTConfig waits for the first usable credential and returns a client-go
 // config whose every request goes through the vault: its Host is that
-// credential's server and its Transport is the vault's, with no TLS or auth
-// fields of its own (client-go refuses those beside a Transport).
+// credential's server and its Transport is the vault's, with no CA,
+// certificate or auth fields of its own (client-go refuses those beside a
+// Transport).
 //
 // Use it for client-go clientsets, controller-runtime clients and managers
 // (leader election included, which copies it). Settings made on it that do
 // not authenticate — user agent, impersonation, QPS, burst, timeout, content
 // type — work as usual.
+//
+// # Streams
+//
+// exec, attach and port-forward work on it unchanged:
+// remotecommand.NewSPDYExecutor, NewWebSocketExecutor and
+// NewFallbackExecutor, spdy.RoundTripperFor with spdy.NewDialer, and
+// portforward's WebSocket and fallback dialers. Those dial by themselves
+// and never use Transport; its WrapTransport hands each upgrade the vault's
+// current credential (token, basic auth or client certificate), that
+// credential's CA, server name and proxy, and its server; a 401 on the
+// upgrade invalidates the credential and the upgrade is sent once more with
+// the next one. A stream opened after a rotation uses the new credential;
+// one already open keeps the connection it has.
+//
+// What cannot go through the vault, and what to do instead:
+//
+//   - Code that builds its own transport from the config's TLS fields
+//     (rest.TLSConfigFor, transport.TLSConfigFor, an http.Transport of its
+//     own) gets no CA and no credential: use rest.HTTPClientFor or
+//     rest.TransportFor on the config, or Transport.
+//   - rest.AnonymousClientConfig drops Transport and WrapTransport, as it
+//     drops every credential: its requests are anonymous and trust the
+//     system's roots, as before streams were supported.
+//   - Setting WrapTransport outright replaces the vault's and ends streams
+//     (ordinary requests still work): add a wrapper with cfg.Wrap instead.
+//     Setting Proxy sends streams through that proxy instead of the
+//     credential's.
+//   - A credential with its own Transport (login.ConnectionInfo.Transport)
+//     cannot carry an upgrade: the upgrade fails with ErrStreamOwnTransport.
+//   - A streaming round tripper serves one upgrade at a time, as client-go
+//     makes them: one built per executor or dialer, as client-go's
+//     constructors do.
 func (v *Vault) RESTConfig(ctx context.Context) (*rest.Config, error) {
 	cred, err := v.Select(ctx)
 	if err != nil {

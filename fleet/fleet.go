@@ -134,8 +134,9 @@ func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*cluster
 // within ctx for its first credential (see vault.Vault.RESTConfig). Every
 // call returns the same *rest.Config for as long as the cluster is in the
 // fleet: its credentials rotate underneath it, so clients, informers and
-// caches built on it are never rebuilt. It is shared: copy it with
-// rest.CopyConfig before changing it.
+// caches built on it are never rebuilt; exec, attach and port-forward
+// streams built on it use the cluster's current credential too. It is
+// shared: copy it with rest.CopyConfig before changing it.
 func (f *Fleet) RESTConfig(ctx context.Context, name string) (*rest.Config, error) {
 	c, err := f.lookup(name)
 	if err != nil {

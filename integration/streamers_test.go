@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
@@ -51,19 +50,22 @@ func noHostPod(ctx context.Context, prefix string) podRef {
 type streamer struct {
 	name string
 	run  func(ctx context.Context, cfg *rest.Config, pod podRef) error
+	// upgrades is how many upgrade requests it sends when the API server
+	// refuses the first: two when it falls back from WebSocket to SPDY.
+	upgrades int
 }
 
 // streamers are every client-go way to exec, attach and port-forward.
 var streamers = []streamer{
-	{"exec over SPDY", execVia("exec", spdyExecutor)},
-	{"exec over WebSocket", execVia("exec", webSocketExecutor)},
-	{"exec, WebSocket falling back to SPDY", execVia("exec", fallbackExecutor)},
-	{"attach over SPDY", execVia("attach", spdyExecutor)},
-	{"attach over WebSocket", execVia("attach", webSocketExecutor)},
-	{"attach, WebSocket falling back to SPDY", execVia("attach", fallbackExecutor)},
-	{"port-forward over SPDY", forwardVia(spdyDialer)},
-	{"port-forward, SPDY over WebSocket", forwardVia(tunnelingDialer)},
-	{"port-forward, WebSocket falling back to SPDY", forwardVia(fallbackDialer)},
+	{"exec over SPDY", execVia("exec", spdyExecutor), 1},
+	{"exec over WebSocket", execVia("exec", webSocketExecutor), 1},
+	{"exec, WebSocket falling back to SPDY", execVia("exec", fallbackExecutor), 2},
+	{"attach over SPDY", execVia("attach", spdyExecutor), 1},
+	{"attach over WebSocket", execVia("attach", webSocketExecutor), 1},
+	{"attach, WebSocket falling back to SPDY", execVia("attach", fallbackExecutor), 2},
+	{"port-forward over SPDY", forwardVia(spdyForwarder), 1},
+	{"port-forward, SPDY over WebSocket", forwardVia(tunnelingForwarder), 1},
+	{"port-forward, WebSocket falling back to SPDY", forwardVia(fallbackForwarder), 2},
 }
 
 // streamURL is the URL of pod's subresource sub with opts.
@@ -127,13 +129,16 @@ func mustFallBack() func(error) bool {
 	}
 }
 
-type dialerFor func(cfg *rest.Config, u *url.URL) httpstream.Dialer
+// forwarderFor makes a port-forwarder of one kind to the portforward URL u,
+// listening on loopback.
+type forwarderFor func(cfg *rest.Config, u *url.URL, stop chan struct{}) (*portforward.PortForwarder, error)
 
-func forwardVia(newDialer dialerFor) func(context.Context, *rest.Config, podRef) error {
+var forwardAddresses, forwardPorts = []string{"127.0.0.1"}, []string{"0:80"}
+
+func forwardVia(newForwarder forwarderFor) func(context.Context, *rest.Config, podRef) error {
 	return func(ctx context.Context, cfg *rest.Config, pod podRef) error {
 		stop := make(chan struct{})
-		fw, err := portforward.NewOnAddresses(newDialer(cfg, streamURL(cfg, pod, "portforward", nil)),
-			[]string{"127.0.0.1"}, []string{"0:80"}, stop, nil, io.Discard, io.Discard)
+		fw, err := newForwarder(cfg, streamURL(cfg, pod, "portforward", nil), stop)
 		Expect(err).NotTo(HaveOccurred())
 		done := make(chan error, 1)
 		go func() { done <- fw.ForwardPorts() }()
@@ -154,20 +159,30 @@ func forwardVia(newDialer dialerFor) func(context.Context, *rest.Config, podRef)
 	}
 }
 
-func spdyDialer(cfg *rest.Config, u *url.URL) httpstream.Dialer {
+// spdyForwarder: spdy.RoundTripperFor and spdy.NewDialer.
+func spdyForwarder(cfg *rest.Config, u *url.URL, stop chan struct{}) (*portforward.PortForwarder, error) {
 	transport, upgrader, err := spdy.RoundTripperFor(cfg)
 	Expect(err).NotTo(HaveOccurred())
-	return spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	return portforward.NewOnAddresses(dialer, forwardAddresses, forwardPorts, stop, nil, io.Discard, io.Discard)
 }
 
-func tunnelingDialer(cfg *rest.Config, u *url.URL) httpstream.Dialer {
+// tunnelingForwarder: portforward.NewSPDYOverWebsocketDialer.
+func tunnelingForwarder(cfg *rest.Config, u *url.URL, stop chan struct{}) (*portforward.PortForwarder, error) {
 	dialer, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
 	Expect(err).NotTo(HaveOccurred())
-	return dialer
+	return portforward.NewOnAddresses(dialer, forwardAddresses, forwardPorts, stop, nil, io.Discard, io.Discard)
 }
 
-func fallbackDialer(cfg *rest.Config, u *url.URL) httpstream.Dialer {
-	return portforward.NewFallbackDialer(tunnelingDialer(cfg, u), spdyDialer(cfg, u), mustFallBack())
+// fallbackForwarder: portforward.NewFallbackDialer, from the WebSocket
+// tunnel to SPDY, as kubectl does.
+func fallbackForwarder(cfg *rest.Config, u *url.URL, stop chan struct{}) (*portforward.PortForwarder, error) {
+	tunneling, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
+	Expect(err).NotTo(HaveOccurred())
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	dialer := portforward.NewFallbackDialer(tunneling, spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u), mustFallBack())
+	return portforward.NewOnAddresses(dialer, forwardAddresses, forwardPorts, stop, nil, io.Discard, io.Discard)
 }
 
 // expectAnswer checks that err is the API server's answer want (noHost, or

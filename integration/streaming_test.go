@@ -69,11 +69,19 @@ var _ = Describe("Streams on the vault's config", func() {
 			entries = append(entries, Entry(fmt.Sprintf("%s, %s", s.name, kind.name), s, kind, false, NodeTimeout(2*time.Minute)))
 		}
 	}
-	fleetCases := map[string]credKind{streamers[2].name: tokenKind, streamers[8].name: certKind}
+	// A fleet's config is a vault's: one case of each credential kind.
+	fleetCases := map[string]credKind{
+		"exec, WebSocket falling back to SPDY":         tokenKind,
+		"port-forward, WebSocket falling back to SPDY": certKind,
+	}
 	for _, s := range streamers {
 		if kind, ok := fleetCases[s.name]; ok {
+			delete(fleetCases, s.name)
 			entries = append(entries, Entry(fmt.Sprintf("%s, %s, from a fleet", s.name, kind.name), s, kind, true, NodeTimeout(2*time.Minute)))
 		}
+	}
+	for name := range fleetCases {
+		panic("integration: no streamer named " + name)
 	}
 	DescribeTable("reach the API server with the credential, and go once more with the next after a 401",
 		streamsThroughARejection, entries)

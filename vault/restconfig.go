@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"net/url"
 
 	"k8s.io/client-go/rest"
 )
@@ -60,10 +61,23 @@ func (v *Vault) RESTConfig(ctx context.Context) (*rest.Config, error) {
 		Proxy:         streamProxy,
 		// A TLS field that client-go accepts beside a Transport, so that
 		// spdy.RoundTripperFor makes a TLS config the vault fills in for
-		// each upgrade; the protocols are those every client-go transport
-		// offers.
-		TLSClientConfig: rest.TLSClientConfig{NextProtos: []string{"h2", "http/1.1"}},
+		// each upgrade. The server's own name changes nothing for a copy
+		// that builds its own transport (rest.AnonymousClientConfig's):
+		// TLS names the server by its host anyway. NextProtos would not
+		// do: a copy would offer HTTP/2 on connections that speak only
+		// HTTP/1.1 (an upgrade, DISABLE_HTTP2).
+		TLSClientConfig: rest.TLSClientConfig{ServerName: serverName(cred.Info.Server)},
 	}, nil
+}
+
+// serverName is the host of the server URL s, without its port: the name
+// TLS verifies by default.
+func serverName(s string) string {
+	u, err := url.Parse(s)
+	if err != nil { // a credential's Server parsed when it arrived
+		return ""
+	}
+	return u.Hostname()
 }
 
 // DefaultNamespace is what Namespace returns when no credential names one,

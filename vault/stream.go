@@ -28,7 +28,7 @@ var ErrStreamOwnTransport = errors.New("vault: the credential authenticates thro
 
 // errNoTLSConfig is why an https upgrade fails when its round tripper has no
 // TLS config the vault can fill in.
-var errNoTLSConfig = errors.New("vault: the upgrade round tripper has no TLS config to set the credential's in: build it with spdy.RoundTripperFor or websocket.RoundTripperFor from the vault's RESTConfig, whose TLSClientConfig.NextProtos makes client-go create one")
+var errNoTLSConfig = errors.New("vault: the upgrade round tripper has no TLS config to set the credential's in: build it with spdy.RoundTripperFor or websocket.RoundTripperFor from the vault's RESTConfig, whose TLSClientConfig.ServerName makes client-go create one")
 
 // wrapStreaming is RESTConfig's WrapTransport. client-go's streaming round
 // trippers (spdy.RoundTripperFor, behind NewSPDYExecutor and port-forward;

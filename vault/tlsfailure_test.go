@@ -64,7 +64,13 @@ func TestCARotationHealsWithoutARestart(t *testing.T) {
 		t.Fatalf("GET before the rotation = %d %v", status, err)
 	}
 
-	serving.Store(&newTLS.Certificates[0]) // the CA rotates
+	// The CA rotates, and the server restarts with it: new session ticket
+	// keys, so no TLS session of before resumes (a resumed session skips
+	// the certificate, and would go on being trusted until the old
+	// certificate expires, as it may with a server that reloads its
+	// certificate in place).
+	serving.Store(&newTLS.Certificates[0])
+	srv.TLS.SetSessionTicketKeys([][32]byte{{1}})
 	srv.CloseClientConnections()
 	// The first request may still meet the connection being closed.
 	eventually(t, "a TLS verification failure", func() bool {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	streamhttp "k8s.io/streaming/pkg/httpstream"
+	streamspdy "k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
@@ -543,6 +544,42 @@ func TestStreamPortForwardAcrossTokenRotation(t *testing.T) {
 	}
 	if want := []string{bearer(tokens[0]), bearer(tokens[1])}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("server saw port-forward upgrades with %q, want %q", got, want)
+	}
+}
+
+// TestStreamStreamingSPDYRoundTripper: a caller that builds the SPDY round
+// tripper from k8s.io/streaming, where apimachinery's deprecation notice
+// sends it, with the TLS config client-go makes from the vault's config,
+// forwards a port with the vault's credential as through
+// spdy.RoundTripperFor.
+func TestStreamStreamingSPDYRoundTripper(t *testing.T) {
+	noGoroutineLeft(t)
+	ca := testpki.NewCA(t)
+	srv := newStreamServer(t, ca, nil)
+	srv.allow("streaming-token")
+	_, cfg := streamVault(t, handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "streaming-token"}))
+
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upgradeRT, err := streamspdy.NewRoundTripperWithConfig(streamspdy.RoundTripperConfig{TLS: tlsConfig, Proxier: cfg.Proxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.HTTPWrappersForConfig(cfg, upgradeRT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host + portForwardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := spdy.NewDialerForStreaming(spdy.NewUpgraderForStreaming(upgradeRT), &http.Client{Transport: rt}, http.MethodPost, u)
+	echo(t, dialForward(t, d), 0, "through k8s.io/streaming's round tripper")
+
+	if got := srv.seenHits(true); len(got) != 1 || got[0].Auth != bearer("streaming-token") {
+		t.Errorf("server saw %+v, want one upgrade with the token", got)
 	}
 }
 

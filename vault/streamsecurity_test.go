@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	streamspdy "k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
@@ -235,7 +236,7 @@ func TestStreamOwnTransportCredential(t *testing.T) {
 }
 
 // TestStreamRoundTripperWithoutTLSConfig: a SPDY round tripper made without
-// a TLS config, wrapped by the
+// a TLS config, apimachinery's or k8s.io/streaming's, wrapped by the
 // vault's config, fails the https upgrade with a clear error instead of
 // dialing with the system's roots and no credential.
 func TestStreamRoundTripperWithoutTLSConfig(t *testing.T) {
@@ -251,6 +252,9 @@ func TestStreamRoundTripperWithoutTLSConfig(t *testing.T) {
 	}{
 		{"apimachinery", func() (http.RoundTripper, error) {
 			return apispdy.NewRoundTripperWithConfig(apispdy.RoundTripperConfig{})
+		}},
+		{"k8s.io/streaming", func() (http.RoundTripper, error) {
+			return streamspdy.NewRoundTripperWithConfig(streamspdy.RoundTripperConfig{})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

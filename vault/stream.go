@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	//lint:ignore SA1019 spdy.RoundTripperFor's round tripper is still apimachinery's
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/transport/websocket"
@@ -49,23 +50,39 @@ func (v *Vault) wrapStreaming(rt http.RoundTripper) http.RoundTripper {
 			return nil
 		}}
 	case spdyUpgrader:
-		return &upgrader{v: v, inner: inner, setTLS: func(c *tls.Config) error {
-			dst := inner.TLSClientConfig()
-			if dst == nil {
-				return errNoTLSConfig
-			}
-			setUpgradeTLS(dst, c)
-			return nil
-		}}
+		return &upgrader{v: v, inner: inner, setTLS: inPlace(inner)}
+	case streamingSPDYUpgrader:
+		return &upgrader{v: v, inner: inner, setTLS: inPlace(inner)}
 	}
 	return rt
 }
 
-// spdyUpgrader is the SPDY round tripper of spdy.RoundTripperFor: it keeps
-// the TLS config it dials with, which only it holds, behind a getter.
+// spdyUpgrader is the SPDY round tripper of spdy.RoundTripperFor
+// (apimachinery's): it keeps the TLS config it dials with, which only it
+// holds, behind a getter.
 type spdyUpgrader interface {
 	httpstream.UpgradeRoundTripper
 	TLSClientConfig() *tls.Config
+}
+
+// streamingSPDYUpgrader is the SPDY round tripper of k8s.io/streaming,
+// which apimachinery's wraps and its deprecation notice sends callers to:
+// a caller that builds it directly gets the same service.
+type streamingSPDYUpgrader interface {
+	streamhttp.UpgradeRoundTripper
+	TLSClientConfig() *tls.Config
+}
+
+// inPlace sets an upgrade's TLS settings in the config rt dials with.
+func inPlace(rt interface{ TLSClientConfig() *tls.Config }) func(*tls.Config) error {
+	return func(c *tls.Config) error {
+		dst := rt.TLSClientConfig()
+		if dst == nil {
+			return errNoTLSConfig
+		}
+		setUpgradeTLS(dst, c)
+		return nil
+	}
 }
 
 // upgrader sends the upgrade requests of one streaming round tripper with the

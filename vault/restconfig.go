@@ -54,10 +54,11 @@ func (v *Vault) RESTConfig(ctx context.Context) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	name := serverName(cred.Info.Server)
 	return &rest.Config{
 		Host:          cred.Info.Server,
 		Transport:     v.Transport(),
-		WrapTransport: v.wrapStreaming,
+		WrapTransport: v.streamWrapper(name),
 		Proxy:         streamProxy,
 		// A TLS field that client-go accepts beside a Transport, so that
 		// spdy.RoundTripperFor makes a TLS config the vault fills in for
@@ -66,7 +67,7 @@ func (v *Vault) RESTConfig(ctx context.Context) (*rest.Config, error) {
 		// TLS names the server by its host anyway. NextProtos would not
 		// do: a copy would offer HTTP/2 on connections that speak only
 		// HTTP/1.1 (an upgrade, DISABLE_HTTP2).
-		TLSClientConfig: rest.TLSClientConfig{ServerName: serverName(cred.Info.Server)},
+		TLSClientConfig: rest.TLSClientConfig{ServerName: name},
 	}, nil
 }
 

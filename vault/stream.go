@@ -31,7 +31,8 @@ var ErrStreamOwnTransport = errors.New("vault: the credential authenticates thro
 // TLS config the vault can fill in.
 var errNoTLSConfig = errors.New("vault: the upgrade round tripper has no TLS config to set the credential's in: build it with spdy.RoundTripperFor or websocket.RoundTripperFor from the vault's RESTConfig, whose TLSClientConfig.ServerName makes client-go create one")
 
-// wrapStreaming is RESTConfig's WrapTransport. client-go's streaming round
+// streamWrapper returns RESTConfig's WrapTransport for a config whose
+// TLSClientConfig.ServerName is serverName. client-go's streaming round
 // trippers (spdy.RoundTripperFor, behind NewSPDYExecutor and port-forward;
 // websocket.RoundTripperFor, behind NewWebSocketExecutor) never use the
 // config's Transport: they dial by themselves with a TLS config built from
@@ -40,26 +41,73 @@ var errNoTLSConfig = errors.New("vault: the upgrade round tripper has no TLS con
 // round tripper is the vault's Transport itself, returned as it is, so
 // ordinary requests pay nothing; anything else the vault does not know is
 // returned as it is too.
-func (v *Vault) wrapStreaming(rt http.RoundTripper) http.RoundTripper {
-	switch inner := rt.(type) {
-	case *roundTripper:
+func (v *Vault) streamWrapper(serverName string) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		switch inner := rt.(type) {
+		case *roundTripper:
+			return rt
+		case *websocket.RoundTripper:
+			// Its TLS config is a field: each upgrade gets a config of
+			// its own, and the one the caller gave is never written.
+			return &upgrader{v: v, inner: inner, setTLS: func(c *tls.Config) error {
+				inner.TLSConfig = c
+				return nil
+			}}
+		case spdyUpgrader:
+			return v.spdyWrapper(inner, serverName)
+		case streamingSPDYUpgrader:
+			return v.spdyWrapper(inner, serverName)
+		}
 		return rt
-	case *websocket.RoundTripper:
-		return &upgrader{v: v, inner: inner, setTLS: func(c *tls.Config) error {
-			inner.TLSConfig = c
-			return nil
-		}}
-	case spdyUpgrader:
-		return &upgrader{v: v, inner: inner, setTLS: inPlace(inner)}
-	case streamingSPDYUpgrader:
-		return &upgrader{v: v, inner: inner, setTLS: inPlace(inner)}
 	}
-	return rt
+}
+
+// spdyWrapper takes over rt's upgrades when the TLS config rt dials with is
+// the one spdy.RoundTripperFor made from the vault's config: the server
+// name and TLS 1.2 as the least version, nothing else. Only that one is the
+// round tripper's own to write the credential's settings in; one built
+// otherwise (from a transport of the caller's, through UpgradeTransport, or
+// a config shared with other connections) would carry the vault's CA and
+// client certificate wherever its other users go, so such a round tripper
+// is left as it is, without the vault's credentials. (A config of the
+// caller's that holds exactly the server name and nothing else cannot be
+// told from client-go's.)
+func (v *Vault) spdyWrapper(rt tlsHolder, serverName string) http.RoundTripper {
+	own := rt.TLSClientConfig()
+	switch {
+	case own == nil:
+		return &upgrader{v: v, inner: rt, setTLS: func(*tls.Config) error { return errNoTLSConfig }}
+	case !madeFromRESTConfig(own, serverName):
+		return rt
+	}
+	return &upgrader{v: v, inner: rt, setTLS: func(c *tls.Config) error {
+		if rt.TLSClientConfig() != own {
+			return errNoTLSConfig
+		}
+		setUpgradeTLS(own, c)
+		return nil
+	}}
+}
+
+// madeFromRESTConfig tells whether c is what client-go's TLS setup makes
+// from the vault's config: its server name, and no CA, certificate,
+// verification hook, protocol or session cache of anyone's.
+func madeFromRESTConfig(c *tls.Config, serverName string) bool {
+	return c.ServerName == serverName && c.RootCAs == nil && len(c.Certificates) == 0 &&
+		c.GetClientCertificate == nil && c.GetCertificate == nil && !c.InsecureSkipVerify &&
+		c.VerifyPeerCertificate == nil && c.VerifyConnection == nil && len(c.NextProtos) == 0 &&
+		c.ClientSessionCache == nil && c.KeyLogWriter == nil
+}
+
+// tlsHolder is a round tripper that keeps the TLS config it dials with,
+// which only it holds, behind a getter.
+type tlsHolder interface {
+	http.RoundTripper
+	TLSClientConfig() *tls.Config
 }
 
 // spdyUpgrader is the SPDY round tripper of spdy.RoundTripperFor
-// (apimachinery's): it keeps the TLS config it dials with, which only it
-// holds, behind a getter.
+// (apimachinery's).
 type spdyUpgrader interface {
 	httpstream.UpgradeRoundTripper
 	TLSClientConfig() *tls.Config
@@ -71,18 +119,6 @@ type spdyUpgrader interface {
 type streamingSPDYUpgrader interface {
 	streamhttp.UpgradeRoundTripper
 	TLSClientConfig() *tls.Config
-}
-
-// inPlace sets an upgrade's TLS settings in the config rt dials with.
-func inPlace(rt interface{ TLSClientConfig() *tls.Config }) func(*tls.Config) error {
-	return func(c *tls.Config) error {
-		dst := rt.TLSClientConfig()
-		if dst == nil {
-			return errNoTLSConfig
-		}
-		setUpgradeTLS(dst, c)
-		return nil
-	}
 }
 
 // upgrader sends the upgrade requests of one streaming round tripper with the
@@ -223,6 +259,13 @@ func (t *pooled) upgradeTLS() *tls.Config {
 // setUpgradeTLS sets in dst, the TLS config a SPDY round tripper dials
 // with, the fields of src that client-go's TLS setup and the vault set.
 // dst is the round tripper's own, made for it by spdy.RoundTripperFor.
+//
+// A connection dialed with dst keeps using it after its handshake, for the
+// session tickets the server sends later, unless the dial copied it, which
+// crypto/tls does when ServerName is empty. A round tripper used again while
+// its first connection is open would have that connection store its
+// tickets in the next upgrade's cache, another TLS identity's perhaps, so
+// the session cache is set only when the dial will copy the config.
 func setUpgradeTLS(dst, src *tls.Config) {
 	dst.MinVersion = src.MinVersion
 	dst.InsecureSkipVerify = src.InsecureSkipVerify
@@ -230,6 +273,9 @@ func setUpgradeTLS(dst, src *tls.Config) {
 	dst.RootCAs = src.RootCAs
 	dst.Certificates = src.Certificates
 	dst.GetClientCertificate = src.GetClientCertificate
-	dst.ClientSessionCache = src.ClientSessionCache
+	dst.ClientSessionCache = nil
+	if src.ServerName == "" {
+		dst.ClientSessionCache = src.ClientSessionCache
+	}
 	dst.NextProtos = src.NextProtos
 }

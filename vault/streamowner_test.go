@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	"k8s.io/streaming/pkg/httpstream/spdy"
 	"k8s.io/client-go/rest"
+	"k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"

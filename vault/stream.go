@@ -15,6 +15,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/transport/websocket"
 	streamhttp "k8s.io/streaming/pkg/httpstream"
+
+	"github.com/authvault/authvault/internal/redact"
 )
 
 // upgradeAttempts bounds how often one upgrade is sent: a 401 invalidates
@@ -167,6 +169,11 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		resp, err := u.inner.RoundTrip(out)
 		status := upgradeStatus(resp, err)
+		if err != nil {
+			// client-go's SPDY dialer quotes a refusing proxy's URL with
+			// its user name; errors.Is and errors.As still see through.
+			err = redact.Error(err)
+		}
 		switch {
 		case !carriesCred:
 			return resp, err

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +22,8 @@ import (
 // their targets.
 type connectProxy struct {
 	srv *httptest.Server
+
+	refuse bool // answer every CONNECT 407
 
 	mu      sync.Mutex
 	targets []string
@@ -44,6 +47,11 @@ func newConnectProxy(t *testing.T) *connectProxy {
 func (p *connectProxy) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodConnect {
 		http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
+		return
+	}
+	if p.refuse {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="proxy"`)
+		w.WriteHeader(http.StatusProxyAuthRequired)
 		return
 	}
 	upstream, err := net.Dial("tcp", r.Host)
@@ -129,5 +137,52 @@ func TestUpgradeGoesThroughTheCredentialsProxy(t *testing.T) {
 				t.Errorf("server saw the upgrade as %+v, want it with the credential's token", got)
 			}
 		})
+	}
+}
+
+// A proxy that refuses the upgrade's tunnel gives an error that names the
+// proxy without its user name or password (client-go's SPDY dialer quotes
+// the proxy URL with its user name).
+func TestUpgradeProxyRefusalQuotesNoUserInfo(t *testing.T) {
+	ca := testpki.NewCA(t)
+	srv := newAPIServer(t, ca, nil, "")
+	srv.allow("tok")
+	proxy := newConnectProxy(t)
+	proxy.refuse = true
+	proxyURL := strings.Replace(proxy.srv.URL, "http://", "http://proxy-user:proxy-pass@", 1)
+	v := New(Options{})
+	t.Cleanup(v.Close)
+	v.OnLogin(handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "tok", ProxyURL: proxyURL}))
+	cfg, err := v.RESTConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := http.NewRequest(http.MethodPost, srv.URL()+"/exec", nil)
+	for name, newExec := range map[string]func() (remotecommand.Executor, error){
+		"spdy": func() (remotecommand.Executor, error) {
+			return remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u.URL)
+		},
+		"websocket": func() (remotecommand.Executor, error) {
+			return remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, u.URL.String())
+		},
+	} {
+		exec, err := newExec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard})
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: upgrade through a refusing proxy succeeded", name)
+		}
+		for _, form := range []string{err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err)} {
+			if strings.Contains(form, "proxy-user") || strings.Contains(form, "proxy-pass") {
+				t.Errorf("%s: error %q quotes the proxy's user info", name, form)
+			}
+		}
+	}
+	if len(srv.seen()) != 0 {
+		t.Errorf("server saw %d requests past a refusing proxy", len(srv.seen()))
 	}
 }

@@ -75,6 +75,32 @@ func (c *Credential) MarshalLog() any {
 	return map[string]any{"handler": c.Handler, "info": c.Info.MarshalLog()}
 }
 
+// rank orders credentials for selection: a registered handler's above a
+// fallback handler's (see Options.KeepFallback), then by Priority.
+type rank struct {
+	registered bool
+	priority   int
+}
+
+// rankOf is the rank of a credential from h of the given priority; h is
+// nil for a Credential the vault did not make.
+func rankOf(h *handler, priority int) rank {
+	return rank{registered: h == nil || !h.fallback, priority: priority}
+}
+
+func (c *Credential) rank() rank { return rankOf(c.owner, c.Info.Priority) }
+
+// compareRanks is positive when a ranks above b.
+func compareRanks(a, b rank) int {
+	if a.registered != b.registered {
+		if a.registered {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Compare(a.priority, b.priority)
+}
+
 // usable tells whether the vault may still hand the credential out at now.
 func (c *Credential) usable(now time.Time) bool {
 	return c.usableUntil.IsZero() || now.Before(c.usableUntil)
@@ -83,7 +109,7 @@ func (c *Credential) usable(now time.Time) bool {
 // snapshot is the immutable set of usable credentials that Select reads
 // without a lock. A change to the vault publishes a new one.
 type snapshot struct {
-	// groups holds the credentials by priority, the highest first.
+	// groups holds the credentials by rank, the highest first.
 	groups [][]*Credential
 	// soonest is the earliest usableUntil of all of them; zero if none
 	// expires.
@@ -129,7 +155,7 @@ func (s *snapshot) size() int {
 	return n
 }
 
-// newSnapshot groups creds by descending priority.
+// newSnapshot groups creds by descending rank.
 func newSnapshot(creds []*Credential) *snapshot {
 	if len(creds) == 0 {
 		// A new one each time, never one shared by every vault: the
@@ -137,10 +163,10 @@ func newSnapshot(creds []*Credential) *snapshot {
 		return &snapshot{}
 	}
 	creds = slices.Clone(creds)
-	slices.SortStableFunc(creds, func(a, b *Credential) int { return cmp.Compare(b.Info.Priority, a.Info.Priority) })
+	slices.SortStableFunc(creds, func(a, b *Credential) int { return compareRanks(b.rank(), a.rank()) })
 	s := &snapshot{}
 	for i, c := range creds {
-		if i == 0 || c.Info.Priority != creds[i-1].Info.Priority {
+		if i == 0 || c.rank() != creds[i-1].rank() {
 			s.groups = append(s.groups, nil)
 		}
 		last := len(s.groups) - 1

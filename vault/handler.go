@@ -44,11 +44,11 @@ type handler struct {
 	// abandoned tells that an attempt gave up on that last call at its
 	// timeout (authvault_abandoned_calls shows it until the call returns).
 	abandoned bool
-	// lastPriority is the priority of its last credential, and retryTimer
+	// lastRank is the rank of its last credential, and retryTimer
 	// starts its next login at retryAt while lower priorities serve (see
 	// Vault.retryAboveLocked).
-	lastPriority int
-	retryTimer   clock.Timer
+	lastRank   rank
+	retryTimer clock.Timer
 	// loss is why it last lost its credential; zero while it never had
 	// one. Its next login tells the handler (login.ReasonFrom).
 	loss login.Reason
@@ -56,6 +56,9 @@ type handler struct {
 	// has not finished its first attempt: the round's credentials are held
 	// back until it has (see Vault.first).
 	firstPending bool
+	// fallback tells that it came from Options.Fallback: its credentials
+	// rank below a registered handler's.
+	fallback bool
 }
 
 // newHandler configures h with a unique ID; v.mu is held or v is new.
@@ -161,7 +164,7 @@ func (v *Vault) strikeLocked(h *handler, cred *Credential) {
 func (v *Vault) retryAboveLocked(h *handler) {
 	s := v.snap.Load()
 	if v.closed || h.cred != nil || h.running || len(s.groups) == 0 || !slices.Contains(v.activeLocked(), h) ||
-		h.lastPriority <= s.groups[0][0].Info.Priority {
+		compareRanks(h.lastRank, s.groups[0][0].rank()) <= 0 {
 		return
 	}
 	if wait := h.retryAt.Sub(v.clock.Now()); wait > 0 {

@@ -244,7 +244,7 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 		v.dropLocked(h)
 		v.pool.superseded(old.route, r)
 	}
-	h.cred, h.lastPriority = c, info.Priority
+	h.cred, h.lastRank = c, c.rank()
 	if h.retryTimer != nil {
 		h.retryTimer.Stop()
 		h.retryTimer = nil

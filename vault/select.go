@@ -18,6 +18,7 @@ import (
 // off after a failed login, or when ctx ends first; ErrClosed once the vault
 // is closed. It never waits past ctx, and never for a backoff to pass.
 func (v *Vault) Select(ctx context.Context) (*Credential, error) {
+	v.noteAsked()
 	if c := v.snap.Load().pick(); c != nil {
 		return c, nil
 	}

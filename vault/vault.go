@@ -32,15 +32,26 @@ type Options struct {
 	// negative: none.
 	Leeway time.Duration
 
-	// Fallback handlers log in when no handler is registered with OnLogin.
-	// Default: piggyback.Defaults(): the kubeconfig named by --kubeconfig
-	// or $KUBECONFIG, the in-cluster ServiceAccount, ~/.kube/config, in
-	// that order of priority.
+	// Fallback handlers log in when no handler is registered with OnLogin
+	// (or beside them, with KeepFallback). Default: piggyback.Defaults():
+	// the kubeconfig named by --kubeconfig or $KUBECONFIG, the in-cluster
+	// ServiceAccount, ~/.kube/config, in that order of priority (30, 20,
+	// 10). They are made when first needed: a vault whose handlers are
+	// registered before its first login has no fallback handler in its
+	// logs, metrics or LoginErrors.
 	Fallback []login.Registration
 
 	// NoFallback turns the fallback off: a vault without handlers then
 	// returns a LoginError wrapping ErrNoHandlers.
 	NoFallback bool
+
+	// KeepFallback keeps the fallback beside the handlers registered with
+	// OnLogin: "my login, else whatever this process already has". The
+	// fallback handlers then log in with the registered ones, and their
+	// credentials serve only while no registered handler has one, whatever
+	// the Priority of each. Default: false, the fallback stops once a
+	// handler is registered.
+	KeepFallback bool
 
 	// InvalidatedRefused is how many of each handler's latest invalidated
 	// credentials the vault refuses if the handler returns them again.
@@ -143,14 +154,16 @@ type Vault struct {
 
 	// Lock order: mu, then pool.mu. life.spawnMu is never held with
 	// either. A method whose name ends in Locked is called with mu held.
-	mu       sync.Mutex
-	handlers []*handler    // registered with OnLogin, in order; each handler's state is under mu too
-	fallback []*handler    // from Options.Fallback
-	changed  chan struct{} // closed and replaced when a waiter should look again
-	closed   bool          // Close has begun: no new login, no new credential
-	winner   string        // the fallback handler last logged as in use
-	expiry   clock.Timer   // marks the current snapshot stale at its soonest
-	lastLoss lastRejection // the last credential invalidated, for LoginError
+	mu           sync.Mutex
+	handlers     []*handler           // registered with OnLogin, in order; each handler's state is under mu too
+	fallback     []*handler           // from Options.Fallback, made by fallbackLocked when first needed
+	madeFallback bool                 // fallbackLocked has made them
+	registered   []login.Registration // what OnLogin was given, for SetDefault
+	changed      chan struct{}        // closed and replaced when a waiter should look again
+	closed       bool                 // Close has begun: no new login, no new credential
+	winner       string               // the fallback handler last logged as in use
+	expiry       clock.Timer          // marks the current snapshot stale at its soonest
+	lastLoss     lastRejection        // the last credential invalidated, for LoginError
 	// first holds the credentials of a login on an empty vault back until
 	// every handler of the round has finished its first attempt, or its
 	// timer (Options.FirstLoginWait) fires: see startDueLocked.
@@ -160,7 +173,11 @@ type Vault struct {
 	roundStart time.Time
 
 	waits waitCounts // callers blocked on a login; atomic
-	life  lifecycle  // the goroutines and handler calls Close waits for
+	// draining is set by Shutdown, which then counts in asked the
+	// requests for a credential, to close once they stop.
+	draining atomic.Bool
+	asked    atomic.Uint64
+	life     lifecycle // the goroutines and handler calls Close waits for
 
 	// Close is recorded where each lock needs it: closed under mu (no new
 	// login, no new credential), life.stopping under life.spawnMu (no new
@@ -222,21 +239,48 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 	if err := v.metrics.register(opts.Registerer); err != nil {
 		v.log.Error(err, "registering metrics")
 	}
-	for _, r := range opts.Fallback {
-		v.fallback = append(v.fallback, v.newHandler(r.Handler, r.Options))
-	}
 	return v
 }
 
-// Default is the vault that the package-level OnLogin registers with.
+// Default is the vault that the package-level OnLogin registers with, for
+// handlers registered where the vault is not at hand (a package's init, as
+// Kopf's decorators do). It has the zero Options: no logger and no metrics
+// until SetDefault gives it some.
 var Default = New(Options{})
 
 // OnLogin registers h with the Default vault.
 func OnLogin(h login.Handler, opts ...login.Option) { Default.OnLogin(h, opts...) }
 
+// SetDefault replaces Default with a vault of the given options (a logger,
+// a registerer), registered with the handlers registered with Default so
+// far, and closes the old one. Call it at the start of main, before
+// anything uses Default or the goroutines of a program can: it is not safe
+// for concurrent use with the package-level OnLogin or with reads of
+// Default.
+func SetDefault(opts Options) *Vault {
+	old := Default
+	old.mu.Lock()
+	registered := slices.Clone(old.registered)
+	old.mu.Unlock()
+	v := New(opts)
+	for _, r := range registered {
+		v.OnLogin(r.Handler, r.Options...)
+	}
+	Default = v
+	old.Close()
+	return v
+}
+
 // OnLogin registers a login handler. Handlers take part in the next login;
-// once one is registered, the fallback handlers are no longer run. A handler
-// whose ID is taken gets a numbered one ("id#2").
+// once one is registered, the fallback handlers are no longer run, unless
+// Options.KeepFallback says so. A handler whose ID is taken gets a numbered
+// one ("id#2").
+//
+// The vault hands out a credential of the highest ConnectionInfo.Priority
+// present (0 unless the handler sets it), and lower ones only while no
+// higher one is left. The fallback handlers give 30, 20 and 10; under
+// KeepFallback they rank below every registered handler's credential
+// whatever its Priority, so a handler of priority 0 still wins over them.
 func (v *Vault) OnLogin(h login.Handler, opts ...login.Option) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -244,6 +288,7 @@ func (v *Vault) OnLogin(h login.Handler, opts ...login.Option) {
 		return
 	}
 	v.handlers = append(v.handlers, v.newHandler(h, opts))
+	v.registered = append(v.registered, login.Registration{Handler: h, Options: opts})
 }
 
 // closeGrace is how long Close waits for handler calls to return after
@@ -264,15 +309,32 @@ func (v *Vault) lookupLocked(id string) *handler {
 
 // activeLocked are the handlers a login runs.
 func (v *Vault) activeLocked() []*handler {
-	if len(v.handlers) > 0 {
-		return v.handlers
+	switch {
+	case len(v.handlers) == 0:
+		return v.fallbackLocked()
+	case v.opts.KeepFallback:
+		return append(v.handlers[:len(v.handlers):len(v.handlers)], v.fallbackLocked()...)
 	}
-	return v.fallback
+	return v.handlers
 }
 
 // allLocked are the handlers that may hold credentials.
 func (v *Vault) allLocked() []*handler {
 	return append(v.handlers[:len(v.handlers):len(v.handlers)], v.fallback...)
+}
+
+// fallbackLocked makes the fallback handlers the first time they are
+// needed, so that a vault whose own handlers serve shows none of them.
+func (v *Vault) fallbackLocked() []*handler {
+	if !v.madeFallback {
+		v.madeFallback = true
+		for _, r := range v.opts.Fallback {
+			h := v.newHandler(r.Handler, r.Options)
+			h.fallback = true
+			v.fallback = append(v.fallback, h)
+		}
+	}
+	return v.fallback
 }
 
 // publishLocked rebuilds the snapshot from the handlers' credentials and wakes
@@ -395,14 +457,18 @@ func (v *Vault) addBaseLocked(b base) {
 // logFallbackWinnerLocked says, once for each change, which fallback handler's
 // credentials the vault hands out.
 func (v *Vault) logFallbackWinnerLocked(s *snapshot) {
-	if len(v.handlers) > 0 || len(s.groups) == 0 || v.closed || s.held {
+	if len(s.groups) == 0 || v.closed || s.held {
 		return
 	}
 	top := s.groups[0][0]
+	if top.owner == nil || !top.owner.fallback {
+		v.winner = ""
+		return
+	}
 	if top.Handler == v.winner {
 		return
 	}
 	v.winner = top.Handler
-	v.log.Info("no login handler registered: using a fallback", "handler", top.Handler, "server", top.Info.Server,
+	v.log.Info("using a fallback: no registered login handler has a credential", "handler", top.Handler, "server", top.Info.Server,
 		"priority", top.Info.Priority, "why", "the highest-priority fallback that gave a credential")
 }

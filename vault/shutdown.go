@@ -1,0 +1,61 @@
+package vault
+
+import (
+	"context"
+	"time"
+)
+
+// Shutdown timing: the vault closes once no request has asked it for a
+// credential for shutdownQuiet, and no later than shutdownMax after
+// Shutdown began.
+const (
+	shutdownQuiet = 250 * time.Millisecond
+	shutdownMax   = 5 * time.Second
+)
+
+// Shutdown closes the vault once the program has stopped using it: it
+// waits until no request has asked for a credential for a quarter of a
+// second, at most five seconds or until ctx ends, then calls Close. Until
+// then the vault serves as before.
+//
+// Call it after a controller-runtime manager's Start has returned, as
+// examples/operator does with defer: the manager's shutdown goes on for a
+// moment after Start returns (its event broadcaster sends the events that
+// leader election and the controllers recorded last), and with Close
+// those requests fail ("vault: the vault is closed"). A manager.Runnable
+// could not help: the manager stops its runnables before it releases its
+// lease and flushes its events.
+//
+// It returns ctx's error when ctx ended first; the vault is closed either
+// way.
+func (v *Vault) Shutdown(ctx context.Context) error {
+	defer v.Close()
+	v.draining.Store(true)
+	deadline := time.NewTimer(shutdownMax)
+	defer deadline.Stop()
+	tick := time.NewTicker(shutdownQuiet)
+	defer tick.Stop()
+	last := v.asked.Load()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+			n := v.asked.Load()
+			if n == last {
+				return nil
+			}
+			last = n
+		}
+	}
+}
+
+// noteAsked counts a request for a credential while Shutdown waits for the
+// vault to fall quiet; otherwise it costs one atomic load.
+func (v *Vault) noteAsked() {
+	if v.draining.Load() {
+		v.asked.Add(1)
+	}
+}

@@ -1,0 +1,155 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/login"
+)
+
+// The requests a program sends while it stops (a manager's last events, its
+// lease) still get a credential: Shutdown closes the vault only once they
+// have stopped. Close would have failed them with ErrClosed.
+func TestShutdownServesUntilRequestsStop(t *testing.T) {
+	v := New(Options{NoFallback: true})
+	defer v.Close()
+	v.OnLogin((&counter{}).login)
+	mustSelect(t, v)
+
+	var served, refused atomic.Int64
+	stop := make(chan struct{})
+	requests := make(chan struct{})
+	go func() { // a request every 50 ms for about 600 ms
+		defer close(requests)
+		for i := 0; i < 12; i++ {
+			if _, err := v.Select(context.Background()); err != nil {
+				refused.Add(1)
+			} else {
+				served.Add(1)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	start := time.Now()
+	if err := v.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown() = %v", err)
+	}
+	took := time.Since(start)
+	close(stop)
+	<-requests
+	if refused.Load() != 0 || served.Load() < 10 {
+		t.Errorf("served %d, refused %d requests during Shutdown: want every one served", served.Load(), refused.Load())
+	}
+	if took < 500*time.Millisecond || took > 3*time.Second {
+		t.Errorf("Shutdown took %v: want it to wait for the requests to stop (~600 ms), then about a quarter second", took)
+	}
+	if _, err := v.Select(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Select() after Shutdown = %v, want ErrClosed", err)
+	}
+}
+
+// A quiet vault closes after a quarter second.
+func TestShutdownOfAQuietVault(t *testing.T) {
+	v := New(Options{NoFallback: true})
+	start := time.Now()
+	if err := v.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown() = %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Shutdown of an idle vault took %v", took)
+	}
+	if !v.isClosed() {
+		t.Error("the vault is not closed after Shutdown")
+	}
+}
+
+// ctx bounds the wait, and the vault is closed all the same; requests that
+// never stop are waited for five seconds at most.
+func TestShutdownIsBounded(t *testing.T) {
+	v := New(Options{NoFallback: true})
+	v.OnLogin((&counter{}).login)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				_, _ = v.Select(context.Background())
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := v.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown(ctx) = %v, want the context's error", err)
+	}
+	if !v.isClosed() {
+		t.Error("the vault is not closed after Shutdown's context ended")
+	}
+
+	w := New(Options{NoFallback: true})
+	w.OnLogin((&counter{}).login)
+	stopW := make(chan struct{})
+	doneW := make(chan struct{})
+	go func() {
+		defer close(doneW)
+		for {
+			select {
+			case <-stopW:
+				return
+			case <-time.After(10 * time.Millisecond):
+				_, _ = w.Select(context.Background())
+			}
+		}
+	}()
+	start := time.Now()
+	err := w.Shutdown(context.Background())
+	took := time.Since(start)
+	close(stopW)
+	<-doneW
+	if err != nil || took < shutdownMax || took > shutdownMax+2*time.Second {
+		t.Errorf("Shutdown under endless requests = %v after %v, want nil after %v", err, took, shutdownMax)
+	}
+}
+
+// SetDefault gives Default a logger and keeps what was registered with the
+// package-level OnLogin (in an init function, say). Before, Default could
+// not be given a logger or a registerer at all.
+func TestSetDefaultKeepsRegisteredHandlers(t *testing.T) {
+	saved := Default
+	Default = New(Options{NoFallback: true})
+	t.Cleanup(func() {
+		Default.Close()
+		Default = saved
+	})
+	OnLogin((&counter{}).login, login.ID("registered-at-init"))
+	old := Default
+	var logs testlog.Buffer
+	v := SetDefault(Options{NoFallback: true, Logger: logs.Logger(1)})
+	if Default != v || v == old {
+		t.Fatal("SetDefault did not replace Default")
+	}
+	if !old.isClosed() {
+		t.Error("the old Default is not closed")
+	}
+	if c := mustSelect(t, v); c.Handler != "registered-at-init" {
+		t.Errorf("Select() = %v, want the handler registered before SetDefault", c)
+	}
+	if !strings.Contains(logs.String(), "registered-at-init") {
+		t.Errorf("the new Default's logger got nothing about its handler:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The README's operator main (examples/quickstart), run as written: its
+// handler of its own beside the fallback, its lease in the credential's
+// namespace, its logs through controller-runtime's logger, and a clean
+// stop on SIGTERM. Before, the README's main failed outside a cluster
+// without LeaderElectionNamespace, lost every log line to controller-
+// runtime's "SetLogger was never called", and closed the vault under the
+// manager's last event ("Unable to write event … the vault is closed").
+var _ = Describe("The README's operator main", func() {
+	quickstart := func(ctx SpecContext, env []string, namespace, servingHandler string) {
+		probe := freeAddress()
+		cmd := exec.Command(buildExample("quickstart"), "--metrics-bind-address", "0", "--health-probe-bind-address", probe)
+		cmd.Env = append(os.Environ(), env...)
+		out := gbytes.NewBuffer()
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(out, GinkgoWriter), io.MultiWriter(out, GinkgoWriter)
+		Expect(cmd.Start()).To(Succeed())
+		defer func() { _ = cmd.Process.Kill() }()
+
+		Eventually(func() (string, error) {
+			resp, err := http.Get("http://" + probe + "/readyz/authvault")
+			if err != nil {
+				return "", err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			return fmt.Sprintf("%d %s", resp.StatusCode, body), err
+		}).WithTimeout(20 * time.Second).Should(Equal("200 ok"))
+		Eventually(func() error {
+			_, err := admin.CoordinationV1().Leases(namespace).Get(ctx, "my-operator", metav1.GetOptions{})
+			return err
+		}).WithTimeout(20*time.Second).Should(Succeed(), "the lease in the credential's namespace %s", namespace)
+		Eventually(out).WithTimeout(10 * time.Second).Should(gbytes.Say("(?i)successfully acquired lease"))
+
+		Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		Eventually(exited).WithTimeout(20*time.Second).Should(Receive(BeNil()), "exit status 0 after SIGTERM")
+
+		logs := string(out.Contents())
+		for _, bad := range []string{`"level":"error"`, "SetLogger was never called", "the vault is closed", "Unable to write event", "panic"} {
+			Expect(logs).NotTo(ContainSubstring(bad))
+		}
+		Expect(logs).To(MatchRegexp(`authvault.*`+regexp.QuoteMeta(servingHandler)), "the log names the handler that serves")
+		// The leader election's last event went through the vault.
+		Eventually(func() ([]string, error) {
+			list, err := admin.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+			var reasons []string
+			for _, e := range list.Items {
+				if e.InvolvedObject.Name == "my-operator" {
+					reasons = append(reasons, e.Reason)
+				}
+			}
+			return reasons, err
+		}).WithTimeout(10 * time.Second).Should(ContainElement("LeaderElection"))
+	}
+
+	It("serves its own login's credential when the store has one", func(ctx SpecContext) {
+		store := filepath.Join(GinkgoT().TempDir(), "store.json")
+		entry, _ := json.Marshal(map[string]string{"server": cluster.Server, "caData": string(cluster.CAData), "token": cluster.Issuer.Issue(0)})
+		Expect(os.WriteFile(store, entry, 0o600)).To(Succeed())
+		// A kubeconfig of another namespace beside it: the fallback logs in
+		// too, but the registered handler's credential serves.
+		kubeconfig := writeKubeconfig(fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))
+		quickstart(ctx, []string{"SECRET_STORE=" + store, "KUBECONFIG=" + kubeconfig, "HOME=" + filepath.Dir(kubeconfig)}, "default", "secret-store")
+	}, NodeTimeout(2*time.Minute))
+
+	It("falls back on the kubeconfig, and takes its namespace for the lease", func(ctx SpecContext) {
+		ns := newNamespace("quickstart")
+		dir := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), cluster.CAData, 0o600)).To(Succeed())
+		kubeconfig := filepath.Join(dir, "config")
+		Expect(os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+current-context: envtest
+clusters: [{name: envtest, cluster: {server: %q, certificate-authority: ca.crt}}]
+contexts: [{name: envtest, context: {cluster: envtest, user: u, namespace: %s}}]
+users: [{name: u, user: {token: %q}}]
+`, cluster.Server, ns, cluster.Issuer.Issue(0))), 0o600)).To(Succeed())
+		quickstart(ctx, []string{"SECRET_STORE=", "KUBECONFIG=" + kubeconfig, "HOME=" + dir}, ns, "kubeconfig from --kubeconfig or $KUBECONFIG")
+	}, NodeTimeout(2*time.Minute))
+})

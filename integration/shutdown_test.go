@@ -39,9 +39,9 @@ var _ = Describe("Vault.Shutdown after a manager stops", func() {
 			LeaderElection:          true,
 			LeaderElectionID:        "shutdown-test",
 			LeaderElectionNamespace: ns,
-			Metrics:                metricsserver.Options{BindAddress: "0"},
-			HealthProbeBindAddress: "0",
-			Logger:                 GinkgoLogr,
+			Metrics:                 metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress:  "0",
+			Logger:                  GinkgoLogr,
 		})
 		Expect(err).NotTo(HaveOccurred())
 		mgrCtx, stop := context.WithCancel(ctx)

@@ -78,7 +78,9 @@ type abandonedError struct {
 	cause   error // the attempt's context's cause: context.DeadlineExceeded
 }
 
-func (e *abandonedError) Error() string { return fmt.Sprintf("vault: handler %q %s", e.handler, e.what()) }
+func (e *abandonedError) Error() string {
+	return fmt.Sprintf("vault: handler %q %s", e.handler, e.what())
+}
 
 // what is the error's text after the handler's name, which a LoginError's
 // outcome gives already.

@@ -173,7 +173,7 @@ var _ = Describe("Bad handlers", func() {
 		}
 		Eventually(logs.String).WithTimeout(10 * time.Second).Should(And(
 			ContainSubstring(`"handler"="panics"`), ContainSubstring("panicked with a value of type string"),
-			ContainSubstring(`"handler"="hangs"`), ContainSubstring("did not return within its timeout"),
+			ContainSubstring(`"handler"="hangs"`), ContainSubstring(`handler \"hangs\" did not return within 1s`),
 			ContainSubstring(`"handler"="garbage"`), ContainSubstring("invalid ConnectionInfo"),
 		))
 		Expect(logs.String()).NotTo(ContainSubstring("garbage-token"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/login"
@@ -46,7 +47,7 @@ func callHandler(ctx context.Context, s handlerconf.Settings, h login.Handler) (
 		default:
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("%w: %w", login.ErrAbandoned, context.Cause(ctx))
+			return nil, &abandonedError{handler: s.ID, timeout: s.Timeout, cause: context.Cause(ctx)}
 		}
 		return nil, context.Cause(ctx)
 	}
@@ -63,4 +64,36 @@ func checkResult(info *login.ConnectionInfo, err error) (*login.ConnectionInfo, 
 		return nil, fmt.Errorf("returned an invalid ConnectionInfo: %w", err)
 	}
 	return info, nil
+}
+
+// abandonedError is the outcome of an attempt that gave up on its handler's
+// call at the handler's timeout, or, with again, of one that did not call
+// the handler because that abandoned call had still not returned. It names
+// the handler and the timeout, the two things to look at; errors.Is matches
+// login.ErrAbandoned (and, with again, errStillRunning).
+type abandonedError struct {
+	handler string
+	timeout time.Duration
+	again   bool
+	cause   error // the attempt's context's cause: context.DeadlineExceeded
+}
+
+func (e *abandonedError) Error() string {
+	return fmt.Sprintf("vault: handler %q %s", e.handler, e.what())
+}
+
+// what is the error's text after the handler's name, which a LoginError's
+// outcome gives already.
+func (e *abandonedError) what() string {
+	if e.again {
+		return fmt.Sprintf("was not called again: its previous call, abandoned after %s, has not returned", e.timeout)
+	}
+	return fmt.Sprintf("did not return within %s", e.timeout)
+}
+
+func (e *abandonedError) Unwrap() []error {
+	if e.again {
+		return []error{errStillRunning}
+	}
+	return []error{login.ErrAbandoned, e.cause}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,6 +80,7 @@ type Outcome struct {
 func (o Outcome) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "handler %q", o.Handler)
+	var abandoned *abandonedError
 	switch {
 	case o.Held:
 		b.WriteString(" gave a credential, held back until the other handlers finish their first attempt")
@@ -88,6 +90,8 @@ func (o Outcome) String() string {
 		fmt.Fprintf(&b, " is still retrying after: %v", o.Err)
 	case o.Err == nil:
 		b.WriteString(" has not run")
+	case errors.As(o.Err, &abandoned) && abandoned == o.Err && abandoned.handler == o.Handler:
+		b.WriteString(" " + abandoned.what()) // the error would name the handler again
 	default:
 		fmt.Fprintf(&b, ": %v", o.Err)
 	}
@@ -97,21 +101,37 @@ func (o Outcome) String() string {
 	return redact.URL(b.String())
 }
 
+// Error puts the short cause first: the server's answer to the last
+// credential (its 401), then why the caller stopped waiting, then each
+// handler's outcome.
 func (e *LoginError) Error() string {
 	var b strings.Builder
 	b.WriteString("vault: no usable credential")
 	if e.Server != "" {
 		fmt.Fprintf(&b, " for %s", e.Server)
 	}
+	sep := ": "
+	if e.Cause != nil {
+		var unauthorized *UnauthorizedError
+		if errors.As(e.Cause, &unauthorized) {
+			status := unauthorized.Status
+			if status == "" {
+				status = strconv.Itoa(unauthorized.StatusCode)
+			}
+			fmt.Fprintf(&b, ": the last one was rejected with %s", status)
+		} else {
+			fmt.Fprintf(&b, ": the last one was invalidated: %v", e.Cause)
+		}
+		sep = "; "
+	}
 	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
+		fmt.Fprintf(&b, "%s%v", sep, e.Err)
+		sep = "; "
 	}
 	for _, o := range e.Handlers {
-		b.WriteString("; ")
+		b.WriteString(sep)
 		b.WriteString(o.String())
-	}
-	if e.Cause != nil {
-		fmt.Fprintf(&b, "; last credential rejected: %v", e.Cause)
+		sep = "; "
 	}
 	// A handler's error may quote a URL with a password (a secret store's
 	// address, from net/http or url.Parse).

@@ -140,20 +140,19 @@ func (v *Vault) served(cred *Credential) {
 // row makes the handler back off: an authenticator outage, or a handler
 // minting bad credentials, then gives callers a LoginError at once rather
 // than costing a login per request. One is let go: a token can have been
-// revoked before its first use.
-func (v *Vault) strikeLocked(h *handler, cred *Credential) {
+// revoked before its first use. It tells whether the handler backs off.
+func (v *Vault) strikeLocked(h *handler, cred *Credential) bool {
 	if cred.served.Load() {
-		return
+		return false
 	}
 	h.strikes++
 	if h.strikes < 2 || h.running {
-		return
+		return false
 	}
 	h.outcome = errRejectedAtOnce
 	h.retryAt = v.clock.Now().Add(h.backoff.Step())
 	v.broadcastLocked()
-	v.log.Error(errRejectedAtOnce, "login failed", "handler", h.settings.ID, "fingerprint", cred.fingerprint,
-		"strikes", h.strikes, "retryAt", h.retryAt)
+	return true
 }
 
 // retryAboveLocked makes sure that h, which has no credential, logs in again

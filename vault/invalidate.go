@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -58,6 +59,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 		v.mu.Unlock()
 		return false
 	}
+	struck := false
 	v.dropLocked(h)
 	v.lastLoss.server, v.lastLoss.cause = cred.Info.Server, cause
 	v.metrics.invalidations.WithLabelValues(cred.Handler).Inc()
@@ -76,21 +78,27 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 		if extra := len(h.invalidated) - v.opts.InvalidatedRefused; extra > 0 {
 			h.invalidated = slices.Delete(h.invalidated, 0, extra)
 		}
-		if by == by401 {
-			v.strikeLocked(h, cred)
-		}
+		struck = by == by401 && v.strikeLocked(h, cred)
 	}
 	v.publishLocked()
 	v.retryAboveLocked(h)
-	left := v.snap.Load().size()
+	left, retryAt, strikes := v.snap.Load().size(), h.retryAt, h.strikes
 	v.mu.Unlock()
 
+	// Per request, so at V(1), and through the caller's logger when its
+	// context has one (named, so the line says where it comes from).
 	log := v.log
 	if l, err := logr.FromContext(ctx); err == nil {
 		log = l.WithName("authvault")
 	}
 	log.V(1).Info("credential invalidated", "handler", cred.Handler, "fingerprint", cred.fingerprint,
 		"server", cred.Info.Server, "cause", causeText(cause), "left", left)
+	if struck {
+		// What the handler does from now on, not what one request met:
+		// the vault's own logger. The error is the 401, which says why.
+		v.log.Error(redact.Error(cause), "login failed: the server rejected the handler's new credential at once",
+			"handler", cred.Handler, "fingerprint", cred.fingerprint, "strikes", strikes, "retryAt", retryAt.Round(0))
+	}
 	return true
 }
 
@@ -118,12 +126,13 @@ const (
 // dropped rather than cut, which could change its meaning.
 const maxChallenge = 4 << 10
 
-// causeText is err's text for a log line, "" for nil.
+// causeText is err's text for a log line, "" for nil. A caller's cause
+// may quote a URL with user info.
 func causeText(err error) string {
 	if err == nil {
 		return ""
 	}
-	return err.Error()
+	return redact.URL(err.Error())
 }
 
 // rejection is the Reason of a login after cred was invalidated for cause:

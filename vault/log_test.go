@@ -72,7 +72,7 @@ func TestNothingRevealsSecrets(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{`"credential added"`, `"handler"="tok"`, c.Fingerprint(), `"login failed"`, "store down"} {
+	for _, want := range []string{`"logged in"`, `"handler"="tok"`, c.Fingerprint(), `"login failed"`, "store down"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
 		}
@@ -100,8 +100,8 @@ func TestLoginErrorText(t *testing.T) {
 		Cause:  errors.New("401"),
 		Err:    context.Canceled,
 	}
-	want := `vault: no usable credential for https://api: context canceled; handler "a": boom; ` +
-		`handler "b" is still logging in; handler "c" has not run; last credential rejected: 401`
+	want := `vault: no usable credential for https://api: the last one was invalidated: 401; context canceled; ` +
+		`handler "a": boom; handler "b" is still logging in; handler "c" has not run`
 	if e.Error() != want {
 		t.Errorf("Error() = %q\nwant      %q", e.Error(), want)
 	}

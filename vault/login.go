@@ -35,21 +35,29 @@ func (v *Vault) startLocked(h *handler, reason login.Reason) {
 // than the handler's initial backoff after its previous call (the login
 // floor), so that credentials that live a few milliseconds cannot make a
 // handler run in a loop.
+//
+// Its log lines carry the handler and the reason; an attempt's, its number
+// too, and the handler gets that logger in its context.
 func (v *Vault) login(h *handler, reason login.Reason) {
-	log := v.log.WithValues("handler", h.settings.ID)
-	log.V(1).Info("logging in", "reason", reason.String())
+	log := v.log.WithValues("handler", h.settings.ID, "reason", reason.String())
+	if reason.Kind == login.Refresh {
+		log.V(1).Info("logging in") // routine: its end is at INFO
+	} else {
+		log.Info("logging in")
+	}
 	ctx := login.WithReason(v.life.ctx, reason)
 	if !v.sleep(v.untilFloor(h)) {
-		v.finish(h, ErrClosed, 0)
+		v.finish(h, log, ErrClosed, 0)
 		return
 	}
 	for attempt := 1; ; attempt++ {
+		log := log.WithValues("attempt", attempt)
 		if err := v.awaitReturn(h, log); err != nil {
-			v.finish(h, err, v.nextDelay(h, err))
+			v.finish(h, log, err, v.nextDelay(h, err))
 			return
 		}
 		start := time.Now()
-		err := v.attempt(ctx, h)
+		err := v.attempt(logr.NewContext(ctx, log), h, log)
 		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
 		if err == nil {
 			return // accept ended the first attempt, under the same lock
@@ -61,20 +69,20 @@ func (v *Vault) login(h *handler, reason login.Reason) {
 			v.mu.Unlock()
 		}
 		if v.life.ctx.Err() != nil {
-			v.finish(h, err, 0)
+			v.finish(h, log, err, 0)
 			return
 		}
 		delay := v.nextDelay(h, err)
 		if !retryable(err) || (h.settings.Retries != login.Unlimited && attempt > h.settings.Retries) {
-			v.finish(h, err, delay)
+			v.finish(h, log, err, delay)
 			return
 		}
-		log.Error(redact.Error(err), "login attempt failed", "attempt", attempt, "retryIn", delay)
+		log.Error(redact.Error(err), "login attempt failed", "retryIn", delay)
 		v.mu.Lock()
 		h.outcome = err
 		v.mu.Unlock()
 		if !v.sleep(delay) {
-			v.finish(h, err, 0)
+			v.finish(h, log, err, 0)
 			return
 		}
 	}
@@ -117,14 +125,15 @@ func (v *Vault) awaitReturn(h *handler, log logr.Logger) error {
 	case <-returned:
 		return nil
 	case <-t.C():
-		return errStillRunning
+		return &abandonedError{handler: h.settings.ID, timeout: h.settings.Timeout, again: true}
 	case <-v.life.ctx.Done():
 		return ErrClosed
 	}
 }
 
-// attempt runs h once, with ctx, and offers its credential to the vault.
-func (v *Vault) attempt(ctx context.Context, h *handler) error {
+// attempt runs h once, with ctx, and offers its credential to the vault;
+// log is the attempt's.
+func (v *Vault) attempt(ctx context.Context, h *handler, log logr.Logger) error {
 	returned := make(chan struct{})
 	v.mu.Lock()
 	h.returned, h.lastCall, h.abandoned = returned, v.clock.Now(), false
@@ -148,7 +157,7 @@ func (v *Vault) attempt(ctx context.Context, h *handler) error {
 	if err != nil {
 		return err
 	}
-	if err := v.accept(h, info, r); err != nil {
+	if err := v.accept(h, info, r, log); err != nil {
 		r.release(v.pool)
 		return err
 	}
@@ -215,8 +224,8 @@ func (v *Vault) sleep(d time.Duration) bool {
 }
 
 // accept takes info from h as its new credential, unless the vault must
-// refuse it; the refusal is the error.
-func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
+// refuse it; the refusal is the error. log is the attempt's.
+func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route, log logr.Logger) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
@@ -253,38 +262,50 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route) error {
 	v.roundStart = time.Time{}
 	refreshAt := v.scheduleRefreshLocked(h, c, now)
 	v.addBaseLocked(r.base)
+	// Before publishing (here or at the end of a first-login wait), which
+	// logs whose credentials are handed out.
+	log.Info("logged in", withTime([]any{"fingerprint", c.fingerprint, "server", info.Server,
+		"priority", info.Priority, "expiration", expirationValue(info.Expiration)}, "refreshAt", refreshAt)...)
 	// In the same critical section as installing the credential: once the
 	// lock is let go, the credential may be gone and h in the next round,
 	// whose first attempt a late mark would end.
 	v.firstAttemptDoneLocked(h)
 	v.publishLocked()
-	v.log.V(1).Info("credential added", "handler", h.settings.ID, "fingerprint", c.fingerprint,
-		"server", info.Server, "priority", info.Priority, "expiration", info.Expiration, "refreshAt", refreshAt)
 	return nil
 }
 
 // finish ends a login of h that gave no credential, and schedules the next
-// one no earlier than delay from now; v.mu is not held.
-func (v *Vault) finish(h *handler, err error, delay time.Duration) {
+// one no earlier than delay from now; v.mu is not held. log is the login's.
+func (v *Vault) finish(h *handler, log logr.Logger, err error, delay time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.firstAttemptDoneLocked(h) // a login that ended before its first attempt
 	h.running, h.outcome = false, err
 	now := v.clock.Now()
 	h.retryAt = now.Add(delay)
+	var refreshAt time.Time
 	if c := h.cred; c != nil && !c.usableUntil.IsZero() && !v.closed {
 		// A failed refresh: try again after the backoff while the old
 		// credential keeps serving.
 		v.armRefreshLocked(h, c, delay)
+		refreshAt = h.retryAt
 	}
 	v.retryAboveLocked(h) // a higher priority that failed: not only on an empty vault
 	v.broadcastLocked()
+	var kv []any // what serves meanwhile: h's credential, if a refresh failed
+	if c := h.cred; c != nil {
+		kv = []any{"fingerprint", c.fingerprint, "servesUntil", expirationValue(c.usableUntil)}
+	}
 	switch {
 	case v.closed:
 	case errors.Is(err, errNoCredential):
-		v.log.V(1).Info("login gave no credential", "handler", h.settings.ID, "retryAt", h.retryAt)
+		log.Info("login gave no credential", append(kv, "retryAt", h.retryAt.Round(0))...)
+	case errors.Is(err, errUnchanged):
+		// A Secret rewritten with the same token, a token file touched:
+		// nothing failed, and the credential serves on.
+		log.V(1).Info("logged in: the credential is unchanged", withTime(kv, "refreshAt", refreshAt)...)
 	default:
-		v.log.Error(redact.Error(err), "login failed", "handler", h.settings.ID, "retryAt", h.retryAt)
+		log.Error(redact.Error(err), "login failed", append(kv, "retryAt", h.retryAt.Round(0))...)
 	}
 }
 
@@ -323,7 +344,7 @@ func (v *Vault) scheduleRefreshLocked(h *handler, c *Credential, now time.Time) 
 	}
 	if !sound {
 		v.log.V(1).Info("credential expires within its refresh window: its refresh backs off", "handler", h.settings.ID,
-			"fingerprint", c.fingerprint, "expiration", c.Info.Expiration, "refreshIn", delay)
+			"fingerprint", c.fingerprint, "expiration", expirationValue(c.Info.Expiration), "refreshIn", delay)
 	}
 	v.armRefreshLocked(h, c, delay)
 	return now.Add(delay)

@@ -78,7 +78,7 @@ func (v *Vault) dropExpiredLocked() {
 				lastUsable = h.cred.usableUntil
 			}
 			v.log.V(1).Info("credential expired", "handler", h.settings.ID, "fingerprint", h.cred.fingerprint,
-				"expiration", h.cred.Info.Expiration)
+				"expiration", expirationValue(h.cred.Info.Expiration))
 			v.dropLocked(h)
 			h.loss = login.Reason{Kind: login.Expired}
 			dropped = true

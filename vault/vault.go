@@ -20,9 +20,14 @@ import (
 // Options configure a Vault. The zero value is valid: every field has a
 // default, given in its comment.
 type Options struct {
-	// Logger receives the vault's events (logins, new credentials,
-	// invalidations) at V(1) and failures at error level, never a secret.
-	// Default: the zero logr.Logger, which discards.
+	// Logger receives the vault's events, never a secret: at INFO, once
+	// each, every login and why, its end, and whose credentials are handed
+	// out and until when; at V(1), what happens per request (a credential
+	// invalidated, one found expired); failures at error level. The vault
+	// adds no name of its own: pass one, as in
+	// ctrl.Log.WithName("authvault"). A handler finds this logger in its
+	// context (logr.FromContext), with the keys "handler", "reason" and
+	// "attempt". Default: the zero logr.Logger, which discards.
 	Logger logr.Logger
 
 	// Leeway is how long before its expiration a credential stops being
@@ -161,7 +166,7 @@ type Vault struct {
 	registered   []login.Registration // what OnLogin was given, for SetDefault
 	changed      chan struct{}        // closed and replaced when a waiter should look again
 	closed       bool                 // Close has begun: no new login, no new credential
-	winner       string               // the fallback handler last logged as in use
+	serving      []string             // the handlers last logged as handed out (see logServingLocked)
 	expiry       clock.Timer          // marks the current snapshot stale at its soonest
 	lastLoss     lastRejection        // the last credential invalidated, for LoginError
 	// first holds the credentials of a login on an empty vault back until
@@ -225,7 +230,7 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 	ctx, cancel := context.WithCancel(clockctx.With(context.Background(), clk))
 	v := &Vault{
 		opts:    opts,
-		log:     opts.Logger.WithName("authvault"),
+		log:     opts.Logger, // as given: the caller names it
 		clock:   clk,
 		jitter:  rand.Int64N,
 		changed: make(chan struct{}),
@@ -360,7 +365,7 @@ func (v *Vault) publishLocked() {
 			s.stale.Store(true)
 		}
 	}
-	v.logFallbackWinnerLocked(s) // before a caller can see it
+	v.logServingLocked(s) // before a caller can see it
 	v.snap.Store(s)
 	v.broadcastLocked()
 }
@@ -452,23 +457,4 @@ func (v *Vault) addBaseLocked(b base) {
 	bases := append(slices.Clone(old), b)
 	slices.SortStableFunc(bases, func(x, y base) int { return len(y.prefix) - len(x.prefix) })
 	v.bases.Store(&bases)
-}
-
-// logFallbackWinnerLocked says, once for each change, which fallback handler's
-// credentials the vault hands out.
-func (v *Vault) logFallbackWinnerLocked(s *snapshot) {
-	if len(s.groups) == 0 || v.closed || s.held {
-		return
-	}
-	top := s.groups[0][0]
-	if top.owner == nil || !top.owner.fallback {
-		v.winner = ""
-		return
-	}
-	if top.Handler == v.winner {
-		return
-	}
-	v.winner = top.Handler
-	v.log.Info("using a fallback: no registered login handler has a credential", "handler", top.Handler, "server", top.Info.Server,
-		"priority", top.Info.Priority, "why", "the highest-priority fallback that gave a credential")
 }

@@ -50,7 +50,9 @@ func run() error {
 	defer stop()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	v := vault.New(vault.Options{Logger: log, Registerer: reg})
+	// The vault names none of its lines: addon-proxy.authvault tells them
+	// from the proxy's own.
+	v := vault.New(vault.Options{Logger: log.WithName("authvault"), Registerer: reg})
 	defer v.Close()
 	cfg, err := v.RESTConfig(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +22,9 @@ import (
 // it caught.
 const bucket = 100 * time.Millisecond
 
-// The chart's latency axis, in milliseconds, and where the plugin runs are
-// drawn: below every request, one row per side.
+// The chart's latency axis, in milliseconds. It is drawn linear in the
+// logarithm of a latency rather than on plot.LogScale, which centers the
+// axis's label on the linear middle of the range, near its top.
 const (
 	yMin = 0.2
 	yMax = 30_000
@@ -30,8 +32,19 @@ const (
 
 var (
 	sideColors = []color.Color{color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0xe6, G: 0x55, B: 0x0d, A: 0xff}}
-	runRows    = []float64{1, 0.4}
 	downColor  = color.RGBA{R: 0xd0, G: 0xd0, B: 0xd0, A: 0xff}
+	// background is opaque: on a dark page (GitHub's dark theme) a
+	// transparent figure showed the page through the gaps between panels.
+	background = color.White
+)
+
+// The figure's geometry.
+var (
+	figureWidth = 10 * vg.Inch
+	panelHeight = 3.6 * vg.Inch
+	laneHeight  = vg.Points(72) // the lanes of plugin runs and the time axis under them
+	panelGap    = vg.Points(14)
+	margin      = vg.Points(6)
 )
 
 // writeChart draws each scenario's request latency over time, both sides
@@ -41,23 +54,14 @@ func writeChart(path string, results []*result) error {
 	if format != "svg" && format != "png" {
 		return fmt.Errorf("chart %s: want a .svg or .png file", path)
 	}
-	plots := make([][]*plot.Plot, len(results))
-	for i, r := range results {
-		p, err := panel(r)
-		if err != nil {
-			return err
-		}
-		plots[i] = []*plot.Plot{p}
-	}
-	c, err := draw.NewFormattedCanvas(10*vg.Inch, vg.Length(len(results))*4*vg.Inch, format)
+	legend := newFigureLegend(results)
+	height := 2*margin + legend.height(figureWidth-2*margin) + vg.Length(len(results))*(panelHeight+panelGap)
+	c, err := draw.NewFormattedCanvas(figureWidth, height, format)
 	if err != nil {
 		return err
 	}
-	tiles := draw.Tiles{Rows: len(results), Cols: 1, PadY: vg.Points(12), PadTop: vg.Points(4), PadBottom: vg.Points(4),
-		PadLeft: vg.Points(4), PadRight: vg.Points(8)}
-	canvases := plot.Align(plots, tiles, draw.New(c))
-	for i := range plots {
-		plots[i][0].Draw(canvases[i][0])
+	if err := drawFigure(draw.New(c), results); err != nil {
+		return err
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -70,69 +74,146 @@ func writeChart(path string, results []*result) error {
 	return f.Close()
 }
 
-// panel is one scenario: the slowest request per bucket for each side, the
-// plugin runs as bars (a failed run dashed), the issuer's outage shaded.
-func panel(r *result) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = r.scenario.name + ": " + r.scenario.title
-	p.X.Label.Text = "seconds since the scenario began (both sides run at once)"
-	p.Y.Label.Text = "slowest request per 100 ms (ms)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min, p.Y.Max = yMin, yMax
-	p.X.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	p.Add(plotter.NewGrid())
+// drawFigure draws the legend and, under it, a panel per scenario on c,
+// all of whose time axes line up.
+func drawFigure(c draw.Canvas, results []*result) error {
+	c.SetColor(background)
+	c.Fill(c.Rectangle.Path())
+	inner := draw.Crop(c, margin, -margin, margin, -margin)
+	legend := newFigureLegend(results)
+	legend.draw(inner)
+	body := draw.Crop(inner, 0, 0, 0, -(legend.height(inner.Max.X-inner.Min.X) + panelGap))
+
+	var plots []*plot.Plot
+	var canvases []draw.Canvas
+	rowHeight := (body.Max.Y - body.Min.Y + panelGap) / vg.Length(len(results))
+	for i, r := range results {
+		latency, runs, err := panel(r)
+		if err != nil {
+			return err
+		}
+		top := body.Max.Y - vg.Length(i)*rowHeight
+		area := draw.Crop(body, 0, 0, top-rowHeight+panelGap-body.Min.Y, top-body.Max.Y)
+		plots = append(plots, latency, runs)
+		canvases = append(canvases,
+			draw.Crop(area, 0, 0, laneHeight, 0),
+			draw.Crop(area, 0, 0, 0, laneHeight-(area.Max.Y-area.Min.Y)))
+	}
+	alignX(plots, canvases)
+	for i, p := range plots {
+		p.Draw(canvases[i])
+	}
+	return nil
+}
+
+// alignX crops each plot's canvas so that all their data areas span the
+// same width, one above the other: the lanes' time axis is the latency
+// panel's.
+func alignX(plots []*plot.Plot, canvases []draw.Canvas) {
+	var left, right vg.Length
+	for i, p := range plots {
+		c, data := canvases[i], p.DataCanvas(canvases[i])
+		left, right = max(left, data.Min.X-c.Min.X), max(right, c.Max.X-data.Max.X)
+	}
+	for i, p := range plots {
+		c, data := canvases[i], p.DataCanvas(canvases[i])
+		canvases[i] = draw.Crop(c, left-(data.Min.X-c.Min.X), -(right - (c.Max.X - data.Max.X)), 0, 0)
+	}
+}
+
+// newFigureLegend names what the panels draw, once for all of them.
+func newFigureLegend(results []*result) *figureLegend {
+	l := &figureLegend{}
+	if len(results) == 0 {
+		return l
+	}
+	var colors []color.Color
+	for i, s := range results[0].sides {
+		line := &plotter.Line{LineStyle: draw.LineStyle{Color: sideColors[i], Width: vg.Points(1.5)}}
+		l.add(s.name, line)
+		colors = append(colors, sideColors[i])
+	}
+	l.add(fmt.Sprintf("plugin run (%v each)", results[0].latency), runThumb{colors: colors, ok: true})
+	failed, down := false, false
+	for _, r := range results {
+		down = down || r.downTo > r.downFrom
+		for _, s := range r.sides {
+			for _, run := range s.endpoint.Runs() {
+				failed = failed || !run.ok
+			}
+		}
+	}
+	if failed {
+		l.add("failed plugin run", runThumb{colors: colors})
+	}
+	if down {
+		l.add("issuer down: plugin runs fail", &plotter.Polygon{Color: downColor})
+	}
+	return l
+}
+
+// panel is one scenario: the slowest request per bucket for each side
+// over time, and under it the plugin's runs, a lane per side; the
+// issuer's outage shaded across both.
+func panel(r *result) (latency, runs *plot.Plot, err error) {
+	latency, runs = plot.New(), plot.New()
+	latency.BackgroundColor, runs.BackgroundColor = nil, nil // the figure's
+	latency.Title.Text = r.scenario.name + ": " + r.scenario.title
+	latency.Title.Padding = vg.Points(4)
+	latency.Y.Label.Text = "slowest request per 100 ms"
+	latency.Y.Tick.Marker = latencyTicks{}
+	latency.Y.Min, latency.Y.Max = math.Log10(yMin), math.Log10(yMax)
+	latency.X.Tick.Marker = secondTicks{} // bare: the lanes' axis under it has the labels
+	runs.X.Tick.Marker = secondTicks{labels: true}
+	runs.X.Label.Text = "time since the scenario began (both sides run at once)"
+	latency.Add(timeGrid{horizontal: true})
+	runs.Add(timeGrid{})
 
 	if r.downTo > r.downFrom {
 		from, to := r.downFrom.Seconds(), r.downTo.Seconds()
-		down, err := plotter.NewPolygon(plotter.XYs{{X: from, Y: yMin}, {X: to, Y: yMin}, {X: to, Y: yMax}, {X: from, Y: yMax}})
-		if err != nil {
-			return nil, err
-		}
-		down.Color, down.LineStyle.Width = downColor, 0
-		p.Add(down)
-		p.Legend.Add("issuer down: plugin runs fail", down)
+		latency.Add(shade(from, to, latency.Y.Min, latency.Y.Max))
+		runs.Add(shade(from, to, -0.5, float64(len(r.sides))-0.5))
 	}
+	var lanes runLanes
 	for i, s := range r.sides {
-		for j, stretch := range slowest(s.samples) {
+		for _, stretch := range slowest(s.samples) {
+			for k := range stretch {
+				stretch[k].Y = math.Log10(stretch[k].Y)
+			}
 			line, points, err := plotter.NewLinePoints(stretch)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			line.Color, line.Width = sideColors[i], vg.Points(1)
-			p.Add(line)
+			latency.Add(line)
 			if len(stretch) == 1 { // a line of one point draws nothing
 				points.Color, points.Shape, points.Radius = sideColors[i], draw.CircleGlyph{}, vg.Points(1.5)
-				p.Add(points)
-			}
-			if j == 0 {
-				p.Legend.Add(s.name, line)
+				latency.Add(points)
 			}
 		}
-		var legend *plotter.Line
+		lane := runLane{name: short(s.name) + " runs", color: sideColors[i]}
 		for _, run := range s.endpoint.Runs() {
-			y := runRows[i]
-			bar, err := plotter.NewLine(plotter.XYs{{X: run.start.Sub(r.origin).Seconds(), Y: y}, {X: run.end.Sub(r.origin).Seconds(), Y: y}})
-			if err != nil {
-				return nil, err
-			}
-			bar.Color, bar.Width = sideColors[i], vg.Points(5)
-			if !run.ok {
-				bar.Width, bar.Dashes = vg.Points(3), []vg.Length{vg.Points(2), vg.Points(2)}
-			}
-			p.Add(bar)
-			if legend == nil && run.ok {
-				legend = bar
-			}
+			lane.runs = append(lane.runs, span{from: run.start.Sub(r.origin).Seconds(), to: run.end.Sub(r.origin).Seconds(), ok: run.ok})
 		}
-		if legend != nil {
-			p.Legend.Add(fmt.Sprintf("%s plugin runs, %v each (dashed: failed)", short(s.name), r.latency), legend)
-		}
+		lanes = append(lanes, lane)
 	}
-	return p, nil
+	runs.Add(lanes)
+	runs.Y.Tick.Marker = lanes.ticks()
+	runs.Y.Tick.Length = 0
+	// One time axis for both, from the scenario's start.
+	latency.X.Min, runs.X.Min = 0, 0
+	latency.X.Max = max(latency.X.Max, runs.X.Max)
+	runs.X.Max = latency.X.Max
+	return latency, runs, nil
+}
+
+// shade is the issuer's outage, from and to in seconds, over the height
+// lo to hi of a plot.
+func shade(from, to, lo, hi float64) *plotter.Polygon {
+	// NewPolygon fails only on NaN or infinite points, which these are not.
+	down, _ := plotter.NewPolygon(plotter.XYs{{X: from, Y: lo}, {X: to, Y: lo}, {X: to, Y: hi}, {X: from, Y: hi}})
+	down.Color, down.LineStyle.Width = downColor, 0
+	return down
 }
 
 // slowest is the longest request of each bucket, by start, in

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/handlers"
@@ -16,31 +18,31 @@ import (
 )
 
 // An exec credential plugin, as a kubeconfig's exec section names it. The
-// plugin here is a shell printing its ExecCredential; for EKS it would be
-// Command "aws", Args "eks", "get-token", "--cluster-name", "prod". The
-// vault reruns it before its credentials expire.
+// plugin here is a shell that prints its ExecCredential, a token that
+// expires in 2100; a real one (for EKS: Command "aws", Args "eks",
+// "get-token", "--cluster-name", "prod") gives tokens of minutes, and the
+// vault runs it again in the background before they expire.
 func ExampleExec() {
-	eks := handlers.Exec(handlers.ExecConfig{
+	plugin := handlers.Exec(handlers.ExecConfig{
 		ExecConfig: clientcmdapi.ExecConfig{
 			Command: "sh",
 			Args: []string{"-c", `echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",` +
 				`"status":{"token":"from-the-plugin","expirationTimestamp":"2100-01-01T00:00:00Z"}}'`},
 			APIVersion:      "client.authentication.k8s.io/v1",
 			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
-			InstallHint:     "install the AWS CLI: https://aws.amazon.com/cli/",
 		},
-		Cluster: login.ConnectionInfo{Server: "https://prod.eks.example"},
+		Cluster: login.ConnectionInfo{Server: "https://prod.example:6443"},
 	})
 	v := vault.New(vault.Options{NoFallback: true})
 	defer v.Close()
-	v.OnLogin(eks, login.ID("eks"), login.Timeout(time.Minute))
+	v.OnLogin(plugin, login.ID("plugin"), login.Timeout(time.Minute))
 	cred, err := v.Select(context.Background())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(cred.Handler, cred.Info.Server, cred.Info.Expiration.Year())
-	// Output: eks https://prod.eks.example 2100
+	// Output: plugin https://prod.example:6443 2100
 }
 
 // A projected ServiceAccount token, reread at least once a minute.
@@ -66,4 +68,38 @@ func ExampleStatic() {
 	info, _ := h(context.Background())
 	fmt.Println(info.Server, strings.Contains(fmt.Sprint(info), "from-a-flag")) // printing redacts
 	// Output: https://api.example:6443 false
+}
+
+// Each ready-made handler registered with a vault, as the README's "Login
+// handlers" shows them (the README quotes the lines from OnLogin on). It
+// is compiled, not run: the plugin, the files and the API server are the
+// reader's.
+func Example_loginHandlers() {
+	v := vault.New(vault.Options{})
+	defer v.Close()
+	server, caPath := "https://prod.example:6443", "/etc/prod/ca.crt"
+	cluster := login.ConnectionInfo{Server: server, CAPath: caPath}
+	kubeconfigUser := &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+		Command: "aws", Args: []string{"eks", "get-token", "--cluster-name", "prod"},
+		APIVersion: "client.authentication.k8s.io/v1beta1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+	}}
+	tokenFlag := new(string) // flag.String("token", ...) in a program
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: server, Transport: v.Transport()})
+	if err != nil {
+		return
+	}
+
+	// A credential plugin, as in a kubeconfig's exec section (aws, gke-gcloud-auth-plugin, kubelogin...).
+	v.OnLogin(handlers.Exec(handlers.ExecConfig{ExecConfig: *kubeconfigUser.Exec, Cluster: cluster}), login.Timeout(time.Minute))
+
+	// A fixed credential: a token from a flag, a test.
+	v.OnLogin(handlers.Static(login.ConnectionInfo{Server: server, CAPath: caPath, Token: *tokenFlag}))
+
+	// A bearer token file (a regular file of at most 1 MiB, one token), reread on every login and
+	// at least once a minute (projected tokens rotate).
+	v.OnLogin(handlers.TokenFile("/var/run/secrets/tokens/operator", login.ConnectionInfo{Server: server, CAPath: caPath}))
+
+	// Short-lived tokens for a tenant's ServiceAccount through the TokenRequest API.
+	v.OnLogin(handlers.TokenRequest(handlers.TokenRequestConfig{Client: cs.CoreV1(), Namespace: "tenant-a", Name: "deployer",
+		ExpirationSeconds: 900, Cluster: cluster}))
 }

@@ -1,0 +1,166 @@
+package readme
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// root is the repository, two levels up from this package.
+const root = "../.."
+
+// block is a ```go block of a Markdown file.
+type block struct {
+	line  int      // where its first line of code is, 1-based
+	lines []string // its code, each line trimmed of leading white space
+}
+
+// goBlocks returns the ```go blocks of md.
+func goBlocks(md []byte) ([]block, error) {
+	var blocks []block
+	var cur *block
+	sc := bufio.NewScanner(bytes.NewReader(md))
+	for n := 1; sc.Scan(); n++ {
+		text := sc.Text()
+		fence := strings.TrimSpace(text)
+		switch {
+		case cur == nil && fence == "```go":
+			cur = &block{line: n + 1}
+		case cur != nil && fence == "```":
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.lines = append(cur.lines, strings.TrimSpace(text))
+		}
+	}
+	if cur != nil {
+		return nil, fmt.Errorf("the ```go block at line %d is never closed", cur.line)
+	}
+	return blocks, sc.Err()
+}
+
+// compiledGoFiles are the .go files under dir that go build and go vet
+// compile: not under testdata, nor a directory whose name begins with "."
+// or "_", nor behind a build constraint.
+func compiledGoFiles(dir string) (map[string][]string, error) {
+	files := map[string][]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != dir && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(data, []byte("//go:build")) {
+			return nil
+		}
+		var lines []string
+		for _, l := range strings.Split(string(data), "\n") {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+		files[path] = lines
+		return nil
+	})
+	return files, err
+}
+
+// contains tells whether want is a run of consecutive lines of have.
+func contains(have, want []string) bool {
+	for i := 0; i+len(want) <= len(have); i++ {
+		match := true
+		for j, w := range want {
+			if have[i+j] != w {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+// Every ```go block of the README is part of a compiled Go file, line for
+// line (indentation aside). Before, the README's "Login handlers" block
+// passed a pointer where a value goes (handlers.ExecConfig{ExecConfig:
+// kubeconfigUser.Exec}) and nothing noticed.
+func TestEveryREADMEGoBlockIsCompiledCode(t *testing.T) {
+	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := goBlocks(md)
+	if err != nil {
+		t.Fatalf("README.md: %v", err)
+	}
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no ```go block: has the file moved?")
+	}
+	files, err := compiledGoFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range blocks {
+		found := ""
+		for path, lines := range files {
+			if contains(lines, b.lines) {
+				found = path
+				break
+			}
+		}
+		if found == "" {
+			t.Errorf("README.md:%d: this ```go block is in no compiled Go file; put it, line for line, in an Example function or a program under examples/ (its first line: %q)",
+				b.line, b.lines[0])
+		} else {
+			t.Logf("README.md:%d: in %s", b.line, found)
+		}
+	}
+}
+
+// The check itself: a block that differs from the code by one token, or
+// whose lines are not consecutive there, is not found; indentation does not
+// matter.
+func TestContains(t *testing.T) {
+	code := []string{"func f() {", "a := 1", "b := a", "}"}
+	for _, c := range []struct {
+		want []string
+		ok   bool
+	}{
+		{[]string{"a := 1", "b := a"}, true},
+		{[]string{"a := 2", "b := a"}, false},
+		{[]string{"func f() {", "b := a"}, false},
+		{[]string{"}"}, true},
+	} {
+		if got := contains(code, c.want); got != c.ok {
+			t.Errorf("contains(%q) = %v, want %v", c.want, got, c.ok)
+		}
+	}
+	blocks, err := goBlocks([]byte("text\n```go\n\tx := 1\n```\n```sh\nls\n```\n"))
+	if err != nil || len(blocks) != 1 || blocks[0].line != 3 || blocks[0].lines[0] != "x := 1" {
+		t.Errorf("goBlocks() = %+v, %v", blocks, err)
+	}
+	if _, err := goBlocks([]byte("```go\nx := 1\n")); err == nil {
+		t.Error("goBlocks() of an unclosed block: no error")
+	}
+}

@@ -56,30 +56,33 @@ func main() {
 	store := flag.String("store", "store.json", "the secret store stand-in")
 	runFor := flag.Duration("run-for", 10*time.Second, "how long to keep listing namespaces")
 	flag.Parse()
+	if err := run(*store, *runFor); err != nil {
+		fmt.Fprintln(os.Stderr, "custom-login:", err)
+		os.Exit(1) // after run's deferred Close
+	}
+}
 
+func run(store string, runFor time.Duration) error {
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1})
-	v := vault.New(vault.Options{Logger: log, NoFallback: true})
+	v := vault.New(vault.Options{Logger: log.WithName("authvault"), NoFallback: true})
 	defer v.Close()
-	v.OnLogin(secretStore{*store}.login, login.ID("secret-store"),
+	v.OnLogin(secretStore{store}.login, login.ID("secret-store"),
 		login.Retries(3), login.Backoff(500*time.Millisecond, 5*time.Second), login.Timeout(10*time.Second))
 
-	ctx, cancel := context.WithTimeout(context.Background(), *runFor)
+	ctx, cancel := context.WithTimeout(context.Background(), runFor)
 	defer cancel()
 	cfg, err := v.RESTConfig(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "custom-login:", err)
-		os.Exit(1)
+		return err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "custom-login:", err)
-		os.Exit(1)
+		return err
 	}
 	for ctx.Err() == nil {
 		list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 		if err != nil && ctx.Err() == nil {
-			fmt.Fprintln(os.Stderr, "custom-login:", err)
-			os.Exit(1)
+			return err
 		}
 		if err == nil {
 			fmt.Printf("namespaces: %d\n", len(list.Items))
@@ -89,4 +92,5 @@ func main() {
 		case <-time.After(time.Second):
 		}
 	}
+	return nil
 }

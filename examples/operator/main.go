@@ -33,61 +33,71 @@ func main() {
 	if flag.Lookup("kubeconfig") == nil {
 		flag.String("kubeconfig", "", "a kubeconfig")
 	}
-	namespace := flag.String("namespace", "default", "the namespace whose ConfigMaps to annotate")
-	tokenFile := flag.String("token-file", "", "log in with the token in this file (reread on rotation) instead of the fallback")
-	server := flag.String("server", "", "with --token-file: the API server's URL")
-	caFile := flag.String("ca-file", "", "with --token-file: the API server's CA")
-	leaderElect := flag.Bool("leader-elect", true, "elect a leader among replicas")
-	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
-	probeAddr := flag.String("health-probe-bind-address", "0", "serve /readyz and /healthz here, e.g. :8081 (0: off)")
+	var o options
+	flag.StringVar(&o.namespace, "namespace", "default", "the namespace whose ConfigMaps to annotate")
+	flag.StringVar(&o.tokenFile, "token-file", "", "log in with the token in this file (reread on rotation) instead of the fallback")
+	flag.StringVar(&o.server, "server", "", "with --token-file: the API server's URL")
+	flag.StringVar(&o.caFile, "ca-file", "", "with --token-file: the API server's CA")
+	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader among replicas")
+	flag.DurationVar(&o.runFor, "run-for", 0, "stop after this long (0: until interrupted)")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "serve /readyz and /healthz here, e.g. :8081 (0: off)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
-	log := ctrl.Log.WithName("operator")
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.WithName("operator").Error(err, "operator stopped")
+		os.Exit(1) // after run has returned: its deferred Shutdown has stopped every login
+	}
+}
 
-	ctx := ctrl.SetupSignalHandler()
-	if *runFor > 0 {
+// options are the command line's.
+type options struct {
+	namespace, tokenFile, server, caFile, probeAddr string
+	leaderElect                                     bool
+	runFor                                          time.Duration
+}
+
+func run(ctx context.Context, o options) error {
+	if o.runFor > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		ctx, cancel = context.WithTimeout(ctx, o.runFor)
 		defer cancel()
 	}
 
-	v := vault.New(vault.Options{Logger: ctrl.Log, Registerer: metrics.Registry})
-	defer v.Close()
-	if *tokenFile != "" {
-		v.OnLogin(handlers.TokenFile(*tokenFile, login.ConnectionInfo{Server: *server, CAPath: *caFile}),
+	v := vault.New(vault.Options{Logger: ctrl.Log.WithName("authvault"), Registerer: metrics.Registry})
+	// After the manager has stopped, and its last requests have gone.
+	defer v.Shutdown(context.Background())
+	if o.tokenFile != "" {
+		v.OnLogin(handlers.TokenFile(o.tokenFile, login.ConnectionInfo{Server: o.server, CAPath: o.caFile}),
 			login.ID("token-file"), login.Timeout(10*time.Second))
 	}
 	cfg, err := v.RESTConfig(ctx)
 	if err != nil {
-		log.Error(err, "no credential")
-		os.Exit(1)
+		return fmt.Errorf("no credential: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		LeaderElection:          *leaderElect,
-		LeaderElectionID:        "authvault-example-operator",
-		LeaderElectionNamespace: *namespace,
-		Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}},
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:  *probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              "authvault-example-operator",
+		LeaderElectionNamespace:       o.namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        o.probeAddr,
 	})
 	if err != nil {
-		log.Error(err, "creating the manager")
-		os.Exit(1)
+		return fmt.Errorf("creating the manager: %w", err)
 	}
 	// Unready while the operator cannot authenticate: a login round failed,
 	// or a re-login has hung for a minute (vault.Options.ReadyGrace).
 	if err := mgr.AddReadyzCheck("authvault", v.Ready); err != nil {
-		log.Error(err, "adding the readiness check")
-		os.Exit(1)
+		return fmt.Errorf("adding the readiness check: %w", err)
 	}
 	r := &annotator.Reconciler{Client: mgr.GetClient()}
 	if err := r.SetupWithManager(mgr); err != nil {
-		log.Error(err, "setting up the reconciler")
-		os.Exit(1)
+		return fmt.Errorf("setting up the reconciler: %w", err)
 	}
 	if err := mgr.Start(ctx); err != nil {
-		log.Error(err, "manager stopped")
-		os.Exit(1)
+		return fmt.Errorf("manager stopped: %w", err)
 	}
 	fmt.Printf("reconciled %d, failed %d\n", r.Reconciled.Load(), r.Failed.Load())
+	return nil
 }

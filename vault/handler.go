@@ -69,7 +69,9 @@ func (v *Vault) newHandler(h login.Handler, opts []login.Option) *handler {
 		id = s.ID + "#" + strconv.Itoa(n)
 	}
 	s.ID = id
-	return &handler{fn: v.tracked(h), settings: s, backoff: newBackoff(s)}
+	// Until it gives a credential, it ranks as one of priority 0 would:
+	// a registered handler above every fallback (see retryAboveLocked).
+	return &handler{fn: v.tracked(h), settings: s, backoff: newBackoff(s), lastRank: rankOf(nil, 0)}
 }
 
 // configure applies opts over the defaults for h.

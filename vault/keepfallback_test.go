@@ -123,3 +123,37 @@ func TestKeepFallbackLogsWhenTheFallbackServes(t *testing.T) {
 		t.Errorf("no line says the fallback serves:\n%s", logs.String())
 	}
 }
+
+// A handler of one's own that gave nothing at first (its secret store was
+// not provisioned yet) is asked again after its backoff while a fallback
+// serves, and takes over once it gives a credential, without a Refresh.
+// Before, it was asked again only when the vault ran empty, which a
+// fallback that refreshes its own credential never lets happen.
+func TestKeepFallbackAsksARegisteredHandlerAgain(t *testing.T) {
+	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
+	v, clk := testVault(t, Options{KeepFallback: true, FirstLoginWait: -1,
+		Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
+	var gives atomic.Bool
+	var calls atomic.Int64
+	mine := &counter{server: "https://mine.example"}
+	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+		calls.Add(1)
+		if !gives.Load() {
+			return nil, nil
+		}
+		return mine.login(ctx)
+	}, login.ID("mine"))
+	if c := mustSelect(t, v); c.Handler != "kubeconfig" {
+		t.Fatalf("Select() = %v while mine gives nothing, want the fallback's", c)
+	}
+	eventually(t, "mine's first login to end", func() bool { return calls.Load() == 1 && idle(v) })
+	gives.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for mustSelect(t, v).Handler != "mine" {
+		if time.Now().After(deadline) {
+			t.Fatalf("mine was asked %d times in 5 s of its backoff passing; its credential never served", calls.Load())
+		}
+		clk.Step(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+}

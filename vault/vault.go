@@ -335,7 +335,7 @@ func (v *Vault) fallbackLocked() []*handler {
 		v.madeFallback = true
 		for _, r := range v.opts.Fallback {
 			h := v.newHandler(r.Handler, r.Options)
-			h.fallback = true
+			h.fallback, h.lastRank = true, rankOf(h, 0)
 			v.fallback = append(v.fallback, h)
 		}
 	}
@@ -368,6 +368,14 @@ func (v *Vault) publishLocked() {
 	v.logServingLocked(s) // before a caller can see it
 	v.snap.Store(s)
 	v.broadcastLocked()
+	if !s.held {
+		// A handler that ranks above what serves now logs in again (after
+		// its backoff): a registered handler that gave nothing while a
+		// fallback serves, under KeepFallback, is asked again.
+		for _, h := range v.activeLocked() {
+			v.retryAboveLocked(h)
+		}
+	}
 }
 
 // broadcastLocked wakes every waiter.

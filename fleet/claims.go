@@ -85,11 +85,11 @@ type claim struct {
 	digest  []byte // of what authenticates (see digestKey)
 }
 
-// member is a cluster that a Secret added.
-type member struct {
-	cluster *cluster
-	secret  string // namespace/name of the Secret that serves it
-	digest  []byte // of the kubeconfig it was added or refreshed with
+// served is a cluster that a Secret added.
+type served struct {
+	member *Member
+	secret string // namespace/name of the Secret that serves it
+	digest []byte // of the kubeconfig it was added or refreshed with
 }
 
 func (w *secretWatch) upsert(obj any) {
@@ -212,19 +212,19 @@ func (w *secretWatch) resolve(name string) {
 		}
 	}
 	slices.Sort(top)
-	m, held := w.members[name]
-	if held && !w.fleet.holds(m.cluster) {
+	m, held := w.served[name]
+	if held && !w.fleet.holds(m.member) {
 		// Removed by hand (Fleet.Remove) since: its Secret, still here
 		// and changed, brings it back.
-		delete(w.members, name)
+		delete(w.served, name)
 		held = false
 	}
 	if len(top) == 1 && held && m.secret == top[0] {
 		c := w.claims[top[0]]
 		if string(c.digest) != string(m.digest) {
-			w.members[name] = member{m.cluster, m.secret, c.digest}
+			w.served[name] = served{m.member, m.secret, c.digest}
 			w.fleet.opts.Logger.V(1).Info("kubeconfig Secret changed: refreshing the cluster's credentials", "secret", m.secret, "cluster", name)
-			m.cluster.vault.Refresh()
+			m.member.vault.Refresh()
 		}
 		return // else a resync, or an edit that leaves the kubeconfig alone
 	}
@@ -263,7 +263,7 @@ func (w *secretWatch) add(name, key string) {
 	// A hub that stalls a GET holds a login no longer than secretTimeout;
 	// the caller's options come after, and win.
 	opts := append([]login.Option{login.ID("secret " + key), login.Timeout(secretTimeout)}, w.opts.Login...)
-	c, err := w.fleet.add(name, h, opts)
+	m, err := w.fleet.add(name, h, opts)
 	if err != nil {
 		if !w.conflict(name, "not added "+key) {
 			return
@@ -275,22 +275,22 @@ func (w *secretWatch) add(name, key string) {
 		return
 	}
 	delete(w.conflicts, name)
-	w.members[name] = member{c, key, w.claims[key].digest}
-	w.fleet.added(c)
+	w.served[name] = served{m, key, w.claims[key].digest}
+	w.fleet.added(m)
 	log.V(1).Info("cluster added from its kubeconfig Secret")
 }
 
 // remove takes m's cluster out of the fleet at once (the name is free for
-// the next add) and tells OnRemove, here, so that OnRemove of a cluster
-// comes before OnAdd of the next of its name. It closes the vault in the
-// background, so that a handler that ignores its context holds up no other
-// cluster's events.
-func (w *secretWatch) remove(name string, m member) {
-	delete(w.members, name)
-	if !w.fleet.detachCluster(m.cluster) {
+// the next add, its context ends) and tells OnRemove, here, so that
+// OnRemove of a cluster comes before OnAdd of the next of its name. It
+// closes the vault in the background, so that a handler that ignores its
+// context holds up no other cluster's events.
+func (w *secretWatch) remove(name string, m served) {
+	delete(w.served, name)
+	if !w.fleet.detachMember(m.member) {
 		return // removed by hand meanwhile
 	}
 	w.fleet.opts.Logger.V(1).Info("cluster removed: its Secret is gone or no longer serves it", "secret", m.secret, "cluster", name)
-	w.fleet.removed(m.cluster)
-	w.closing.Go(m.cluster.vault.Close)
+	w.fleet.removed(m.member)
+	w.closing.Go(m.member.vault.Close)
 }

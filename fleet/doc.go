@@ -42,8 +42,18 @@
 // A cluster's vault logs in when its config is first used, not when it is
 // added: a fleet of a thousand clusters that a controller touches a few of
 // at a time costs a few logins. [Fleet.Remove] closes the cluster's vault: its
-// logins stop, its connections close, its metrics go. [Options.OnAdd] and
-// [Options.OnRemove] tell when to start and stop what runs against a cluster.
+// logins stop, its connections close, its metrics go.
+//
+// [Options.OnAdd] gets each cluster as it joins, a [Member], with a context
+// that ends when it leaves: start what runs against the cluster (a
+// cluster.Cluster and its controllers) on that context, and let that, not
+// OnAdd, call [Member.RESTConfig], which waits for the first login.
+// [Fleet.SecretsWatcher] runs WatchSecrets as a controller-runtime
+// manager's runnable, on the leader only unless told otherwise: the
+// controllers OnAdd starts write to their clusters.
+//
+//	f := fleet.New(fleet.Options{OnAdd: func(ctx context.Context, m *fleet.Member) { go run(ctx, m) }})
+//	err := mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: mgr.GetConfig()}))
 //
 // # Logs and metrics
 //

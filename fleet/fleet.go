@@ -43,17 +43,36 @@ type Options struct {
 	// remote cluster never gets this process's own kubeconfig or
 	// ServiceAccount.
 	Vault vault.Options
-	// OnAdd is called with a cluster's name once it is in the fleet (by Add
-	// or by a Secret), OnRemove before its vault closes: start and stop what
-	// runs against the cluster there (a cluster.Cluster and its
-	// controllers). Each runs on the goroutine that added or removed the
-	// cluster (Close removes them concurrently), without the fleet's lock;
-	// OnRemove of a cluster returns before OnAdd of a cluster of the same
-	// name added later by the same goroutine or WatchSecrets. Neither may
-	// wait for long: WatchSecrets calls them from its event handler, so
-	// start what waits for the cluster (RESTConfig) in a goroutine of your
-	// own. Default: none.
-	OnAdd, OnRemove func(name string)
+	// OnAdd is called once a cluster is in the fleet (by Add or by a
+	// Secret), with the cluster and a context that ends when the cluster
+	// leaves the fleet (Remove, its Secret gone, Close): start what runs
+	// against the cluster there (a cluster.Cluster and its controllers)
+	// on that context, and it stops when it should. m.RESTConfig waits for
+	// the cluster's first login (a config names the cluster's server,
+	// known once its handler has logged in: a kubeconfig Secret is read at
+	// login, not when it is seen), so call it from what you start, not
+	// from OnAdd: OnAdd must not wait for long, since WatchSecrets calls
+	// it from its event handler, one cluster after another. ctx carries the
+	// fleet's Logger with the cluster's name (logr.FromContext), and
+	// context.Cause(ctx) says why it ended. It runs on the goroutine that
+	// added the cluster, without the fleet's lock. Default: none.
+	//
+	// Mind when upgrading: OnAdd and OnRemove took the cluster's name
+	// only (func(name string)); m.Name() is that name, m.RESTConfig(ctx)
+	// what f.RESTConfig(ctx, name) gave, without the var f *Fleet
+	// declared before New to reach it, and with no chance of reaching a
+	// namesake added after this cluster left.
+	OnAdd func(ctx context.Context, m *Member)
+	// OnRemove is called when a cluster leaves the fleet: after the
+	// context OnAdd got has ended, before the cluster's vault closes. It
+	// is there to wait (briefly) for what OnAdd started to stop; with
+	// OnAdd's context, most programs need no OnRemove. It runs on the
+	// goroutine that removed the cluster (Close removes them
+	// concurrently), without the fleet's lock. OnRemove of a cluster
+	// returns before OnAdd of a cluster of the same name added later by
+	// the same goroutine or WatchSecrets. Like OnAdd, it must not wait for
+	// long. Default: none.
+	OnRemove func(m *Member)
 }
 
 // Fleet holds one vault per cluster. All its methods are safe for concurrent
@@ -62,24 +81,13 @@ type Fleet struct {
 	opts Options
 
 	mu       sync.Mutex // guards clusters and closed
-	clusters map[string]*cluster
+	clusters map[string]*Member
 	closed   bool
-}
-
-// cluster is one member of the fleet: its vault, and the config handed out
-// for it.
-type cluster struct {
-	name  string
-	vault *vault.Vault
-	reg   *registerer // nil without Options.Registerer
-
-	mu  sync.Mutex // guards cfg
-	cfg *rest.Config
 }
 
 // New returns an empty fleet.
 func New(opts Options) *Fleet {
-	return &Fleet{opts: opts, clusters: map[string]*cluster{}}
+	return &Fleet{opts: opts, clusters: map[string]*Member{}}
 }
 
 // Add puts a cluster in the fleet, whose credentials come from h (with
@@ -100,13 +108,13 @@ func (f *Fleet) Add(name string, h login.Handler, opts ...login.Option) error {
 }
 
 // added tells OnAdd.
-func (f *Fleet) added(c *cluster) {
+func (f *Fleet) added(m *Member) {
 	if f.opts.OnAdd != nil {
-		f.opts.OnAdd(c.name)
+		f.opts.OnAdd(m.ctx, m)
 	}
 }
 
-func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*cluster, error) {
+func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*Member, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -124,50 +132,30 @@ func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*cluster
 		vopts.Registerer = reg
 	}
 	vopts.Fallback, vopts.NoFallback = nil, true
-	c := &cluster{name: name, vault: vault.New(vopts), reg: reg}
-	c.vault.OnLogin(h, opts...)
-	f.clusters[name] = c
-	return c, nil
+	m := newMember(name, vault.New(vopts), reg, vopts.Logger)
+	m.vault.OnLogin(h, opts...)
+	f.clusters[name] = m
+	return m, nil
 }
 
 // RESTConfig returns the client-go config of the named cluster, waiting
-// within ctx for its first credential (see vault.Vault.RESTConfig). Every
-// call returns the same *rest.Config for as long as the cluster is in the
-// fleet: its credentials rotate underneath it, so clients, informers and
-// caches built on it are never rebuilt; exec, attach and port-forward
-// streams built on it use the cluster's current credential too. It is
-// shared: copy it with rest.CopyConfig before changing it.
+// within ctx for its first credential: see Member.RESTConfig.
 func (f *Fleet) RESTConfig(ctx context.Context, name string) (*rest.Config, error) {
-	c, err := f.lookup(name)
+	m, err := f.lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	cfg := c.cfg
-	c.mu.Unlock()
-	if cfg != nil {
-		return cfg, nil
-	}
-	cfg, err = c.vault.RESTConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("fleet: cluster %q: %w", name, err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cfg == nil { // the first caller's config is every caller's
-		c.cfg = cfg
-	}
-	return c.cfg, nil
+	return m.RESTConfig(ctx)
 }
 
 // Vault returns the named cluster's vault, or nil when it is not in the
 // fleet: to Refresh it, check it with Ready, or Select a credential.
 func (f *Fleet) Vault(name string) *vault.Vault {
-	c, err := f.lookup(name)
+	m, err := f.lookup(name)
 	if err != nil {
 		return nil
 	}
-	return c.vault
+	return m.vault
 }
 
 // Names returns the names of the clusters in the fleet, sorted.
@@ -183,64 +171,66 @@ func (f *Fleet) Names() []string {
 }
 
 // Remove takes the named cluster out of the fleet and closes its vault:
-// its logins stop, its connections close (once the requests on them end),
-// its metrics are unregistered, and requests through its config fail with
-// vault.ErrClosed. It returns false when there was no such cluster. Like
-// vault.Vault.Close, it waits up to five seconds for a login handler that
-// ignores its context.
+// the context OnAdd got ends, its logins stop, its connections close (once
+// the requests on them end), its metrics are unregistered, and requests
+// through its config fail with vault.ErrClosed. It returns false when there
+// was no such cluster. Like vault.Vault.Close, it waits up to five seconds
+// for a login handler that ignores its context.
 func (f *Fleet) Remove(name string) bool {
 	f.mu.Lock()
-	c := f.clusters[name]
-	if c != nil {
-		f.detachLocked(c) // the name is free at once
+	m := f.clusters[name]
+	if m != nil {
+		f.detachLocked(m, m.removed()) // the name is free at once
 	}
 	f.mu.Unlock()
-	if c == nil {
+	if m == nil {
 		return false
 	}
-	f.close(c)
+	f.close(m)
 	return true
 }
 
-// holds tells whether c is (still) in the fleet.
-func (f *Fleet) holds(c *cluster) bool {
+// holds tells whether m is (still) in the fleet.
+func (f *Fleet) holds(m *Member) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.clusters[c.name] == c
+	return f.clusters[m.name] == m
 }
 
-// detachCluster takes c out of the map if it is still there, and tells
+// detachMember takes m out of the map if it is still there, and tells
 // whether it was.
-func (f *Fleet) detachCluster(c *cluster) bool {
+func (f *Fleet) detachMember(m *Member) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.clusters[c.name] != c {
+	if f.clusters[m.name] != m {
 		return false
 	}
-	f.detachLocked(c)
+	f.detachLocked(m, m.removed())
 	return true
 }
 
-// detachLocked takes c out of the map and its metrics out of the
+// detachLocked takes m out of the map and its metrics out of the
 // registerer, together: a cluster of the same name may be added as soon as
-// the lock is released, while c's vault is still closing.
-func (f *Fleet) detachLocked(c *cluster) {
-	delete(f.clusters, c.name)
-	if c.reg != nil {
-		c.reg.drop()
+// the lock is released, while m's vault is still closing. It ends m's
+// context for cause, before OnRemove and before any OnAdd of a namesake.
+func (f *Fleet) detachLocked(m *Member, cause error) {
+	delete(f.clusters, m.name)
+	if m.reg != nil {
+		m.reg.drop()
 	}
+	m.leave(cause)
 }
 
-// close tells OnRemove and closes c's vault.
-func (f *Fleet) close(c *cluster) {
-	f.removed(c)
-	c.vault.Close()
+// close tells OnRemove and closes m's vault.
+func (f *Fleet) close(m *Member) {
+	f.removed(m)
+	m.vault.Close()
 }
 
 // removed tells OnRemove.
-func (f *Fleet) removed(c *cluster) {
+func (f *Fleet) removed(m *Member) {
 	if f.opts.OnRemove != nil {
-		f.opts.OnRemove(c.name)
+		f.opts.OnRemove(m)
 	}
 }
 
@@ -249,27 +239,27 @@ func (f *Fleet) removed(c *cluster) {
 func (f *Fleet) Close() {
 	f.mu.Lock()
 	f.closed = true
-	clusters := slices.Collect(maps.Values(f.clusters))
-	for _, c := range clusters {
-		f.detachLocked(c)
+	members := slices.Collect(maps.Values(f.clusters))
+	for _, m := range members {
+		f.detachLocked(m, ErrClosed)
 	}
 	f.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, c := range clusters {
-		wg.Go(func() { f.close(c) })
+	for _, m := range members {
+		wg.Go(func() { f.close(m) })
 	}
 	wg.Wait()
 }
 
-func (f *Fleet) lookup(name string) (*cluster, error) {
+func (f *Fleet) lookup(name string) (*Member, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return nil, ErrClosed
 	}
-	c, ok := f.clusters[name]
+	m, ok := f.clusters[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownCluster, name)
 	}
-	return c, nil
+	return m, nil
 }

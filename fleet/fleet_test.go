@@ -87,8 +87,8 @@ func TestAddRemoveAndLookups(t *testing.T) {
 	var mu sync.Mutex // guards added and removed: Close calls OnRemove concurrently
 	var added, removed []string
 	f := New(Options{
-		OnAdd:    func(name string) { mu.Lock(); added = append(added, name); mu.Unlock() },
-		OnRemove: func(name string) { mu.Lock(); removed = append(removed, name); mu.Unlock() },
+		OnAdd:    func(_ context.Context, m *Member) { mu.Lock(); added = append(added, m.Name()); mu.Unlock() },
+		OnRemove: func(m *Member) { mu.Lock(); removed = append(removed, m.Name()); mu.Unlock() },
 	})
 	defer f.Close()
 	a, b := newAPIServer(t), newAPIServer(t)
@@ -266,7 +266,7 @@ func TestMetricsAndLogsNameTheCluster(t *testing.T) {
 func TestClose(t *testing.T) {
 	ctx := ctxFor(t)
 	var removed atomic.Int64
-	f := New(Options{OnRemove: func(string) { removed.Add(1) }})
+	f := New(Options{OnRemove: func(*Member) { removed.Add(1) }})
 	a := newAPIServer(t)
 	for _, name := range []string{"a", "b", "c"} {
 		if err := f.Add(name, a.login); err != nil {
@@ -324,9 +324,9 @@ func TestMetricsOfAClusterAddedWhileItsNamesakeCloses(t *testing.T) {
 	a := newAPIServer(t)
 	var f *Fleet
 	var once sync.Once
-	f = New(Options{Registerer: reg, OnRemove: func(name string) {
+	f = New(Options{Registerer: reg, OnRemove: func(m *Member) {
 		once.Do(func() {
-			if err := f.Add(name, a.login); err != nil { // before the old vault closes
+			if err := f.Add(m.Name(), a.login); err != nil { // before the old vault closes
 				t.Error(err)
 			}
 		})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/authvault/authvault/handlers"
@@ -27,8 +28,13 @@ const ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
 // SecretsOptions choose the kubeconfig Secrets of a hub cluster that make
 // up a fleet.
 type SecretsOptions struct {
-	// Client lists, watches and reads the hub's Secrets: it needs list,
-	// watch and get on Secrets in Namespace. Required.
+	// Config is the hub's: WatchSecrets builds its client from it, to
+	// list, watch and get Secrets in Namespace (RBAC must allow those).
+	// A manager's mgr.GetConfig(), or a vault's RESTConfig. Config or
+	// Client is required; not both.
+	Config *rest.Config
+	// Client lists, watches and reads the hub's Secrets, as Config's
+	// client would: a clientset of your own, or a fake one in tests.
 	Client kubernetes.Interface
 	// Format is how the Secrets describe their clusters. Default:
 	// ClusterAPI.
@@ -57,22 +63,27 @@ type SecretsOptions struct {
 	// timeout, retries, backoff), as for vault.OnLogin. Default: login's
 	// defaults, with a timeout of 30 s.
 	Login []login.Option
+	// EveryReplica makes SecretsWatcher run on every replica of a
+	// manager, not on the leader only: its NeedLeaderElection is false.
+	// WatchSecrets itself ignores it. Default: false, the leader only
+	// (see SecretsWatcher for why).
+	EveryReplica bool
 }
 
 // WatchSecrets keeps the fleet in step with the hub's kubeconfig Secrets
 // until ctx ends: it blocks until then, and returns nil then (run it in a
-// goroutine, or as a manager's runnable). A Secret that appears adds its
-// cluster, named "<namespace>/<cluster>", where <cluster> is the value of
-// its ClusterNameLabel (for ArgoCD, its name key), or the Secret's name
-// without it; its handler (handlers.KubeconfigSecretFrom for ClusterAPI)
-// reads the Secret at every login. A Secret without SecretsOptions.Key
-// (for ArgoCD, without server) is no cluster's, and is skipped. A Secret
-// whose kubeconfig changes refreshes that cluster's vault at once
-// (vault.Vault.Refresh): the new credential is in place before the old one
-// is revoked, and no other cluster is touched; a cluster not used yet
-// stays so. A change that leaves the kubeconfig as it was (a resync, a
-// label or annotation edit) does nothing. A Secret that goes removes its
-// cluster, closing its vault.
+// goroutine, or as a manager's runnable: see SecretsWatcher). A Secret
+// that appears adds its cluster, named "<namespace>/<cluster>", where
+// <cluster> is the value of its ClusterNameLabel (for ArgoCD, its name
+// key), or the Secret's name without it; its handler
+// (handlers.KubeconfigSecretFrom for ClusterAPI) reads the Secret at every
+// login. A Secret without SecretsOptions.Key (for ArgoCD, without server)
+// is no cluster's, and is skipped. A Secret whose kubeconfig changes
+// refreshes that cluster's vault at once (vault.Vault.Refresh): the new
+// credential is in place before the old one is revoked, and no other
+// cluster is touched; a cluster not used yet stays so. A change that
+// leaves the kubeconfig as it was (a resync, a label or annotation edit)
+// does nothing. A Secret that goes removes its cluster, closing its vault.
 //
 // Which Secret serves a cluster does not depend on the order they are
 // listed in: the Secrets there at the start are decided together, once the
@@ -97,8 +108,17 @@ type SecretsOptions struct {
 // them. A failing list or watch of the Secrets (RBAC, an outage) is logged
 // through Options.Logger and retried.
 func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
-	if opts.Client == nil {
-		return errors.New("fleet: WatchSecrets needs a Client")
+	switch {
+	case opts.Config != nil && opts.Client != nil:
+		return errors.New("fleet: WatchSecrets takes a Config or a Client, not both")
+	case opts.Config != nil:
+		client, err := kubernetes.NewForConfig(opts.Config)
+		if err != nil {
+			return fmt.Errorf("fleet: WatchSecrets: a client from Config: %w", err)
+		}
+		opts.Client = client
+	case opts.Client == nil:
+		return errors.New("fleet: WatchSecrets needs a Config or a Client")
 	}
 	if opts.Key == "" {
 		opts.Key = handlers.ClusterAPIKey
@@ -176,14 +196,14 @@ type secretWatch struct {
 	synced    bool                       // the initial list is in, and decided
 	claims    map[string]claim           // by the Secret's namespace/name: every Secret that claims a cluster
 	byCluster map[string]map[string]bool // by cluster name: the keys of claims on it
-	members   map[string]member          // by cluster name: the clusters Secrets added
+	served    map[string]served          // by cluster name: the clusters Secrets added
 	skipped   map[string]string          // by the Secret's namespace/name: the cluster a skipped Secret names, logged once
 	conflicts map[string]string          // by cluster name: what keeps it from being served (ambiguous Secrets, a failed add), logged once
 }
 
 func newSecretWatch(f *Fleet, opts SecretsOptions, format secretFormat, selector labels.Selector) *secretWatch {
 	return &secretWatch{fleet: f, opts: opts, format: format, selector: selector,
-		claims: map[string]claim{}, byCluster: map[string]map[string]bool{}, members: map[string]member{},
+		claims: map[string]claim{}, byCluster: map[string]map[string]bool{}, served: map[string]served{},
 		skipped: map[string]string{}, conflicts: map[string]string{}}
 }
 

@@ -43,8 +43,8 @@ func newHub(t *testing.T, opts SecretsOptions, objs ...runtime.Object) *hub {
 	h := &hub{t: t, client: fake.NewClientset(objs...), logs: &testlog.Buffer{}}
 	h.fleet = New(Options{
 		Logger:   h.logs.Logger(1),
-		OnAdd:    func(name string) { h.mu.Lock(); h.added = append(h.added, name); h.mu.Unlock() },
-		OnRemove: func(name string) { h.mu.Lock(); h.removed = append(h.removed, name); h.mu.Unlock() },
+		OnAdd:    func(_ context.Context, m *Member) { h.mu.Lock(); h.added = append(h.added, m.Name()); h.mu.Unlock() },
+		OnRemove: func(m *Member) { h.mu.Lock(); h.removed = append(h.removed, m.Name()); h.mu.Unlock() },
 	})
 	opts.Client = h.client
 	opts.Login = append([]login.Option{login.Backoff(10*time.Millisecond, time.Second)}, opts.Login...) // no login floor to wait for, unless the test sets one
@@ -300,11 +300,11 @@ func TestWatchSecretsRemoveBeforeReAdd(t *testing.T) {
 	var mu sync.Mutex
 	var events []string
 	f := New(Options{
-		OnAdd: func(name string) { mu.Lock(); events = append(events, "add "+name); mu.Unlock() },
-		OnRemove: func(name string) {
+		OnAdd: func(_ context.Context, m *Member) { mu.Lock(); events = append(events, "add "+m.Name()); mu.Unlock() },
+		OnRemove: func(m *Member) {
 			time.Sleep(50 * time.Millisecond) // a goroutine scheduled late
 			mu.Lock()
-			events = append(events, "remove "+name)
+			events = append(events, "remove "+m.Name())
 			mu.Unlock()
 		},
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -243,7 +244,7 @@ current-context: wl
 		Expect(err).To(MatchError(ContainSubstring(`exec plugin "sh" is not allowed: plugin policy DenyAll`)))
 		Expect(marker).NotTo(BeAnExistingFile())
 	}, NodeTimeout(time.Minute))
-	It("runs examples/fleet: a manager on the hub with a controller per cluster, through a rotation", func(ctx SpecContext) {
+	It("runs examples/fleet: a manager on the hub with a controller per cluster, through a rotation, and a cluster whose Secret is deleted and created again", func(ctx SpecContext) {
 		ns := newNamespace("fleet-example")
 		const workNS = "fleet-example"
 		tokens := make([]string, len(workloads))
@@ -263,10 +264,13 @@ current-context: wl
 		}
 		hubKubeconfig := writeKubeconfig(fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))
 		cmd := exec.CommandContext(ctx, buildExample("fleet"), "--kubeconfig", hubKubeconfig, "--namespace", ns,
-			"--workload-namespace", workNS, "--run-for", "25s")
+			"--workload-namespace", workNS, "--run-for", "30s")
 		cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+filepath.Dir(hubKubeconfig))
 		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, GinkgoWriter
+		var logs strings.Builder
+		var logMu sync.Mutex
+		log := func() string { logMu.Lock(); defer logMu.Unlock(); return logs.String() }
+		cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(GinkgoWriter, lockedWriter{&logs, &logMu})
 		Expect(cmd.Start()).To(Succeed())
 
 		annotated := func(wl *testcluster.Cluster) func(Gomega) {
@@ -294,9 +298,27 @@ current-context: wl
 			Expect(err).NotTo(HaveOccurred())
 		}
 		Eventually(annotated(workloads[0])).WithTimeout(15 * time.Second).Should(Succeed())
+
+		// wl1's Secret deleted: its controller stops. Created again: wl1
+		// comes back with a new controller, of the same name, which
+		// annotates what was created meanwhile.
+		Expect(admin.CoreV1().Secrets(ns).Delete(ctx, "wl1-kubeconfig", metav1.DeleteOptions{})).To(Succeed())
+		left := fmt.Sprintf(`"msg":"cluster left the fleet: its controller has stopped","cluster":"%s/wl1"`, ns)
+		Eventually(log).WithTimeout(15*time.Second).Should(ContainSubstring(left), "the example's log")
+		cs, err = kubernetes.NewForConfig(workloads[1].Admin)
+		Expect(err).NotTo(HaveOccurred())
+		for j := 3; j < 6; j++ {
+			_, err := cs.CoreV1().ConfigMaps(workNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", j)}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		putKubeconfigSecret(ctx, ns, "wl1", workloads[1], workloads[1].Issuer.Issue(0))
+		Eventually(annotated(workloads[1])).WithTimeout(15*time.Second).Should(Succeed(), "the controller of wl1, back")
+
 		Expect(cmd.Wait()).To(Succeed())
-		for i := range workloads {
-			Expect(out.String()).To(MatchRegexp(`cluster %s/wl%d: reconciled [1-9][0-9]*, failed 0`, ns, i))
+		Expect(log()).NotTo(ContainSubstring("already exists"))
+		Expect(strings.Count(log(), fmt.Sprintf(`"msg":"cluster joined the fleet: starting its controller","cluster":"%s/wl1"`, ns))).To(Equal(2), "wl1 joined twice")
+		for i, joined := range []int{1, 2} {
+			Expect(out.String()).To(MatchRegexp(`cluster %s/wl%d: reconciled [1-9][0-9]*, failed 0, joined %d time\(s\)`, ns, i, joined))
 		}
 	}, NodeTimeout(2*time.Minute))
 })

@@ -4,7 +4,8 @@
 // annotates every ConfigMap it sees. Every cluster's credentials live in
 // its own vault of one authvault fleet: a Secret rewritten with a new token
 // refreshes that cluster's vault, and its cache and controller go on
-// without a restart or a relist.
+// without a restart or a relist. A Secret deleted stops its cluster's
+// controller; created again, it brings the cluster back with a new one.
 //
 //	go run ./examples/fleet --kubeconfig hub.kubeconfig --namespace capi-clusters
 //	go run ./examples/fleet --allow-plugins aws-iam-authenticator,kubelogin   # kubeconfigs with these plugins
@@ -18,10 +19,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -64,35 +63,29 @@ func main() {
 		log.Error(err, "no credential for the hub")
 		os.Exit(1)
 	}
-	hub, err := kubernetes.NewForConfig(hubConfig)
-	if err != nil {
-		log.Error(err, "hub client")
-		os.Exit(1)
-	}
 	mgr, err := ctrl.NewManager(hubConfig, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		log.Error(err, "creating the manager")
 		os.Exit(1)
 	}
 
-	var members *engagements
+	// Each cluster's controller runs from when the cluster joins the fleet
+	// until it leaves (the context OnAdd gets ends).
+	members := newEngagements(mgr, *workloadNamespace, log)
 	f := fleet.New(fleet.Options{
 		Logger:     ctrl.Log.WithName("fleet"),
 		Registerer: metrics.Registry,
-		OnAdd:      func(name string) { members.engage(name) },
-		OnRemove:   func(name string) { members.disengage(name) },
+		OnAdd:      members.engage,
 	})
 	defer f.Close()
-	members = newEngagements(mgr, f, *workloadNamespace)
 
 	policy := handlers.DenyAll
 	if *allow != "" {
 		policy = handlers.Allowlist(strings.Split(*allow, ",")...)
 	}
-	// The watch of the Secrets runs with the manager, and stops with it.
-	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return f.WatchSecrets(ctx, fleet.SecretsOptions{Client: hub, Namespace: *secrets, PluginPolicy: policy})
-	}))
+	// The watch of the Secrets runs with the manager, on its leader (the
+	// controllers it starts write), and stops with it.
+	err = mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: hubConfig, Namespace: *secrets, PluginPolicy: policy}))
 	if err != nil {
 		log.Error(err, "adding the Secrets' watch")
 		os.Exit(1)

@@ -124,7 +124,10 @@ func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*Member,
 		return nil, fmt.Errorf("%w: %q", ErrExists, name)
 	}
 	vopts := f.opts.Vault
-	vopts.Logger = f.opts.Logger.WithValues("cluster", name)
+	log := f.opts.Logger.WithValues("cluster", name)
+	// The vault uses its logger as given: its lines keep the name they had
+	// when the vault named itself.
+	vopts.Logger = log.WithName("authvault")
 	vopts.Registerer = nil
 	var reg *registerer
 	if f.opts.Registerer != nil {
@@ -132,7 +135,7 @@ func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*Member,
 		vopts.Registerer = reg
 	}
 	vopts.Fallback, vopts.NoFallback = nil, true
-	m := newMember(name, vault.New(vopts), reg, vopts.Logger)
+	m := newMember(name, vault.New(vopts), reg, log)
 	m.vault.OnLogin(h, opts...)
 	f.clusters[name] = m
 	return m, nil

@@ -104,6 +104,22 @@
 // their own too. After Close, every connection closes as soon as the last
 // response on it finishes.
 //
+// # Fallback
+//
+// A vault with no handler of its own logs in with [Options.Fallback]
+// (piggyback.Defaults: the kubeconfig of --kubeconfig or $KUBECONFIG, the
+// in-cluster ServiceAccount, ~/.kube/config). [Options.KeepFallback] keeps
+// them beside registered handlers: a registered handler's credential then
+// ranks above every fallback's, whatever their Priority, and one that gave
+// nothing is asked again after its backoff while a fallback serves.
+//
+// # Stopping
+//
+// [Vault.Close] stops at once: requests that ask for a credential after it
+// get [ErrClosed]. [Vault.Shutdown] is for a program's end: called after a
+// controller-runtime manager's Start has returned, it serves the manager's
+// last requests and closes once they have stopped.
+//
 // # Readiness
 //
 // [Vault.Ready] is a readiness check with the signature of

@@ -272,6 +272,9 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route, log log
 	}
 	h.running, h.outcome, h.retryAt = false, nil, time.Time{}
 	v.roundStart = time.Time{}
+	// A rejection before this credential no longer says why the vault may
+	// run empty: a LoginError names one only if no credential came since.
+	v.lastLoss = lastRejection{}
 	refreshAt := v.scheduleRefreshLocked(h, c, now)
 	v.addBaseLocked(r.base)
 	// Before publishing (here or at the end of a first-login wait), which

@@ -153,3 +153,52 @@ func TestSetDefaultKeepsRegisteredHandlers(t *testing.T) {
 		t.Errorf("the new Default's logger got nothing about its handler:\n%s", logs.String())
 	}
 }
+
+// A vault closed before or during Shutdown (a deferred Close beside it,
+// SetDefault closing the old Default) has nothing left to serve: Shutdown
+// returns at once, even while requests keep coming, which all get
+// ErrClosed. Before, it waited for them to stop, five seconds under steady
+// traffic, holding up the program's exit.
+func TestShutdownOfAClosedVaultReturnsAtOnce(t *testing.T) {
+	for _, when := range []string{"before", "during"} {
+		t.Run(when, func(t *testing.T) {
+			v := New(Options{NoFallback: true})
+			v.OnLogin((&counter{}).login)
+			mustSelect(t, v)
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() { // requests that never stop
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+						_, _ = v.Select(context.Background())
+					}
+				}
+			}()
+			defer func() { close(stop); <-done }()
+
+			if when == "before" {
+				v.Close()
+			}
+			start := time.Now()
+			shut := make(chan error, 1)
+			go func() { shut <- v.Shutdown(context.Background()) }()
+			if when == "during" {
+				time.Sleep(50 * time.Millisecond) // Shutdown waits for the requests to stop
+				start = time.Now()
+				v.Close()
+			}
+			select {
+			case err := <-shut:
+				if took := time.Since(start); err != nil || took > 2*time.Second {
+					t.Errorf("Shutdown() = %v after %v from Close, want nil at once", err, took)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Shutdown did not return")
+			}
+		})
+	}
+}

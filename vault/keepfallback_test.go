@@ -46,6 +46,9 @@ func TestKeepFallbackRanksRegisteredHandlersFirst(t *testing.T) {
 	if c := mustSelect(t, v); c.Handler != "kubeconfig" {
 		t.Fatalf("Select() = %v while mine gives nothing, want the fallback's", c)
 	}
+	// Else mine's first login may end after the Refresh below, and wait
+	// for its backoff on a clock that no longer moves.
+	eventually(t, "mine's first login to end", func() bool { return idle(v) })
 	gives.Store(true)
 	clk.Step(2 * time.Second) // past mine's login floor
 	v.Refresh()
@@ -261,4 +264,45 @@ func TestAHandlerThatKeepsGivingNothingIsSaidOnce(t *testing.T) {
 	if c := mustSelect(t, v); c.Handler != "mine" {
 		t.Errorf("Select() = %v, want mine's", c)
 	}
+}
+
+// A handler of one's own that fails (its store is down) rather than giving
+// nothing: the fallback serves while it backs off, it is retried, and it
+// takes over once it heals, whatever its Priority against the fallback's.
+func TestKeepFallbackServesWhileARegisteredHandlerFails(t *testing.T) {
+	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
+	v, clk := testVault(t, Options{KeepFallback: true, Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
+	mine := &counter{server: "https://mine.example", priority: -10}
+	mine.failWith(errors.New("store down"))
+	v.OnLogin(mine.login, login.ID("mine"), login.Retries(1))
+
+	if c := selectAdvancing(t, v, clk, 100*time.Millisecond); c.Handler != "kubeconfig" {
+		t.Fatalf("Select() = %v while mine fails, want the fallback's", c)
+	}
+	eventually(t, "mine's retry to fail", func() bool {
+		clk.Step(100 * time.Millisecond) // its backoff
+		return mine.calls.Load() >= 2 && idle(v)
+	})
+	if le := loginErrorText(v); !strings.Contains(le, `handler "mine": store down`) {
+		t.Errorf("the vault's LoginError would be %s, want mine's error", le)
+	}
+	if c := mustSelect(t, v); c.Handler != "kubeconfig" {
+		t.Fatalf("Select() = %v while mine backs off, want the fallback's", c)
+	}
+	mine.heal()
+	deadline := time.Now().Add(5 * time.Second)
+	for mustSelect(t, v).Handler != "mine" {
+		if time.Now().After(deadline) {
+			t.Fatalf("mine was called %d times; its credential never served after it healed", mine.calls.Load())
+		}
+		clk.Step(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// loginErrorText is the text of the LoginError v would give now.
+func loginErrorText(v *Vault) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.loginErrorLocked(nil).Error()
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
@@ -200,5 +203,27 @@ func TestShutdownOfAClosedVaultReturnsAtOnce(t *testing.T) {
 				t.Fatal("Shutdown did not return")
 			}
 		})
+	}
+}
+
+// SetDefault given the registerer the Default it replaces uses (called
+// twice, as tests of a program's main do) leaves the new Default's metrics
+// registered. Before, the new vault's registration failed (the old one's
+// metrics were still there) and closing the old one then took them away.
+func TestSetDefaultAgainKeepsItsMetrics(t *testing.T) {
+	saved := Default
+	Default = New(Options{NoFallback: true})
+	t.Cleanup(func() {
+		Default.Close()
+		Default = saved
+	})
+	reg := prometheus.NewPedanticRegistry()
+	SetDefault(Options{NoFallback: true, Registerer: reg})
+	var logs testlog.Buffer
+	v := SetDefault(Options{NoFallback: true, Registerer: reg, Logger: logs.Logger(0)})
+	v.OnLogin((&counter{}).login, login.ID("h"))
+	mustSelect(t, v)
+	if n := testutil.CollectAndCount(reg, "authvault_logins_total"); n != 1 {
+		t.Errorf("authvault_logins_total has %d series after a login, want 1:\n%s", n, logs.String())
 	}
 }

@@ -267,12 +267,14 @@ func SetDefault(opts Options) *Vault {
 	old.mu.Lock()
 	registered := slices.Clone(old.registered)
 	old.mu.Unlock()
+	// Before New: the old vault's metrics leave the registerer (a second
+	// SetDefault may give the same one) before the new one's come.
+	old.Close()
 	v := New(opts)
 	for _, r := range registered {
 		v.OnLogin(r.Handler, r.Options...)
 	}
 	Default = v
-	old.Close()
 	return v
 }
 

@@ -140,10 +140,12 @@
 // own. At INFO, once each: a login and why (login.Reason), its end (the
 // credential's fingerprint, server and expiration, "never" for none) and
 // whose credentials are handed out when that changes; a refresh's start
-// is at V(1), its end at INFO. Per request (a credential invalidated after
-// a 401, one found expired) at V(1). At error level: a failed attempt, a
-// failed login, and a handler whose new credentials the server rejects at
-// once (the line's error is the 401). A handler gets the logger in its
+// is at V(1), its end at INFO. A handler that gave nothing and is asked
+// again (every BackoffMax beside the fallback, say) says so at INFO once:
+// its next logins are at V(1) until one gives a credential. Per request (a
+// credential invalidated after a 401, one found expired) at V(1). At error
+// level: a failed attempt, a failed login, and a handler whose new
+// credentials the server rejects at once (the line's error is the 401). A handler gets the logger in its
 // context (logr.FromContext) with the values "handler", "reason" and
 // "attempt", so its own lines say which login they belong to.
 //

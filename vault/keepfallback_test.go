@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
@@ -44,6 +46,9 @@ func TestKeepFallbackRanksRegisteredHandlersFirst(t *testing.T) {
 	if c := mustSelect(t, v); c.Handler != "kubeconfig" {
 		t.Fatalf("Select() = %v while mine gives nothing, want the fallback's", c)
 	}
+	// Else mine's first login may end after the Refresh below, and wait
+	// for its backoff on a clock that no longer moves.
+	eventually(t, "mine's first login to end", func() bool { return idle(v) })
 	gives.Store(true)
 	clk.Step(2 * time.Second) // past mine's login floor
 	v.Refresh()
@@ -156,4 +161,148 @@ func TestKeepFallbackAsksARegisteredHandlerAgain(t *testing.T) {
 		clk.Step(time.Second)
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// anHour steps clk through an hour of ten-second steps, a millisecond
+// apart, for the logins that a step starts to run.
+func anHour(clk *testingclock.FakeClock) {
+	for range 360 {
+		clk.Step(10 * time.Second)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Under KeepFallback, a handler of one's own that never gives a credential
+// (one that gives nothing, one that always fails) costs about one call per
+// BackoffMax (1 min) while the fallback serves, not a login per publish:
+// over an hour, each fallback refresh republishes, and each publish asks
+// the handlers above the fallback again.
+func TestKeepFallbackRetriesStayBoundedOverAnHour(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{{"gives nothing", nil}, {"always fails", errors.New("store down")}} {
+		t.Run(tc.name, func(t *testing.T) {
+			kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30, lifetime: 10 * time.Minute}
+			v, clk := testVault(t, Options{KeepFallback: true, Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
+			kubeconfig.now = clk.Now
+			var calls atomic.Int64
+			v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+				calls.Add(1)
+				return nil, tc.err
+			}, login.ID("mine"), login.Retries(3))
+			if c := selectAdvancing(t, v, clk, 100*time.Millisecond); c.Handler != "kubeconfig" {
+				t.Fatalf("Select() = %v, want the fallback's", c)
+			}
+			anHour(clk)
+			// Backoff 1 s doubling to 1 min (±20 %): about 60 calls (fewer
+			// when the machine is slow to run what a step started).
+			t.Logf("mine: %d calls, the fallback: %d", calls.Load(), kubeconfig.calls.Load())
+			if n := calls.Load(); n < 20 || n > 90 {
+				t.Errorf("mine was called %d times in an hour, want about 60", n)
+			}
+			if n := kubeconfig.calls.Load(); n > 10 {
+				t.Errorf("the fallback was called %d times in an hour for tokens of 10 min, want at most 10", n)
+			}
+		})
+	}
+}
+
+// The quickstart run without $SECRET_STORE: its handler gives nothing, for
+// good, and is asked again every minute while the fallback serves. That
+// it gave nothing is said at INFO once; the retries that give nothing
+// again are at V(1). Before, each said "logging in" and "login gave no
+// credential" at INFO: two lines a minute for the life of the process.
+func TestAHandlerThatKeepsGivingNothingIsSaidOnce(t *testing.T) {
+	var logs testlog.Buffer
+	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
+	v, clk := testVault(t, Options{KeepFallback: true, Logger: logs.Logger(1),
+		Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
+	var gives atomic.Bool
+	mine := &counter{server: "https://mine.example"}
+	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+		if !gives.Load() {
+			return nil, nil
+		}
+		return mine.login(ctx)
+	}, login.ID("mine"))
+	selectAdvancing(t, v, clk, 100*time.Millisecond)
+	for range 60 { // ten minutes: about eight more logins
+		clk.Step(10 * time.Second)
+		time.Sleep(100 * time.Microsecond)
+		eventually(t, "the step's logins to end", func() bool { return idle(v) })
+	}
+
+	count := func(msg string) (info, v1 int) {
+		for _, line := range logLines(&logs, msg) {
+			switch {
+			case !strings.Contains(line, `"handler"="mine"`):
+			case strings.Contains(line, `"level"=0`):
+				info++
+			case strings.Contains(line, `"level"=1`):
+				v1++
+			}
+		}
+		return info, v1
+	}
+	for _, msg := range []string{"logging in", "login gave no credential"} {
+		if info, v1 := count(msg); info != 1 || v1 < 5 {
+			t.Errorf("%q for mine: %d at INFO, %d at V(1); want 1 at INFO, the retries at V(1):\n%s", msg, info, v1, logs.String())
+		}
+	}
+
+	// Once it gives a credential, that is at INFO again.
+	gives.Store(true)
+	for range 12 {
+		clk.Step(10 * time.Second)
+		time.Sleep(100 * time.Microsecond)
+		eventually(t, "the step's logins to end", func() bool { return idle(v) })
+	}
+	if info, _ := count("logged in"); info != 1 {
+		t.Errorf("%d INFO lines say mine logged in, want 1:\n%s", info, logs.String())
+	}
+	if c := mustSelect(t, v); c.Handler != "mine" {
+		t.Errorf("Select() = %v, want mine's", c)
+	}
+}
+
+// A handler of one's own that fails (its store is down) rather than giving
+// nothing: the fallback serves while it backs off, it is retried, and it
+// takes over once it heals, whatever its Priority against the fallback's.
+func TestKeepFallbackServesWhileARegisteredHandlerFails(t *testing.T) {
+	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
+	v, clk := testVault(t, Options{KeepFallback: true, Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
+	mine := &counter{server: "https://mine.example", priority: -10}
+	mine.failWith(errors.New("store down"))
+	v.OnLogin(mine.login, login.ID("mine"), login.Retries(1))
+
+	if c := selectAdvancing(t, v, clk, 100*time.Millisecond); c.Handler != "kubeconfig" {
+		t.Fatalf("Select() = %v while mine fails, want the fallback's", c)
+	}
+	eventually(t, "mine's retry to fail", func() bool {
+		clk.Step(100 * time.Millisecond) // its backoff
+		return mine.calls.Load() >= 2 && idle(v)
+	})
+	if le := loginErrorText(v); !strings.Contains(le, `handler "mine": store down`) {
+		t.Errorf("the vault's LoginError would be %s, want mine's error", le)
+	}
+	if c := mustSelect(t, v); c.Handler != "kubeconfig" {
+		t.Fatalf("Select() = %v while mine backs off, want the fallback's", c)
+	}
+	mine.heal()
+	deadline := time.Now().Add(5 * time.Second)
+	for mustSelect(t, v).Handler != "mine" {
+		if time.Now().After(deadline) {
+			t.Fatalf("mine was called %d times; its credential never served after it healed", mine.calls.Load())
+		}
+		clk.Step(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// loginErrorText is the text of the LoginError v would give now.
+func loginErrorText(v *Vault) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.loginErrorLocked(nil).Error()
 }

@@ -40,9 +40,14 @@ func (v *Vault) startLocked(h *handler, reason login.Reason) {
 // too, and the handler gets that logger in its context.
 func (v *Vault) login(h *handler, reason login.Reason) {
 	log := v.log.WithValues("handler", h.settings.ID, "reason", reason.String())
-	if reason.Kind == login.Refresh {
+	switch {
+	case reason.Kind == login.Refresh:
 		log.V(1).Info("logging in") // routine: its end is at INFO
-	} else {
+	case v.gaveNothing(h):
+		// Asked again after its backoff (a handler of one's own beside
+		// the fallback): INFO said so once, and says when it gives one.
+		log.V(1).Info("logging in")
+	default:
 		log.Info("logging in")
 	}
 	ctx := login.WithReason(v.life.ctx, reason)
@@ -86,6 +91,13 @@ func (v *Vault) login(h *handler, reason login.Reason) {
 			return
 		}
 	}
+}
+
+// gaveNothing tells whether h's last login ended with nothing from it.
+func (v *Vault) gaveNothing(h *handler) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return errors.Is(h.outcome, errNoCredential)
 }
 
 // untilFloor is how long h's next login must wait for the login floor.
@@ -260,6 +272,9 @@ func (v *Vault) accept(h *handler, info *login.ConnectionInfo, r *route, log log
 	}
 	h.running, h.outcome, h.retryAt = false, nil, time.Time{}
 	v.roundStart = time.Time{}
+	// A rejection before this credential no longer says why the vault may
+	// run empty: a LoginError names one only if no credential came since.
+	v.lastLoss = lastRejection{}
 	refreshAt := v.scheduleRefreshLocked(h, c, now)
 	v.addBaseLocked(r.base)
 	// Before publishing (here or at the end of a first-login wait), which
@@ -280,6 +295,7 @@ func (v *Vault) finish(h *handler, log logr.Logger, err error, delay time.Durati
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.firstAttemptDoneLocked(h) // a login that ended before its first attempt
+	again := errors.Is(h.outcome, errNoCredential) && errors.Is(err, errNoCredential)
 	h.running, h.outcome = false, err
 	now := v.clock.Now()
 	h.retryAt = now.Add(delay)
@@ -299,6 +315,11 @@ func (v *Vault) finish(h *handler, log logr.Logger, err error, delay time.Durati
 	switch {
 	case v.closed:
 	case errors.Is(err, errNoCredential):
+		// Once at INFO: a handler that gives nothing for good (its store
+		// is not set up, and a fallback serves) is asked every BackoffMax.
+		if again {
+			log = log.V(1)
+		}
 		log.Info("login gave no credential", append(kv, "retryAt", h.retryAt.Round(0))...)
 	case errors.Is(err, errUnchanged):
 		// A Secret rewritten with the same token, a token file touched:

@@ -188,3 +188,31 @@ func TestServingCredentialClearsStrikesAndBackoff(t *testing.T) {
 		t.Errorf("after a credential served: %d strikes, next backoff %v; want 0 and the initial 20ms", strikes, next)
 	}
 }
+
+// A LoginError leads with a 401 only when that rejection is what emptied
+// the vault. A credential that served after it, then expired while its
+// handler's store was down, is what the error is about. Before, the vault
+// kept the last rejection for good, and the error opened with "the last
+// one was rejected with 401 Unauthorized" hours after a credential had
+// replaced it, pointing at the server's authenticator for a store outage.
+func TestLoginErrorForgetsARejectionOnceACredentialReplacedIt(t *testing.T) {
+	v, clk := testVault(t, Options{})
+	v.jitter = func(int64) int64 { return 0 }
+	h := &counter{lifetime: time.Hour, now: clk.Now}
+	v.OnLogin(h.login, login.ID("h"), login.Retries(0))
+	reject(v, mustSelect(t, v))
+	clk.Step(time.Second) // the login floor
+	c := mustSelect(t, v)
+	v.served(c)
+	h.failWith(errors.New("store down"))
+	v.mu.Lock()
+	c.refresh.Stop() // no refresh: the credential expires while it serves
+	v.mu.Unlock()
+	clk.Step(2 * time.Hour)
+
+	le := selectErr(t, v)
+	var unauthorized *UnauthorizedError
+	if errors.As(le, &unauthorized) || strings.Contains(le.Error(), "rejected") || !strings.Contains(le.Error(), "store down") {
+		t.Errorf("LoginError = %v\nwant the store's error, not the 401 of a credential replaced since", le)
+	}
+}

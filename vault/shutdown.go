@@ -27,7 +27,7 @@ const (
 // lease and flushes its events.
 //
 // It returns ctx's error when ctx ended first; the vault is closed either
-// way.
+// way. A vault already closed, or closed meanwhile, ends the wait at once.
 func (v *Vault) Shutdown(ctx context.Context) error {
 	defer v.Close()
 	v.draining.Store(true)
@@ -40,6 +40,9 @@ func (v *Vault) Shutdown(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-v.life.ctx.Done():
+			// Closed meanwhile: requests get ErrClosed, nothing to wait for.
+			return nil
 		case <-deadline.C:
 			return nil
 		case <-tick.C:

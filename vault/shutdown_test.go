@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
@@ -151,5 +154,76 @@ func TestSetDefaultKeepsRegisteredHandlers(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "registered-at-init") {
 		t.Errorf("the new Default's logger got nothing about its handler:\n%s", logs.String())
+	}
+}
+
+// A vault closed before or during Shutdown (a deferred Close beside it,
+// SetDefault closing the old Default) has nothing left to serve: Shutdown
+// returns at once, even while requests keep coming, which all get
+// ErrClosed. Before, it waited for them to stop, five seconds under steady
+// traffic, holding up the program's exit.
+func TestShutdownOfAClosedVaultReturnsAtOnce(t *testing.T) {
+	for _, when := range []string{"before", "during"} {
+		t.Run(when, func(t *testing.T) {
+			v := New(Options{NoFallback: true})
+			v.OnLogin((&counter{}).login)
+			mustSelect(t, v)
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() { // requests that never stop
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+						_, _ = v.Select(context.Background())
+					}
+				}
+			}()
+			defer func() { close(stop); <-done }()
+
+			if when == "before" {
+				v.Close()
+			}
+			start := time.Now()
+			shut := make(chan error, 1)
+			go func() { shut <- v.Shutdown(context.Background()) }()
+			if when == "during" {
+				time.Sleep(50 * time.Millisecond) // Shutdown waits for the requests to stop
+				start = time.Now()
+				v.Close()
+			}
+			select {
+			case err := <-shut:
+				if took := time.Since(start); err != nil || took > 2*time.Second {
+					t.Errorf("Shutdown() = %v after %v from Close, want nil at once", err, took)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Shutdown did not return")
+			}
+		})
+	}
+}
+
+// SetDefault given the registerer the Default it replaces uses (called
+// twice, as tests of a program's main do) leaves the new Default's metrics
+// registered. Before, the new vault's registration failed (the old one's
+// metrics were still there) and closing the old one then took them away.
+func TestSetDefaultAgainKeepsItsMetrics(t *testing.T) {
+	saved := Default
+	Default = New(Options{NoFallback: true})
+	t.Cleanup(func() {
+		Default.Close()
+		Default = saved
+	})
+	reg := prometheus.NewPedanticRegistry()
+	SetDefault(Options{NoFallback: true, Registerer: reg})
+	var logs testlog.Buffer
+	v := SetDefault(Options{NoFallback: true, Registerer: reg, Logger: logs.Logger(0)})
+	v.OnLogin((&counter{}).login, login.ID("h"))
+	mustSelect(t, v)
+	if n := testutil.CollectAndCount(reg, "authvault_logins_total"); n != 1 {
+		t.Errorf("authvault_logins_total has %d series after a login, want 1:\n%s", n, logs.String())
 	}
 }

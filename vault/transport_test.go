@@ -49,12 +49,25 @@ func TestTransportAuthenticatesWithTheToken(t *testing.T) {
 	}
 }
 
+// servedWorkers counts the workers (by User-Agent) that token has served.
+func servedWorkers(srv *apiServer, token string) int {
+	workers := map[string]bool{}
+	for _, r := range srv.seen() {
+		if r.Status != http.StatusUnauthorized && r.Auth == "Bearer "+token {
+			workers[r.UserAgent] = true
+		}
+	}
+	return len(workers)
+}
+
 // Rotation and revocation mid-stream: no caller ever sees a 401.
 func TestRevocationIsInvisibleToCallers(t *testing.T) {
-	// Each token is revoked once it has served 40 requests: counted, not
-	// timed, so that a loaded machine (a new token's TLS handshake under
-	// -race) cannot make a request held for the next login meet the
-	// revocation of the token it waited for.
+	// Each token is revoked once it has served 40 requests and at least
+	// one of every worker's: counted, not timed, so that a loaded machine
+	// (a new token's TLS handshake under -race, a worker descheduled for a
+	// few milliseconds) cannot make a request held for the next login meet
+	// the revocation of the token it waited for. Counting requests alone
+	// let the other workers spend a token before a late one's retry came.
 	v, srv, iss := issuingVault(t, Options{}, "", login.Backoff(5*time.Millisecond, time.Second))
 
 	const workers, perWorker = 4, 400
@@ -68,16 +81,17 @@ func TestRevocationIsInvisibleToCallers(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(time.Millisecond):
-				if tok, _ := iss.newest(); tok != "" && srv.servedTimes(tok) >= 40 {
+				if tok, _ := iss.newest(); tok != "" && srv.servedTimes(tok) >= 40 && servedWorkers(srv, tok) == workers {
 					srv.revoke(tok)
 				}
 			}
 		}
 	}()
-	for range workers {
+	for w := range workers {
 		wg.Go(func() {
 			for range perWorker {
 				req, _ := http.NewRequest(http.MethodGet, srv.URL()+"/api/v1/configmaps", nil)
+				req.Header.Set("User-Agent", fmt.Sprintf("worker-%d", w))
 				resp, err := (&http.Client{Transport: v.Transport()}).Do(req)
 				if err != nil {
 					failures <- err.Error()

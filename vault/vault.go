@@ -168,7 +168,7 @@ type Vault struct {
 	closed       bool                 // Close has begun: no new login, no new credential
 	serving      []string             // the handlers last logged as handed out (see logServingLocked)
 	expiry       clock.Timer          // marks the current snapshot stale at its soonest
-	lastLoss     lastRejection        // the last credential invalidated, for LoginError
+	lastLoss     lastRejection        // the last credential invalidated since one was accepted, for LoginError
 	// first holds the credentials of a login on an empty vault back until
 	// every handler of the round has finished its first attempt, or its
 	// timer (Options.FirstLoginWait) fires: see startDueLocked.
@@ -267,12 +267,14 @@ func SetDefault(opts Options) *Vault {
 	old.mu.Lock()
 	registered := slices.Clone(old.registered)
 	old.mu.Unlock()
+	// Before New: the old vault's metrics leave the registerer (a second
+	// SetDefault may give the same one) before the new one's come.
+	old.Close()
 	v := New(opts)
 	for _, r := range registered {
 		v.OnLogin(r.Handler, r.Options...)
 	}
 	Default = v
-	old.Close()
 	return v
 }
 

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,18 +36,30 @@ func main() {
 	if flag.Lookup("kubeconfig") == nil {
 		flag.String("kubeconfig", "", "the hub's kubeconfig")
 	}
-	secrets := flag.String("namespace", "", "the hub namespace of the kubeconfig Secrets (default: every namespace)")
-	workloadNamespace := flag.String("workload-namespace", "default", "the namespace whose ConfigMaps to annotate in each cluster")
-	allow := flag.String("allow-plugins", "", "comma-separated exec plugins the kubeconfigs may run (default: none)")
-	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	var o options
+	flag.StringVar(&o.secrets, "namespace", "", "the hub namespace of the kubeconfig Secrets (default: every namespace)")
+	flag.StringVar(&o.workloadNamespace, "workload-namespace", "default", "the namespace whose ConfigMaps to annotate in each cluster")
+	flag.StringVar(&o.allow, "allow-plugins", "", "comma-separated exec plugins the kubeconfigs may run (default: none)")
+	flag.DurationVar(&o.runFor, "run-for", 0, "stop after this long (0: until interrupted)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
-	log := ctrl.Log.WithName("fleet-example")
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.WithName("fleet-example").Error(err, "stopped")
+		os.Exit(1) // after run has returned: every vault is closed
+	}
+}
 
-	ctx := ctrl.SetupSignalHandler()
-	if *runFor > 0 {
+// options are the command line's.
+type options struct {
+	secrets, workloadNamespace, allow string
+	runFor                            time.Duration
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("fleet-example")
+	if o.runFor > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		ctx, cancel = context.WithTimeout(ctx, o.runFor)
 		defer cancel()
 	}
 
@@ -57,21 +70,20 @@ func main() {
 		Logger:     ctrl.Log.WithName("hub"),
 		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "hub"}, metrics.Registry),
 	})
-	defer hubVault.Close()
+	// After the manager has stopped, and its last requests have gone.
+	defer hubVault.Shutdown(context.Background())
 	hubConfig, err := hubVault.RESTConfig(ctx)
 	if err != nil {
-		log.Error(err, "no credential for the hub")
-		os.Exit(1)
+		return fmt.Errorf("no credential for the hub: %w", err)
 	}
 	mgr, err := ctrl.NewManager(hubConfig, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
-		log.Error(err, "creating the manager")
-		os.Exit(1)
+		return fmt.Errorf("creating the manager: %w", err)
 	}
 
 	// Each cluster's controller runs from when the cluster joins the fleet
 	// until it leaves (the context OnAdd gets ends).
-	members := newEngagements(mgr, *workloadNamespace, log)
+	members := newEngagements(mgr, o.workloadNamespace, log)
 	f := fleet.New(fleet.Options{
 		Logger:     ctrl.Log.WithName("fleet"),
 		Registerer: metrics.Registry,
@@ -80,21 +92,20 @@ func main() {
 	defer f.Close()
 
 	policy := handlers.DenyAll
-	if *allow != "" {
-		policy = handlers.Allowlist(strings.Split(*allow, ",")...)
+	if o.allow != "" {
+		policy = handlers.Allowlist(strings.Split(o.allow, ",")...)
 	}
 	// The watch of the Secrets runs with the manager, on its leader (the
 	// controllers it starts write), and stops with it.
-	err = mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: hubConfig, Namespace: *secrets, PluginPolicy: policy}))
+	err = mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: hubConfig, Namespace: o.secrets, PluginPolicy: policy}))
 	if err != nil {
-		log.Error(err, "adding the Secrets' watch")
-		os.Exit(1)
+		return fmt.Errorf("adding the Secrets' watch: %w", err)
 	}
 	if err := mgr.Start(ctx); err != nil {
-		log.Error(err, "manager stopped")
-		os.Exit(1)
+		return fmt.Errorf("manager stopped: %w", err)
 	}
 	for _, line := range members.report() {
 		fmt.Println(line)
 	}
+	return nil
 }

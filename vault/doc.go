@@ -16,7 +16,12 @@
 // low-priority handler does not serve while a slower, higher one is about to
 // give its credential. A handler that fails
 // is retried according to its options (see the login package); while it
-// retries, callers wait, each no longer than its own context. A login that
+// retries, callers wait, each no longer than its own context and
+// [Options.MaxWait] (1 min by default), which bounds callers whose context
+// has no deadline, such as a reconcile's or an informer's list: a caller
+// that has waited that long gets a [*LoginError] wrapping [ErrMaxWait],
+// naming every handler's last outcome, and the login goes on in the
+// background for the callers that come next. A login that
 // ends without a credential gives the waiting callers a [*LoginError] that
 // names every handler's outcome, and further logins of a failed handler are
 // spaced by its exponential backoff (1 s doubling to 1 min by default): during

@@ -19,7 +19,20 @@ var (
 	ErrClosed = errors.New("vault: the vault is closed")
 	// ErrNoHandlers means no login handler is registered and no fallback is set.
 	ErrNoHandlers = errors.New("vault: no login handler is registered")
+	// ErrMaxWait means the caller waited Options.MaxWait for a credential
+	// while a login was under way; the login goes on.
+	ErrMaxWait = errors.New("vault: the caller waited Options.MaxWait for a credential")
 )
+
+// maxWaitError is a LoginError's Err when the caller waited MaxWait: it
+// says how long, and is ErrMaxWait to errors.Is.
+type maxWaitError struct{ wait time.Duration }
+
+func (e *maxWaitError) Error() string {
+	return fmt.Sprintf("vault: waited %v for a credential (Options.MaxWait), logins go on", e.wait)
+}
+
+func (e *maxWaitError) Unwrap() error { return ErrMaxWait }
 
 // Outcomes of a login that gave no credential, reported in a LoginError's
 // Handlers; a caller cannot act on them beyond the error's text.
@@ -58,8 +71,8 @@ type LoginError struct {
 	Server string
 	// Cause is why the last credential was invalidated (the 401), if any.
 	Cause error
-	// Err is why the caller stopped waiting (its context's error), or
-	// ErrNoHandlers; nil when every handler has finished.
+	// Err is why the caller stopped waiting (its context's error, or
+	// ErrMaxWait), or ErrNoHandlers; nil when every handler has finished.
 	Err error
 }
 

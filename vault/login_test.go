@@ -102,8 +102,9 @@ func TestCallerDeadlineWhileRetrying(t *testing.T) {
 	h.heal()
 	done := make(chan *Credential)
 	go func() { done <- mustSelect(t, v) }()
-	eventually(t, "the retry timer", func() bool { return clk.HasWaiters() })
-	clk.Step(2 * time.Minute) // past the backoff, bounded at a minute
+	// The caller's MaxWait timer, and the retry's.
+	eventually(t, "the retry timer", func() bool { return clk.Waiters() == 2 })
+	clk.Step(2 * time.Second) // past the first retry's backoff (1 s, jitter 20%), within MaxWait
 	if c := <-done; c.Handler != "flaky" {
 		t.Errorf("Select() = %v, want the healed handler's credential", c)
 	}
@@ -143,7 +144,8 @@ func TestRetriesAreCounted(t *testing.T) {
 		done <- err
 	}()
 	for range 2 {
-		eventually(t, "a retry timer", func() bool { return clk.HasWaiters() })
+		// The caller's MaxWait timer, and the retry's.
+		eventually(t, "a retry timer", func() bool { return clk.Waiters() == 2 })
 		clk.Step(time.Second)
 	}
 	if err := <-done; err == nil || h.calls.Load() != 3 {

@@ -14,21 +14,21 @@ import (
 // zero is the default, a negative value is none, a positive one is kept.
 func TestOptionsNumbersZeroIsTheDefaultNegativeIsNone(t *testing.T) {
 	type numbers struct {
-		leeway, transportGrace, firstLoginWait, readyGrace time.Duration
-		invalidatedRefused                                 int
+		leeway, transportGrace, firstLoginWait, readyGrace, maxWait time.Duration
+		invalidatedRefused                                          int
 	}
 	of := func(o Options) numbers {
 		o = o.withDefaults()
-		return numbers{o.Leeway, o.TransportGrace, o.FirstLoginWait, o.ReadyGrace, o.InvalidatedRefused}
+		return numbers{o.Leeway, o.TransportGrace, o.FirstLoginWait, o.ReadyGrace, o.MaxWait, o.InvalidatedRefused}
 	}
 	tests := []struct {
 		name string
 		in   Options
 		want numbers
 	}{
-		{"zero", Options{NoFallback: true}, numbers{10 * time.Second, time.Minute, 10 * time.Second, time.Minute, 5}},
-		{"negative", Options{NoFallback: true, Leeway: -1, TransportGrace: -1, FirstLoginWait: -time.Hour, ReadyGrace: -1, InvalidatedRefused: -3}, numbers{}},
-		{"positive", Options{NoFallback: true, Leeway: 1, TransportGrace: 2, FirstLoginWait: 3, ReadyGrace: 4, InvalidatedRefused: 5}, numbers{1, 2, 3, 4, 5}},
+		{"zero", Options{NoFallback: true}, numbers{10 * time.Second, time.Minute, 10 * time.Second, time.Minute, time.Minute, 5}},
+		{"negative", Options{NoFallback: true, Leeway: -1, TransportGrace: -1, FirstLoginWait: -time.Hour, ReadyGrace: -1, MaxWait: -1, InvalidatedRefused: -3}, numbers{}},
+		{"positive", Options{NoFallback: true, Leeway: 1, TransportGrace: 2, FirstLoginWait: 3, ReadyGrace: 4, MaxWait: 5, InvalidatedRefused: 6}, numbers{1, 2, 3, 4, 5, 6}},
 	}
 	for _, tt := range tests {
 		if got := of(tt.in); got != tt.want {

@@ -7,11 +7,11 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// RESTConfig waits for the first usable credential and returns a client-go
-// config whose every request goes through the vault: its Host is that
-// credential's server and its Transport is the vault's, with no CA,
-// certificate or auth fields of its own (client-go refuses those beside a
-// Transport).
+// RESTConfig waits for the first usable credential (within ctx and
+// Options.MaxWait, as Select does) and returns a client-go config whose
+// every request goes through the vault: its Host is that credential's
+// server and its Transport is the vault's, with no CA, certificate or auth
+// fields of its own (client-go refuses those beside a Transport).
 //
 // Use it for client-go clientsets, controller-runtime clients and managers
 // (leader election included, which copies it). Settings made on it that do

@@ -15,8 +15,10 @@ import (
 // When the vault holds none, Select starts a login (one per handler, however
 // many callers wait) and waits for its first credential. It returns a
 // *LoginError when the login ends without one, when every handler is backing
-// off after a failed login, or when ctx ends first; ErrClosed once the vault
-// is closed. It never waits past ctx, and never for a backoff to pass.
+// off after a failed login, when ctx ends first, or when it has waited
+// Options.MaxWait (the error then wraps ErrMaxWait, and the login goes on);
+// ErrClosed once the vault is closed. It never waits past ctx or MaxWait,
+// and never for a backoff to pass.
 func (v *Vault) Select(ctx context.Context) (*Credential, error) {
 	v.noteAsked()
 	if c := v.snap.Load().pick(); c != nil {
@@ -25,8 +27,10 @@ func (v *Vault) Select(ctx context.Context) (*Credential, error) {
 	return v.wait(ctx)
 }
 
-// wait is Select's slow path.
+// wait is Select's slow path. Its bound (Options.MaxWait) runs on the
+// vault's clock from the first time it blocks.
 func (v *Vault) wait(ctx context.Context) (*Credential, error) {
+	var bound <-chan time.Time // nil, which never fires, until it blocks
 	for {
 		v.mu.Lock()
 		if v.closed {
@@ -49,15 +53,25 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 		changed := v.changed
 		v.mu.Unlock()
 
+		if bound == nil && v.opts.MaxWait > 0 {
+			t := v.clock.NewTimer(v.opts.MaxWait)
+			defer t.Stop()
+			bound = t.C()
+		}
 		v.waits.waiting.Add(1)
 		v.waits.waited.Add(1)
+		var callerErr error
 		select {
 		case <-changed:
-			v.waits.waiting.Add(-1)
 		case <-ctx.Done():
-			v.waits.waiting.Add(-1)
+			callerErr = context.Cause(ctx)
+		case <-bound:
+			callerErr = &maxWaitError{wait: v.opts.MaxWait}
+		}
+		v.waits.waiting.Add(-1)
+		if callerErr != nil {
 			v.mu.Lock()
-			err := v.loginErrorLocked(context.Cause(ctx))
+			err := v.loginErrorLocked(callerErr)
 			v.mu.Unlock()
 			return nil, err
 		}

@@ -15,7 +15,7 @@ const maxAttempts = 8
 
 // Transport returns the vault's http.RoundTripper. For each request it
 // selects a credential (waiting while the vault logs in, within the
-// request's context), routes the request to that credential's server,
+// request's context and Options.MaxWait), routes the request to that credential's server,
 // authenticates it and sends it over the transport of the credential's TLS
 // identity. On a 401 it invalidates the credential and, when the request can
 // be replayed (no body, or GetBody), sends it again with the next credential,

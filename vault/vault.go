@@ -90,6 +90,20 @@ type Options struct {
 	// at once.
 	FirstLoginWait time.Duration
 
+	// MaxWait is the longest a caller waits for a credential: a Select
+	// (and so a request through Transport, or RESTConfig) that finds the
+	// vault without one and a login under way waits for it no longer than
+	// this, even when its context has no deadline, as a reconcile's or an
+	// informer's list often has not; then it gets a LoginError wrapping
+	// ErrMaxWait that names every handler's last outcome, and the login
+	// goes on in the background, for the next caller. A handler that
+	// fails and retries without end (login.Retries(login.Unlimited), the
+	// default) would otherwise hold such callers for as long as it fails.
+	// A request through Transport waits at most this long for each of its
+	// at most two logins (the first, and one after a 401). Default: 1 min;
+	// negative: no bound but the caller's context.
+	MaxWait time.Duration
+
 	// ReadyGrace is how long a login on a vault without a usable
 	// credential counts as ready (see Vault.Ready): long enough for a slow
 	// first login, short enough that a pod whose logins hang is taken out
@@ -111,6 +125,8 @@ const (
 	defaultFirstLoginWait = 10 * time.Second
 	// defaultReadyGrace: see Options.ReadyGrace.
 	defaultReadyGrace = time.Minute
+	// defaultMaxWait: see Options.MaxWait.
+	defaultMaxWait = time.Minute
 )
 
 // defaulted is the rule of every number in Options: zero means the
@@ -130,6 +146,7 @@ func (o Options) withDefaults() Options {
 	o.InvalidatedRefused = defaulted(o.InvalidatedRefused, defaultInvalidatedRefused)
 	o.ReadyGrace = defaulted(o.ReadyGrace, defaultReadyGrace)
 	o.FirstLoginWait = defaulted(o.FirstLoginWait, defaultFirstLoginWait)
+	o.MaxWait = defaulted(o.MaxWait, defaultMaxWait)
 	o.TransportGrace = defaulted(o.TransportGrace, defaultGrace)
 	switch {
 	case o.NoFallback:

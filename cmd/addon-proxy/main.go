@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -76,27 +77,37 @@ func run() error {
 		srv.TLSConfig = certs.tlsConfig()
 	}
 
-	errs := make(chan error, 2)
-	go func() { errs <- serve(srv, c.certFile != "") }()
 	var ops *http.Server
 	if c.opsListen != "0" {
 		ops = &http.Server{Addr: c.opsListen, Handler: opsHandler(v, reg), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errs <- serve(ops, false) }()
 	}
 	log.Info("serving", "listen", c.listen, "upstream", c.upstream.Redacted(), "audiences", c.auth.Audiences, "tls", c.certFile != "")
+	return serveAll(ctx, log, srv, c.certFile != "", ops, c.shutdownGrace)
+}
 
+// serveAll runs srv (over TLS when tls) and ops (when not nil) until ctx
+// ends or one of them fails; then both stop: srv's requests under way
+// have grace to finish, ops's none. The error is the failure, if any.
+func serveAll(ctx context.Context, log logr.Logger, srv *http.Server, tls bool, ops *http.Server, grace time.Duration) error {
+	errs := make(chan error, 2)
+	go func() { errs <- serve(srv, tls) }()
+	if ops != nil {
+		go func() { errs <- serve(ops, false) }()
+	}
+
+	var err error
 	select {
 	case err = <-errs:
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	shutErr := srv.Shutdown(sctx)
 	if errors.Is(shutErr, context.DeadlineExceeded) {
 		// Streams (watches, WebSockets) outlast any grace: close what is
 		// left. Ending them is what a shutdown is for, not a failure.
-		log.Info("grace over: closing the connections left", "grace", c.shutdownGrace)
+		log.Info("grace over: closing the connections left", "grace", grace)
 		_ = srv.Close()
 		shutErr = nil
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,9 +43,9 @@ type authorizer struct {
 	cfg     Authorization
 	now     func() time.Time
 	timeout time.Duration
-	cache   *lru.Cache // [32]byte → decision
-	flight  singleflight.Group
-	backend *circuit // remembers that reviews fail, so that callers do not wait for each
+	cache   *lru.Cache       // [32]byte → decision
+	flight  flight[decision] // by specKey
+	backend *circuit         // remembers that reviews fail, so that callers do not wait for each
 }
 
 type decision struct {
@@ -113,18 +112,19 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 	if err := z.backend.holding(); err != nil {
 		return fmt.Errorf("%w: a SubjectAccessReview: %w", errUnavailable, err)
 	}
-	v, err, _ := z.flight.Do(string(key[:]), func() (any, error) {
+	// One review per question however many requests ask it; it runs for
+	// all of them, so one caller's cancel must not end it, and a caller
+	// that goes away stops waiting at once.
+	d, err := z.flight.do(ctx, string(key[:]), z.timeout, func(ctx context.Context) (decision, error) {
 		if v, ok := z.cache.Get(key); ok && z.now().Before(v.(decision).until) {
-			return v, nil // a flight that just ended answered it
+			return v.(decision), nil // a flight that just ended answered it
 		}
 		// The question is this process's, built from a verified user and
 		// a canonical path: its failure is the API server's.
 		done, err := z.backend.enter(true)
 		if err != nil {
-			return nil, err
+			return decision{}, err
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), z.timeout)
-		defer cancel()
 		sar, err := z.client.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 		if apierrors.IsBadRequest(err) {
 			// An answer about this question (one the API server finds
@@ -133,7 +133,7 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 		}
 		done(err)
 		if err != nil {
-			return nil, err
+			return decision{}, err
 		}
 		d := decision{allowed: sar.Status.Allowed, until: z.now().Add(z.cfg.DenyTTL)}
 		if d.allowed {
@@ -145,7 +145,7 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 	if err != nil {
 		return fmt.Errorf("%w: a SubjectAccessReview: %w", errUnavailable, err)
 	}
-	return v.(decision).errOf()
+	return d.errOf()
 }
 
 // errMethodOverride: the request asks the upstream to take it as another

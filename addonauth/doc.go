@@ -40,9 +40,12 @@
 // signature shows: a token whose Pod or ServiceAccount was deleted. Its
 // answers are cached by a keyed hash of the token (never the token),
 // separately for success and failure, errors never; one review is in
-// flight per token however many requests carry it. While the API server
-// cannot be reached, a token whose last successful review is younger than
-// Options.StaleIfError is still accepted; others get 503. A failed or
+// flight per token however many requests carry it, and a request whose
+// caller goes away stops waiting for it at once while it goes on for the
+// others (as the key fetch and the SubjectAccessReviews do, each bounded
+// by its own timeout). While the API server cannot be reached, a token
+// whose last successful review is younger than Options.StaleIfError is
+// still accepted; others get 503. A failed or
 // timed-out review of a token the local check vouched for is remembered
 // (a foreign token's may fail for its own sake, a webhook's behind the
 // API server): for a second after it, no review is sent, so a hung API

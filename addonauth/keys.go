@@ -34,7 +34,8 @@ const (
 // discovery document has named, fetched when first needed and again, at
 // most once per interval, for a key id or an issuer it does not know. A
 // failed fetch keeps what it has, and while fetches fail no caller waits
-// for the next one but the caller that makes it.
+// for the next one but the caller that makes it; no caller waits past its
+// own context (see flight).
 //
 // Issuers are remembered, not replaced: an API server restarted with
 // --service-account-issuer=new --service-account-issuer=old signs with the
@@ -46,14 +47,24 @@ type keySet struct {
 	now      func() time.Time
 	log      logr.Logger
 
-	mu       sync.Mutex    // guards the fields below
-	current  *keys         // nil until a fetch succeeds
-	lastTry  time.Time     // of the last fetch, successful or not
-	lastErr  error         // of the last fetch
-	failing  bool          // the last fetch failed
-	since    time.Time     // of the failure that began the outage
-	fetching chan struct{} // closed when the fetch under way ends; nil when none
+	// flight runs the fetches, one at a time. A caller joins the one
+	// under way, or starts one, with mu held; a fetch records its end
+	// and forgets its flight with mu held: so a caller that finds no
+	// fetch under way starts one, never joins one that has ended.
+	flight flight[*keys]
+
+	mu       sync.Mutex // guards the fields below; taken before flight's own
+	current  *keys      // nil until a fetch succeeds
+	lastTry  time.Time  // of the last fetch, successful or not
+	lastErr  error      // of the last fetch
+	failing  bool       // the last fetch failed
+	since    time.Time  // of the failure that began the outage
+	fetching bool       // a fetch is under way
 }
+
+// keySetFlight is the key of the key set's fetches in their flight: there
+// is one key set.
+const keySetFlight = "keys"
 
 // keys is what the fetches found; never changed once made.
 type keys struct {
@@ -81,8 +92,9 @@ func (k *keySet) withIssuer(ctx context.Context, iss string) (*keys, error) {
 // keysFor returns the key set. When has says it lacks what a token needs, it
 // is fetched first, unless the last fetch is younger than the interval;
 // concurrent callers share one fetch, and one call makes or waits for one
-// fetch at most. The error is errKeysUnavailable while no fetch has
-// succeeded.
+// fetch at most. A caller whose context ends stops waiting at once; the
+// fetch goes on for the others. The error is errKeysUnavailable while no
+// fetch has succeeded.
 func (k *keySet) keysFor(ctx context.Context, has func(*keys) bool) (*keys, error) {
 	k.mu.Lock()
 	cur := k.current
@@ -90,42 +102,34 @@ func (k *keySet) keysFor(ctx context.Context, has func(*keys) bool) (*keys, erro
 		k.mu.Unlock()
 		return cur, nil
 	}
-	if done := k.fetching; done != nil {
-		failing := k.failing
-		k.mu.Unlock()
+	switch now := k.now(); {
+	case k.fetching && k.failing:
 		// A fetch after a failure is a probe: its answer is likely no
 		// better, so only its own caller waits for it.
-		if !failing {
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: waiting for them: %w", errKeysUnavailable, ctx.Err())
-			}
-		}
-		k.mu.Lock()
-		cur, err := k.current, k.lastErr
+		err := k.lastErr
 		k.mu.Unlock()
 		return available(cur, err)
-	}
-	now := k.now()
-	if cur != nil && now.Sub(k.lastTry) < k.interval {
+	case k.fetching: // joined below
+	case cur != nil && now.Sub(k.lastTry) < k.interval:
 		k.mu.Unlock()
 		return cur, nil
-	}
-	if cur == nil && !k.lastTry.IsZero() && now.Sub(k.lastTry) < k.interval/10 {
+	case cur == nil && !k.lastTry.IsZero() && now.Sub(k.lastTry) < k.interval/10:
 		err := k.lastErr // the API server failed a moment ago
 		k.mu.Unlock()
 		return available(nil, err)
+	default:
+		k.fetching, k.lastTry = true, now
 	}
-	done := make(chan struct{})
-	k.fetching, k.lastTry = done, now
+	fetched := k.flight.start(ctx, keySetFlight, k.timeout, k.refresh)
 	k.mu.Unlock()
+	cur, err := wait[*keys](ctx, fetched)
+	return available(cur, err)
+}
 
-	// The fetch serves every waiting caller: one caller's cancel must not
-	// end it.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.timeout)
-	iss, byID, err := k.fetch(fctx)
-	cancel()
+// refresh is one fetch, for every caller that waits for it: the key set
+// it leaves, and its error.
+func (k *keySet) refresh(ctx context.Context) (*keys, error) {
+	iss, byID, err := k.fetch(ctx)
 
 	k.mu.Lock()
 	began, ended := err != nil && !k.failing, err == nil && k.failing
@@ -141,9 +145,9 @@ func (k *keySet) keysFor(ctx context.Context, has func(*keys) bool) (*keys, erro
 		k.failing, k.since = true, k.now()
 	}
 	k.lastErr = err
-	k.fetching = nil
-	close(done)
-	cur = k.current
+	k.fetching = false
+	k.flight.forget(keySetFlight)
+	cur := k.current
 	k.mu.Unlock()
 	// Once per outage, not per fetch, at Info: logr's Error makes zap
 	// print a stack trace, which says nothing here.
@@ -154,7 +158,7 @@ func (k *keySet) keysFor(ctx context.Context, has func(*keys) bool) (*keys, erro
 	case ended:
 		k.log.Info("the API server serves the service-account issuer's keys again", "after", down.Round(time.Millisecond))
 	}
-	return available(cur, err)
+	return cur, err
 }
 
 // available is cur, or errKeysUnavailable (with why) when there is none.

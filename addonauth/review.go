@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,11 +32,11 @@ type reviewer struct {
 	opts      *Options
 	metrics   *metrics
 
-	key     []byte     // HMAC key, made per process
-	cache   *lru.Cache // tokenKey → *reviewed; locks itself
-	flight  singleflight.Group
-	seq     atomic.Uint64 // of the last review asked; see reviewed.seq
-	backend *circuit      // remembers that reviews fail, so that callers do not wait for each
+	key     []byte            // HMAC key, made per process
+	cache   *lru.Cache        // tokenKey → *reviewed; locks itself
+	flight  flight[*reviewed] // by tokenKey
+	seq     atomic.Uint64     // of the last review asked; see reviewed.seq
+	backend *circuit          // remembers that reviews fail, so that callers do not wait for each
 }
 
 type tokenKey [sha256.Size]byte
@@ -143,26 +142,30 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 		r.metrics.reviews.WithLabelValues("skipped").Inc()
 		return r.fallback(prev, now, err)
 	}
-	// One review per token however many requests carry it; it runs for
-	// all of them, so one caller's cancel must not end it.
-	v, err, _ := r.flight.Do(string(k[:]), func() (any, error) {
+	// One review per token however many requests carry it, keyed by
+	// the token's hash; it runs for all of them, so one caller's cancel
+	// must not end it, and a caller that goes away stops waiting at once.
+	got, err := r.flight.do(ctx, string(k[:]), r.opts.ReviewTimeout, func(ctx context.Context) (*reviewed, error) {
 		// A flight that ended since this caller missed the cache left
 		// its answer there: no second review.
 		if v, ok := r.cache.Get(k); ok && v.(*reviewed).newerThan(since) && r.opts.now().Before(v.(*reviewed).until) {
-			return v, nil
+			return v.(*reviewed), nil
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.ReviewTimeout)
-		defer cancel()
 		got, err := r.ask(ctx, token, local)
 		if err == nil {
 			r.cache.Add(k, got) // before the flight ends, so no caller falls between
 		}
 		return got, err
 	})
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller went away: it takes no stale answer, and counts
+		// for none.
+		return User{}, fmt.Errorf("%w: waiting for a TokenReview: %w", errUnavailable, err)
+	case err != nil:
 		return r.fallback(prev, now, err) // not cached: the next request asks again
 	}
-	got := v.(*reviewed) // shared by every caller of the flight: read only
+	// got is shared by every caller of the flight: read only.
 	if !got.newerThan(since) {
 		// This caller joined a flight that answered from a verdict older
 		// than the one it already has: it learnt nothing, ask again.

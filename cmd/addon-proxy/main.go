@@ -19,9 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/authvault/authvault/addonauth"
@@ -76,34 +78,50 @@ func run() error {
 		srv.TLSConfig = certs.tlsConfig()
 	}
 
-	errs := make(chan error, 2)
-	go func() { errs <- serve(srv, c.certFile != "") }()
 	var ops *http.Server
 	if c.opsListen != "0" {
 		ops = &http.Server{Addr: c.opsListen, Handler: opsHandler(v, reg), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errs <- serve(ops, false) }()
 	}
 	log.Info("serving", "listen", c.listen, "upstream", c.upstream.Redacted(), "audiences", c.auth.Audiences, "tls", c.certFile != "")
+	return serveAll(ctx, log, srv, c.certFile != "", ops, c.shutdownGrace)
+}
 
-	select {
-	case err = <-errs:
-	case <-ctx.Done():
+// serveAll runs srv (over TLS when tls) and ops (when not nil) until ctx
+// ends or one of them fails; then both stop: srv's requests under way
+// have grace to finish, ops's none. The error is the first failure, if
+// any; serveAll returns once both servers have.
+func serveAll(ctx context.Context, log logr.Logger, srv *http.Server, tls bool, ops *http.Server, grace time.Duration) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serve(srv, tls) })
+	if ops != nil {
+		g.Go(func() error { return serve(ops, false) })
 	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+	// Ends the others: a signal, or a server's failure, cancels ctx.
+	g.Go(func() error {
+		<-ctx.Done()
+		log.Info("shutting down")
+		return shutdown(log, srv, ops, grace)
+	})
+	return g.Wait()
+}
+
+// shutdown stops srv, giving its requests under way grace to finish, and
+// ops at once.
+func shutdown(log logr.Logger, srv, ops *http.Server, grace time.Duration) error {
+	if ops != nil {
+		defer ops.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	shutErr := srv.Shutdown(sctx)
-	if errors.Is(shutErr, context.DeadlineExceeded) {
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
 		// Streams (watches, WebSockets) outlast any grace: close what is
 		// left. Ending them is what a shutdown is for, not a failure.
-		log.Info("grace over: closing the connections left", "grace", c.shutdownGrace)
+		log.Info("grace over: closing the connections left", "grace", grace)
 		_ = srv.Close()
-		shutErr = nil
+		return nil
 	}
-	if ops != nil {
-		_ = ops.Close()
-	}
-	return errors.Join(err, shutErr)
+	return err
 }
 
 // newServer is the server of the callers. No read or write timeout:

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,15 +45,7 @@ var _ = Describe("The examples", func() {
 		cmd.Stdout, cmd.Stderr = &out, GinkgoWriter
 		Expect(cmd.Start()).To(Succeed())
 		// The vault's readiness check, through the manager's /readyz.
-		Eventually(func() (string, error) {
-			resp, err := http.Get("http://" + probe + "/readyz/authvault")
-			if err != nil {
-				return "", err
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			return fmt.Sprintf("%d %s", resp.StatusCode, body), err
-		}).WithTimeout(10 * time.Second).Should(Equal("200 ok"))
+		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(10 * time.Second).Should(Equal("200 ok"))
 		Expect(cmd.Wait()).To(Succeed())
 		Expect(out.String()).To(ContainSubstring("failed 0"))
 		list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})

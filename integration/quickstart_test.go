@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,15 +34,7 @@ var _ = Describe("The README's operator main", func() {
 		Expect(cmd.Start()).To(Succeed())
 		defer func() { _ = cmd.Process.Kill() }()
 
-		Eventually(func() (string, error) {
-			resp, err := http.Get("http://" + probe + "/readyz/authvault")
-			if err != nil {
-				return "", err
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			return fmt.Sprintf("%d %s", resp.StatusCode, body), err
-		}).WithTimeout(20 * time.Second).Should(Equal("200 ok"))
+		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(20 * time.Second).Should(Equal("200 ok"))
 		Eventually(func() error {
 			_, err := admin.CoordinationV1().Leases(namespace).Get(ctx, "my-operator", metav1.GetOptions{})
 			return err
@@ -88,16 +79,8 @@ var _ = Describe("The README's operator main", func() {
 
 	It("falls back on the kubeconfig, and takes its namespace for the lease", func(ctx SpecContext) {
 		ns := newNamespace("quickstart")
-		dir := GinkgoT().TempDir()
-		Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), cluster.CAData, 0o600)).To(Succeed())
-		kubeconfig := filepath.Join(dir, "config")
-		Expect(os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-current-context: envtest
-clusters: [{name: envtest, cluster: {server: %q, certificate-authority: ca.crt}}]
-contexts: [{name: envtest, context: {cluster: envtest, user: u, namespace: %s}}]
-users: [{name: u, user: {token: %q}}]
-`, cluster.Server, ns, cluster.Issuer.Issue(0))), 0o600)).To(Succeed())
+		kubeconfig := writeKubeconfigIn(ns, fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))
+		dir := filepath.Dir(kubeconfig)
 		quickstart(ctx, []string{"SECRET_STORE=", "KUBECONFIG=" + kubeconfig, "HOME=" + dir}, ns, "kubeconfig from --kubeconfig or $KUBECONFIG")
 	}, NodeTimeout(2*time.Minute))
 })

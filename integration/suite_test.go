@@ -6,6 +6,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,7 +69,10 @@ func report(format string, args ...any) {
 
 // writeKubeconfig writes a kubeconfig for the cluster (its CA in a file
 // beside it) whose one user is user, a YAML mapping, and returns its path.
-func writeKubeconfig(user string) string {
+func writeKubeconfig(user string) string { return writeKubeconfigIn("default", user) }
+
+// writeKubeconfigIn is writeKubeconfig with namespace as its context's.
+func writeKubeconfigIn(namespace, user string) string {
 	dir := GinkgoT().TempDir()
 	Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), cluster.CAData, 0o600)).To(Succeed())
 	path := filepath.Join(dir, "config")
@@ -75,10 +80,22 @@ func writeKubeconfig(user string) string {
 kind: Config
 current-context: envtest
 clusters: [{name: envtest, cluster: {server: %q, certificate-authority: ca.crt}}]
-contexts: [{name: envtest, context: {cluster: envtest, user: u, namespace: default}}]
+contexts: [{name: envtest, context: {cluster: envtest, user: u, namespace: %s}}]
 users:
 - name: u
   user: %s
-`, cluster.Server, user)), 0o600)).To(Succeed())
+`, cluster.Server, namespace, user)), 0o600)).To(Succeed())
 	return path
+}
+
+// readyz is what the probe server at addr answers on /readyz/authvault:
+// the status code and the body.
+func readyz(addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/readyz/authvault")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, body), err
 }

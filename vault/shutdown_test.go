@@ -75,26 +75,32 @@ func TestShutdownOfAQuietVault(t *testing.T) {
 	}
 }
 
-// ctx bounds the wait, and the vault is closed all the same; requests that
-// never stop are waited for five seconds at most.
-func TestShutdownIsBounded(t *testing.T) {
-	v := New(Options{NoFallback: true})
-	v.OnLogin((&counter{}).login)
-	stop := make(chan struct{})
+// keepAsking selects from v every 10 ms until the returned stop is called,
+// which waits for the asking to end.
+func keepAsking(v *Vault) (stop func()) {
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-time.After(10 * time.Millisecond):
 				_, _ = v.Select(context.Background())
 			}
 		}
 	}()
-	defer func() { close(stop); <-done }()
+	return func() { close(quit); <-done }
+}
 
+// ctx bounds the wait, and the vault is closed all the same; requests that
+// never stop are waited for five seconds at most.
+func TestShutdownIsBounded(t *testing.T) {
+	v := New(Options{NoFallback: true})
+	v.OnLogin((&counter{}).login)
+	stop := keepAsking(v)
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if err := v.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -106,24 +112,11 @@ func TestShutdownIsBounded(t *testing.T) {
 
 	w := New(Options{NoFallback: true})
 	w.OnLogin((&counter{}).login)
-	stopW := make(chan struct{})
-	doneW := make(chan struct{})
-	go func() {
-		defer close(doneW)
-		for {
-			select {
-			case <-stopW:
-				return
-			case <-time.After(10 * time.Millisecond):
-				_, _ = w.Select(context.Background())
-			}
-		}
-	}()
+	stopW := keepAsking(w)
 	start := time.Now()
 	err := w.Shutdown(context.Background())
 	took := time.Since(start)
-	close(stopW)
-	<-doneW
+	stopW()
 	if err != nil || took < shutdownMax || took > shutdownMax+2*time.Second {
 		t.Errorf("Shutdown under endless requests = %v after %v, want nil after %v", err, took, shutdownMax)
 	}
@@ -168,20 +161,8 @@ func TestShutdownOfAClosedVaultReturnsAtOnce(t *testing.T) {
 			v := New(Options{NoFallback: true})
 			v.OnLogin((&counter{}).login)
 			mustSelect(t, v)
-			stop := make(chan struct{})
-			done := make(chan struct{})
-			go func() { // requests that never stop
-				defer close(done)
-				for {
-					select {
-					case <-stop:
-						return
-					case <-time.After(10 * time.Millisecond):
-						_, _ = v.Select(context.Background())
-					}
-				}
-			}()
-			defer func() { close(stop); <-done }()
+			stop := keepAsking(v) // requests that never stop
+			defer stop()
 
 			if when == "before" {
 				v.Close()

@@ -26,8 +26,11 @@ import (
 func main() {
 	metricsAddr := flag.String("metrics-bind-address", ":8080", "serve /metrics here (0: off)")
 	probeAddr := flag.String("health-probe-bind-address", ":8081", "serve /healthz and /readyz here (0: off)")
-	flag.Parse()              // controller-runtime's --kubeconfig too: the vault's fallback reads it
-	ctrl.SetLogger(zap.New()) // without it, controller-runtime drops every line, the vault's too
+	logOpts := zap.Options{}
+	logOpts.BindFlags(flag.CommandLine) // --zap-log-level=debug shows the vault's per-request lines
+	flag.Parse()                        // controller-runtime's --kubeconfig too: the vault's fallback reads it
+	// Without it, controller-runtime drops every line, the vault's too.
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&logOpts)))
 	if err := run(ctrl.SetupSignalHandler(), *metricsAddr, *probeAddr); err != nil {
 		ctrl.Log.Error(err, "operator stopped")
 		os.Exit(1) // after run has returned: its deferred Shutdown has stopped every login

@@ -196,12 +196,13 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 		if attempt >= upgradeAttempts {
 			return resp, err
 		}
-		if resp != nil {
-			// The SPDY round tripper keeps the rejected connection to
-			// itself; its next RoundTrip replaces it, and the runtime
-			// closes it once unreachable, as after any refused upgrade.
-			discard(resp)
-		}
+		// The refused answer (SPDY's; WebSocket's is an error) is left
+		// unread: its connection serves no retry, and its body comes
+		// from a bare connection without deadline, where reading it, or
+		// closing it, which reads it to its end, waits as long as the
+		// server likes. The SPDY round tripper keeps that connection to
+		// itself; its next RoundTrip replaces it, and the runtime closes
+		// it once unreachable, as after any refused upgrade.
 		v.metrics.retries.Inc()
 	}
 }

@@ -169,7 +169,17 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		resp, err := u.inner.RoundTrip(out)
 		status := upgradeStatus(resp, err)
-		if err != nil {
+		switch {
+		case carriesCred && (err != nil || status != http.StatusSwitchingProtocols):
+			// A refusal may quote the credential back (a gateway's
+			// "token … is revoked"), in WebSocket's error or in the SPDY
+			// answer's body, which client-go puts in its error.
+			secrets := secretsOf(cred)
+			err = redact.Secrets(err, secrets...)
+			if resp != nil && resp.Body != nil {
+				resp.Body = &maskedBody{body: resp.Body, secrets: secrets}
+			}
+		case err != nil:
 			// client-go's SPDY dialer quotes a refusing proxy's URL with
 			// its user name; errors.Is and errors.As still see through.
 			err = redact.Error(err)

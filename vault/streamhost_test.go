@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/client-go/transport/websocket"
 
@@ -72,5 +73,37 @@ func TestStreamOpaqueURLCarriesNoCredential(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamConfigCopyWithAnotherHostCarriesNoCredential: a copy of the
+// vault's config given the Host of another server streams there without
+// the vault's token or client certificate, through each executor, even
+// where that server has a certificate from the credential's CA and would
+// take both.
+func TestStreamConfigCopyWithAnotherHostCarriesNoCredential(t *testing.T) {
+	noGoroutineLeft(t)
+	ca, clientCA := testpki.NewCA(t), testpki.NewCA(t)
+	srv, other := newStreamServer(t, ca, clientCA), newStreamServer(t, ca, clientCA)
+	_, cfg := streamVault(t, handlerOf(certAndTokenCredential(t, ca, clientCA, "copy-secret", srv, other)))
+	elsewhere := rest.CopyConfig(cfg)
+	elsewhere.Host = other.URL()
+
+	for _, e := range executorCases {
+		_, err := runExec(t, e.new(t, elsewhere, execTarget(elsewhere)))
+		if err == nil {
+			t.Errorf("%s: exec on the other server succeeded", e.name)
+		}
+		noSecretIn(t, err, "copy-secret")
+	}
+	hellos, certs := other.tlsSeen()
+	if hellos == 0 {
+		t.Error("the other server saw no handshake: the copy's Host was not used")
+	}
+	if hits := other.seenHits(true); len(hits) > 0 || len(certs) > 0 {
+		t.Errorf("the other server saw upgrades %+v and client certificates %q, want none", hits, certs)
+	}
+	if hits := srv.seenHits(true); len(hits) > 0 {
+		t.Errorf("the credential's server saw upgrades %+v, want none", hits)
 	}
 }

@@ -178,3 +178,36 @@ func TestStreamInsecureCredentialLeavesNothingBehind(t *testing.T) {
 		t.Errorf("server saw upgrades %+v, want only the insecure credential's", hits)
 	}
 }
+
+// TestStreamVerifiesTheCredentialsServerName: a credential's TLSServerName
+// is the name an upgrade verifies the server's certificate for (the test
+// server's is for "api" and loopback): with "api" exec works through each
+// executor; with a name the certificate is not for, the upgrade fails TLS
+// and the server sees no request.
+func TestStreamVerifiesTheCredentialsServerName(t *testing.T) {
+	noGoroutineLeft(t)
+	for _, tc := range []struct {
+		serverName string
+		works      bool
+	}{{"api", true}, {"not-the-api", false}} {
+		t.Run(tc.serverName, func(t *testing.T) {
+			ca := testpki.NewCA(t)
+			srv := newStreamServer(t, ca, nil)
+			srv.allow("name-secret")
+			_, cfg := streamVault(t, handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, TLSServerName: tc.serverName, Token: "name-secret"}))
+			for _, e := range executorCases[:2] {
+				_, err := runExec(t, e.new(t, cfg, execTarget(cfg)))
+				if tc.works && err != nil {
+					t.Errorf("%s: exec error: %v", e.name, err)
+				}
+				if !tc.works && err == nil {
+					t.Errorf("%s: exec succeeded with a server name the certificate is not for", e.name)
+				}
+				noSecretIn(t, err, "name-secret")
+			}
+			if hits := srv.seenHits(true); tc.works != (len(hits) == 2) {
+				t.Errorf("server saw upgrades %+v, want two when the name is right, none otherwise", hits)
+			}
+		})
+	}
+}

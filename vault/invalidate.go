@@ -155,16 +155,23 @@ func safeChallenge(challenge string, cred *Credential) string {
 	if len(challenge) > maxChallenge {
 		return ""
 	}
-	secrets := []string{cred.Info.Token, cred.Info.Password}
-	if r := cred.route; r != nil && len(r.auth) > 0 {
-		if _, value, ok := strings.Cut(r.auth[0], " "); ok {
-			secrets = append(secrets, value) // basic auth's base64
-		}
-	}
-	for _, secret := range secrets {
+	for _, secret := range secretsOf(cred) {
 		if secret != "" && strings.Contains(challenge, secret) {
 			return ""
 		}
 	}
 	return challenge
+}
+
+// secretsOf is what of cred's authentication a server may quote back: its
+// token, its password, and the value of its Authorization header (basic
+// auth's base64).
+func secretsOf(cred *Credential) []string {
+	secrets := []string{cred.Info.Token, cred.Info.Password}
+	if r := cred.route; r != nil && len(r.auth) > 0 {
+		if _, value, ok := strings.Cut(r.auth[0], " "); ok {
+			secrets = append(secrets, value)
+		}
+	}
+	return secrets
 }

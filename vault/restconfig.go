@@ -29,7 +29,9 @@ import (
 // credential's CA, server name and proxy, and its server; a 401 on the
 // upgrade invalidates the credential and the upgrade is sent once more with
 // the next one. A stream opened after a rotation uses the new credential;
-// one already open keeps the connection it has.
+// one already open keeps the connection it has. What a server answers to
+// an upgrade it refuses reaches the caller (client-go's error) with the
+// credential's token and password masked.
 //
 // What cannot go through the vault, and what to do instead:
 //

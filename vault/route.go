@@ -169,8 +169,12 @@ func authorization(info *login.ConnectionInfo) string {
 type base struct{ scheme, host, prefix string }
 
 // relative returns the part of u below b, and whether u is below b at all.
+// A URL with an opaque part is below no server: a request goes where
+// Opaque says, whatever Host and Path say ("//other-host/x" makes an
+// absolute request line, and the URL's String names other-host, which a
+// WebSocket dialer connects to).
 func (b base) relative(u *url.URL) (string, bool) {
-	if u.Scheme != b.scheme || u.Host != b.host {
+	if u.Scheme != b.scheme || u.Host != b.host || u.Opaque != "" {
 		return "", false
 	}
 	path := u.EscapedPath()

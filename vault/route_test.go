@@ -190,3 +190,20 @@ func TestDotSegmentsDoNotLeaveThePrefix(t *testing.T) {
 		}
 	}
 }
+
+// A URL with an opaque part is below no server, whatever its Host and Path:
+// the request line is built from Opaque, so "/k8s/clusters/c-2/api" or
+// "//other-host/api" there would send c-1's credential to another cluster
+// or host.
+func TestOpaqueURLIsBelowNoServer(t *testing.T) {
+	b := base{scheme: "https", host: "rancher", prefix: "/k8s/clusters/c-1"}
+	for _, opaque := range []string{"/k8s/clusters/c-2/api", "//other-host/api", "//rancher/k8s/clusters/c-1/api"} {
+		u := &url.URL{Scheme: "https", Host: "rancher", Path: "/k8s/clusters/c-1/api", Opaque: opaque}
+		if rel, ok := b.relative(u); ok {
+			t.Errorf("Opaque %q: relative() = %q, true; want it below no server (request URI %q)", opaque, rel, u.RequestURI())
+		}
+	}
+	if _, ok := b.relative(&url.URL{Scheme: "https", Host: "rancher", Path: "/k8s/clusters/c-1/api"}); !ok {
+		t.Error("the same URL without Opaque is not below its server")
+	}
+}

@@ -169,7 +169,17 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		resp, err := u.inner.RoundTrip(out)
 		status := upgradeStatus(resp, err)
-		if err != nil {
+		switch {
+		case carriesCred && (err != nil || status != http.StatusSwitchingProtocols):
+			// A refusal may quote the credential back (a gateway's
+			// "token … is revoked"), in WebSocket's error or in the SPDY
+			// answer's body, which client-go puts in its error.
+			secrets := secretsOf(cred)
+			err = redact.Secrets(err, secrets...)
+			if resp != nil && resp.Body != nil {
+				resp.Body = &maskedBody{body: resp.Body, secrets: secrets}
+			}
+		case err != nil:
 			// client-go's SPDY dialer quotes a refusing proxy's URL with
 			// its user name; errors.Is and errors.As still see through.
 			err = redact.Error(err)
@@ -196,12 +206,13 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 		if attempt >= upgradeAttempts {
 			return resp, err
 		}
-		if resp != nil {
-			// The SPDY round tripper keeps the rejected connection to
-			// itself; its next RoundTrip replaces it, and the runtime
-			// closes it once unreachable, as after any refused upgrade.
-			discard(resp)
-		}
+		// The refused answer (SPDY's; WebSocket's is an error) is left
+		// unread: its connection serves no retry, and its body comes
+		// from a bare connection without deadline, where reading it, or
+		// closing it, which reads it to its end, waits as long as the
+		// server likes. The SPDY round tripper keeps that connection to
+		// itself; its next RoundTrip replaces it, and the runtime closes
+		// it once unreachable, as after any refused upgrade.
 		v.metrics.retries.Inc()
 	}
 }

@@ -77,6 +77,12 @@ type streamServer struct {
 	// noWebSocket answers WebSocket upgrades 400, as a server that only
 	// speaks SPDY.
 	noWebSocket atomic.Bool
+	// stall401 answers a refused upgrade with the head of a 401 and part of
+	// its body, and never the rest: the connection stays open until close.
+	stall401 atomic.Bool
+	// echo401 has a refused upgrade's answer quote its Authorization
+	// header, in its body, as a gateway's "token … is revoked".
+	echo401 atomic.Bool
 	// rotated, once set, is the TLS configuration every handshake uses
 	// from then on: a certificate from another CA, other ticket keys.
 	rotated atomic.Pointer[tls.Config]
@@ -259,17 +265,28 @@ func (s *streamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.record(h) // before the upgrade: a test reads it once its stream is done
 
-	switch h.Status {
-	case http.StatusUnauthorized:
+	switch {
+	case h.Status == http.StatusUnauthorized && s.stall401.Load():
+		s.stallRefusal(w)
+		return
+	case h.Status == http.StatusUnauthorized:
+		message := "Unauthorized"
+		if s.echo401.Load() {
+			message = "token " + strings.TrimPrefix(h.Auth, "Bearer ") + " is revoked"
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("WWW-Authenticate", `Bearer realm="test-api"`)
 		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
+		status, _ := json.Marshal(metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Message: message, Reason: metav1.StatusReasonUnauthorized, Code: http.StatusUnauthorized,
+		})
+		_, _ = w.Write(status)
 		return
-	case http.StatusFound:
+	case h.Status == http.StatusFound:
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 		return
-	case http.StatusBadRequest:
+	case h.Status == http.StatusBadRequest:
 		http.Error(w, "this server takes no WebSocket upgrades", http.StatusBadRequest)
 		return
 	}
@@ -285,6 +302,21 @@ func (s *streamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// stallRefusal writes the head of a 401 that promises a body, and a
+// little of it, and holds the connection until close.
+func (s *streamServer) stallRefusal(w http.ResponseWriter) {
+	s.upgrades.Add(1)
+	defer s.upgrades.Done()
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer s.hold(c)()
+	defer c.Close()
+	_, _ = io.WriteString(c, "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 65536\r\n\r\nUnauth")
+	_, _ = c.Read(make([]byte, 1)) // until the client or close ends it
 }
 
 // kindOf tells what r asks to upgrade to.

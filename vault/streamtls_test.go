@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/portforward"
+
 	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
@@ -136,4 +138,76 @@ func TestStreamTLSResumption(t *testing.T) {
 			t.Errorf("handshakes carried certificates %q, want bob's last", certs)
 		}
 	})
+}
+
+// TestStreamInsecureCredentialLeavesNothingBehind: one SPDY dialer serves
+// an upgrade with a credential that skips verification, then one with a
+// credential whose CA did not sign the server: the second fails
+// verification. Nothing of the first credential's TLS settings stays in the
+// round tripper's config.
+func TestStreamInsecureCredentialLeavesNothingBehind(t *testing.T) {
+	noGoroutineLeft(t)
+	ca := testpki.NewCA(t)
+	srv := newStreamServer(t, ca, nil)
+	srv.allow("insecure-secret")
+	srv.allow("verified-secret")
+	h := newSwitchable(login.ConnectionInfo{Server: srv.URL(), Insecure: true, Token: "insecure-secret"})
+	v, cfg := streamVault(t, h.login, login.Backoff(10*time.Millisecond, time.Second))
+	insecure := mustSelect(t, v)
+	d := forwardDialer(t, cfg, cfg.Host+portForwardPath)
+	echo(t, dialForward(t, d), 0, "without verification")
+
+	h.set(login.ConnectionInfo{Server: srv.URL(), CAData: testpki.NewCA(t).PEM, Token: "verified-secret"})
+	rotate(t, v, insecure)
+	conn, _, err := d.Dial(portforward.PortForwardProtocolV1Name)
+	if err == nil {
+		_ = conn.Close()
+		t.Fatal("upgrade with a CA that did not sign the server succeeded")
+	}
+	noSecretIn(t, err, "verified-secret")
+	// SPDY's dialer keeps only the error's text: the vault's verdict shows
+	// it was TLS verification.
+	waitFor(t, "the handler called for the TLS failure", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, _ = v.Select(ctx) // logs in once the backoff has passed
+		calls := h.calls()
+		return calls[len(calls)-1] == login.TLSFailure
+	})
+	if hits := srv.seenHits(true); len(hits) != 1 || hits[0].Auth != bearer("insecure-secret") {
+		t.Errorf("server saw upgrades %+v, want only the insecure credential's", hits)
+	}
+}
+
+// TestStreamVerifiesTheCredentialsServerName: a credential's TLSServerName
+// is the name an upgrade verifies the server's certificate for (the test
+// server's is for "api" and loopback): with "api" exec works through each
+// executor; with a name the certificate is not for, the upgrade fails TLS
+// and the server sees no request.
+func TestStreamVerifiesTheCredentialsServerName(t *testing.T) {
+	noGoroutineLeft(t)
+	for _, tc := range []struct {
+		serverName string
+		works      bool
+	}{{"api", true}, {"not-the-api", false}} {
+		t.Run(tc.serverName, func(t *testing.T) {
+			ca := testpki.NewCA(t)
+			srv := newStreamServer(t, ca, nil)
+			srv.allow("name-secret")
+			_, cfg := streamVault(t, handlerOf(login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, TLSServerName: tc.serverName, Token: "name-secret"}))
+			for _, e := range executorCases[:2] {
+				_, err := runExec(t, e.new(t, cfg, execTarget(cfg)))
+				if tc.works && err != nil {
+					t.Errorf("%s: exec error: %v", e.name, err)
+				}
+				if !tc.works && err == nil {
+					t.Errorf("%s: exec succeeded with a server name the certificate is not for", e.name)
+				}
+				noSecretIn(t, err, "name-secret")
+			}
+			if hits := srv.seenHits(true); tc.works != (len(hits) == 2) {
+				t.Errorf("server saw upgrades %+v, want two when the name is right, none otherwise", hits)
+			}
+		})
+	}
 }

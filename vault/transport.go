@@ -24,9 +24,10 @@ const maxAttempts = 8
 // A request that carries its own Authorization header is sent to the server
 // it names, with the TLS settings of a credential for that server but no
 // credential, and its 401 invalidates nothing. A request for a URL that is
-// not below a server the vault knows (a redirect to another host), or whose
+// not below a server the vault knows (a redirect to another host), whose
 // path climbs out of its server's path prefix once dot segments are
-// resolved, is sent with no credential at all.
+// resolved, or that has an opaque part (URL.Opaque, which names the target
+// whatever Host and Path say), is sent with no credential at all.
 func (v *Vault) Transport() http.RoundTripper { return (*roundTripper)(v) }
 
 type roundTripper Vault

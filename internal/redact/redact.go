@@ -16,6 +16,9 @@
 // URLs quoted (%q), or redact a single URL with Value. Nor can a user info
 // holding an @ followed by '/', '?' or '#': it reads as a user info, a host
 // and a path.
+//
+// Secrets known by value (a token a server may quote back) are hidden by
+// Mask in text and by Secrets in errors, which hides URL user info too.
 package redact
 
 import (

@@ -25,6 +25,23 @@ func fallbackOf(ids []string, cs ...*counter) []login.Registration {
 	return regs
 }
 
+// unprovisioned is a login handler of one's own that gives nothing until
+// gives is set (its secret store is not provisioned yet), then what its
+// counter gives; asked counts its calls either way.
+type unprovisioned struct {
+	counter
+	gives atomic.Bool
+	asked atomic.Int64
+}
+
+func (u *unprovisioned) login(ctx context.Context) (*login.ConnectionInfo, error) {
+	u.asked.Add(1)
+	if !u.gives.Load() {
+		return nil, nil
+	}
+	return u.counter.login(ctx)
+}
+
 // "My login, else what the process has": under KeepFallback a registered
 // handler of priority 0 serves over a fallback of priority 30, and the
 // fallback serves while the registered handler gives nothing. Before
@@ -34,14 +51,8 @@ func TestKeepFallbackRanksRegisteredHandlersFirst(t *testing.T) {
 	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
 	v, clk := testVault(t, Options{KeepFallback: true, FirstLoginWait: -1,
 		Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
-	var gives atomic.Bool
-	mine := &counter{server: "https://mine.example"}
-	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
-		if !gives.Load() {
-			return nil, nil
-		}
-		return mine.login(ctx)
-	}, login.ID("mine"))
+	mine := &unprovisioned{counter: counter{server: "https://mine.example"}}
+	v.OnLogin(mine.login, login.ID("mine"))
 
 	if c := mustSelect(t, v); c.Handler != "kubeconfig" {
 		t.Fatalf("Select() = %v while mine gives nothing, want the fallback's", c)
@@ -49,7 +60,7 @@ func TestKeepFallbackRanksRegisteredHandlersFirst(t *testing.T) {
 	// Else mine's first login may end after the Refresh below, and wait
 	// for its backoff on a clock that no longer moves.
 	eventually(t, "mine's first login to end", func() bool { return idle(v) })
-	gives.Store(true)
+	mine.gives.Store(true)
 	clk.Step(2 * time.Second) // past mine's login floor
 	v.Refresh()
 	eventually(t, "mine's credential", func() bool { return mine.calls.Load() > 0 && v.snap.Load().size() == 2 })
@@ -138,25 +149,17 @@ func TestKeepFallbackAsksARegisteredHandlerAgain(t *testing.T) {
 	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
 	v, clk := testVault(t, Options{KeepFallback: true, FirstLoginWait: -1,
 		Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
-	var gives atomic.Bool
-	var calls atomic.Int64
-	mine := &counter{server: "https://mine.example"}
-	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
-		calls.Add(1)
-		if !gives.Load() {
-			return nil, nil
-		}
-		return mine.login(ctx)
-	}, login.ID("mine"))
+	mine := &unprovisioned{counter: counter{server: "https://mine.example"}}
+	v.OnLogin(mine.login, login.ID("mine"))
 	if c := mustSelect(t, v); c.Handler != "kubeconfig" {
 		t.Fatalf("Select() = %v while mine gives nothing, want the fallback's", c)
 	}
-	eventually(t, "mine's first login to end", func() bool { return calls.Load() == 1 && idle(v) })
-	gives.Store(true)
+	eventually(t, "mine's first login to end", func() bool { return mine.asked.Load() == 1 && idle(v) })
+	mine.gives.Store(true)
 	deadline := time.Now().Add(5 * time.Second)
 	for mustSelect(t, v).Handler != "mine" {
 		if time.Now().After(deadline) {
-			t.Fatalf("mine was asked %d times in 5 s of its backoff passing; its credential never served", calls.Load())
+			t.Fatalf("mine was asked %d times in 5 s of its backoff passing; its credential never served", mine.asked.Load())
 		}
 		clk.Step(time.Second)
 		time.Sleep(time.Millisecond)
@@ -218,14 +221,8 @@ func TestAHandlerThatKeepsGivingNothingIsSaidOnce(t *testing.T) {
 	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
 	v, clk := testVault(t, Options{KeepFallback: true, Logger: logs.Logger(1),
 		Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
-	var gives atomic.Bool
-	mine := &counter{server: "https://mine.example"}
-	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
-		if !gives.Load() {
-			return nil, nil
-		}
-		return mine.login(ctx)
-	}, login.ID("mine"))
+	mine := &unprovisioned{counter: counter{server: "https://mine.example"}}
+	v.OnLogin(mine.login, login.ID("mine"))
 	selectAdvancing(t, v, clk, 100*time.Millisecond)
 	for range 60 { // ten minutes: about eight more logins
 		clk.Step(10 * time.Second)
@@ -252,7 +249,7 @@ func TestAHandlerThatKeepsGivingNothingIsSaidOnce(t *testing.T) {
 	}
 
 	// Once it gives a credential, that is at INFO again.
-	gives.Store(true)
+	mine.gives.Store(true)
 	for range 12 {
 		clk.Step(10 * time.Second)
 		time.Sleep(100 * time.Microsecond)

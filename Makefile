@@ -47,9 +47,12 @@ bench:
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -skip BenchmarkFleetRotation -benchmem -count 5 $(PKGS) && \
 	$(GO) test -run '^$$' -bench BenchmarkFleetRotation -benchmem -count 1 -timeout 30m ./fleet
 
-# A short fuzzing pass over every parser; the seed corpus lives in testdata.
+# A short fuzzing pass over every parser, and over the vault's state
+# machine (the model test's driver, see vault/model_test.go); the seed
+# corpus lives in testdata.
 FUZZTIME ?= 30s
 fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZTIME) ./vault
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./login
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./internal/pemdata
 	$(GO) test -run '^$$' -fuzz FuzzParseExecCredential -fuzztime $(FUZZTIME) ./handlers

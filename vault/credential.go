@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/utils/clock"
-
 	"github.com/authvault/authvault/login"
 )
 
@@ -28,14 +26,12 @@ type Credential struct {
 
 	// owner is the handler that returned it; nil for a Credential the
 	// vault did not make.
-	owner       *handler
+	owner       *handlerState
 	digest      [sha256.Size]byte
 	fingerprint string
 	// usableUntil is when the vault stops handing the credential out: its
 	// expiration less the leeway. Zero: never.
 	usableUntil time.Time
-	// refresh is the timer of its proactive refresh, guarded by Vault.mu.
-	refresh clock.Timer
 	// route is how the transport sends requests with it.
 	route *route
 	// served is set once a request with it got an answer other than 401:
@@ -82,13 +78,11 @@ type rank struct {
 	priority   int
 }
 
-// rankOf is the rank of a credential from h of the given priority; h is
-// nil for a Credential the vault did not make.
-func rankOf(h *handler, priority int) rank {
-	return rank{registered: h == nil || !h.fallback, priority: priority}
+// rank is the credential's rank; its owner is nil for a Credential the
+// vault did not make.
+func (c *Credential) rank() rank {
+	return rank{registered: c.owner == nil || !c.owner.fallback, priority: c.Info.Priority}
 }
-
-func (c *Credential) rank() rank { return rankOf(c.owner, c.Info.Priority) }
 
 // compareRanks is positive when a ranks above b.
 func compareRanks(a, b rank) int {

@@ -46,7 +46,7 @@ func TestFirstLoginErrorWhileHeldSaysWhy(t *testing.T) {
 }
 
 // The FirstLoginWait timer of a round that has ended can still end the
-// wait of the next round: its callback checks only v.first.settling, not that it
+// wait of the next round: its callback checks only v.core.settling, not that it
 // is its own round. The window is between the timer firing and its callback
 // taking v.mu; the test holds v.mu over it, and runs in it what the vault
 // does when the round's last first attempt returns and a new round starts.
@@ -61,18 +61,20 @@ func TestFirstLoginStaleTimerKeepsTheNextRound(t *testing.T) {
 	eventually(t, "fast's credential, held", func() bool { return v.snap.Load().size() == 1 })
 
 	v.mu.Lock()
-	slowH, fastH := v.lookupLocked("slow"), v.lookupLocked("fast")
+	slowH, fastH := v.core.lookup("slow"), v.core.lookup("fast")
 	clk.Step(3 * time.Second) // round 1's timer fires; its callback waits for v.mu
 	// Round 1 ends as when slow's first attempt returns...
-	v.firstAttemptDoneLocked(slowH)
+	var e effects
+	v.core.firstAttemptDone(clk.Now(), slowH, &e)
+	v.applyLocked(e)
 	// ...then fast's credential is rejected, and the next Select starts
 	// round 2 (fast logs in again; this time it takes a while).
 	fast.block = make(chan struct{})
 	defer close(fast.block)
-	v.dropLocked(fastH)
+	fastH.drop().route.release(v.pool)
 	v.publishLocked()
-	v.startDueLocked()
-	if !v.first.settling {
+	v.applyLocked(v.core.startDue(clk.Now()))
+	if !v.core.settling {
 		v.mu.Unlock()
 		t.Fatal("round 2 does not wait")
 	}
@@ -81,7 +83,7 @@ func TestFirstLoginStaleTimerKeepsTheNextRound(t *testing.T) {
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		v.mu.Lock()
-		settling := v.first.settling
+		settling := v.core.settling
 		v.mu.Unlock()
 		if !settling {
 			t.Fatal("round 1's timer ended round 2's wait at once, before its FirstLoginWait or its handlers' first attempts")

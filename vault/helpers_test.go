@@ -121,7 +121,7 @@ func selectErr(t *testing.T, v *Vault) *LoginError {
 func idle(v *Vault) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return !v.loggingInLocked()
+	return !v.core.loggingIn()
 }
 
 // selectAdvancing selects while it moves clk on by step every millisecond,

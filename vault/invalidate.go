@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -50,38 +49,18 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 }
 
 // invalidate removes cred and tells whether it did: of many callers that
-// invalidate the same credential, exactly one does. strike counts it
-// against its handler when it never served (see strikeLocked).
+// invalidate the same credential, exactly one does. A 401 counts against
+// its handler when it never served (see handlerState.rejected).
 func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, by invalidation) bool {
-	h := cred.owner
 	v.mu.Lock()
-	if v.closed || h == nil || h.cred != cred {
+	e, ok, struck := v.core.invalidated(v.clock.Now(), cred, cause, by)
+	if !ok {
 		v.mu.Unlock()
 		return false
 	}
-	struck := false
-	v.dropLocked(h)
-	v.lastLoss.server, v.lastLoss.cause = cred.Info.Server, cause
 	v.metrics.invalidations.WithLabelValues(cred.Handler).Inc()
-	switch by {
-	case byTLSFailure:
-		// The token is not at fault but the CA: the handler may give it
-		// again with the new CA. Its next login waits for its backoff, so
-		// that a CA that has not rotated yet costs a login per backoff,
-		// not one per request.
-		h.loss = login.Reason{Kind: login.TLSFailure}
-		h.outcome = cause
-		h.retryAt = v.clock.Now().Add(h.backoff.Step())
-	default:
-		h.loss = rejection(cause, cred)
-		h.invalidated = append(h.invalidated, cred.digest)
-		if extra := len(h.invalidated) - v.opts.InvalidatedRefused; extra > 0 {
-			h.invalidated = slices.Delete(h.invalidated, 0, extra)
-		}
-		struck = by == by401 && v.strikeLocked(h, cred)
-	}
-	v.publishLocked()
-	v.retryAboveLocked(h)
+	v.applyLocked(e)
+	h := cred.owner
 	left, retryAt, strikes := v.snap.Load().size(), h.retryAt, h.strikes
 	v.mu.Unlock()
 

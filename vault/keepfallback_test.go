@@ -71,7 +71,7 @@ func TestKeepFallbackRanksRegisteredHandlersFirst(t *testing.T) {
 	}
 	v.mu.Lock()
 	var ids []string
-	for _, h := range v.activeLocked() {
+	for _, h := range v.core.active() {
 		ids = append(ids, h.settings.ID)
 	}
 	v.mu.Unlock()
@@ -301,5 +301,5 @@ func TestKeepFallbackServesWhileARegisteredHandlerFails(t *testing.T) {
 func loginErrorText(v *Vault) string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.loginErrorLocked(nil).Error()
+	return v.core.loginError(nil).Error()
 }

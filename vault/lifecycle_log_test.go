@@ -42,7 +42,7 @@ func reject(v *Vault, c *Credential) {
 func TestLifecycleIsLoggedAtInfoOnceEach(t *testing.T) {
 	var logs testlog.Buffer
 	v, clk := testVault(t, Options{Logger: logs.Logger(0)})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: time.Hour, now: clk.Now}
 	v.OnLogin(h.login, login.ID("h"), login.Retries(0))
 
@@ -97,7 +97,7 @@ func TestLifecycleIsLoggedAtInfoOnceEach(t *testing.T) {
 func TestPerRequestLinesAreAtV1(t *testing.T) {
 	var logs testlog.Buffer
 	v, clk := testVault(t, Options{Logger: logs.Logger(1)})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: time.Hour, now: clk.Now}
 	v.OnLogin(h.login, login.ID("h"), login.Retries(0))
 	c := mustSelect(t, v)
@@ -105,7 +105,7 @@ func TestPerRequestLinesAreAtV1(t *testing.T) {
 	clk.Step(handlerconf.DefaultBackoffInitial)
 	c = mustSelect(t, v)
 	v.mu.Lock()
-	c.refresh.Stop() // no refresh: the credential expires while it serves
+	c.owner.refreshAt = time.Time{} // no refresh: the credential expires while it serves
 	v.mu.Unlock()
 	clk.Step(2 * time.Hour)
 	h.failWith(errors.New("store down"))
@@ -269,7 +269,7 @@ func TestUnchangedRefreshIsNotAnError(t *testing.T) {
 	eventually(t, "the refresh", func() bool {
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		return errors.Is(v.lookupLocked("h").outcome, errUnchanged)
+		return errors.Is(v.core.lookup("h").outcome, errUnchanged)
 	})
 
 	for _, line := range strings.Split(logs.String(), "\n") {

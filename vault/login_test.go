@@ -177,7 +177,7 @@ func TestBadHandlersDoNotTakeTheVaultDown(t *testing.T) {
 	good := &counter{}
 	v.OnLogin(good.login, login.ID("good"))
 	v.mu.Lock()
-	for _, h := range v.handlers {
+	for _, h := range v.core.handlers {
 		h.retryAt = time.Time{}
 	}
 	v.mu.Unlock()

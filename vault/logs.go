@@ -35,7 +35,7 @@ func withTime(kv []any, key string, t time.Time) []any {
 // its credential was rejected is not announced again; nor does a snapshot
 // whose credentials are held back for a first login.
 func (v *Vault) logServingLocked(s *snapshot) {
-	if v.closed || s.held || len(s.groups) == 0 {
+	if v.core.closed || s.held || len(s.groups) == 0 {
 		return
 	}
 	top := s.groups[0]
@@ -52,7 +52,7 @@ func (v *Vault) logServingLocked(s *snapshot) {
 	first := top[0]
 	if first.owner != nil && first.owner.fallback {
 		why := "no login handler registered: using a fallback"
-		if len(v.handlers) > 0 {
+		if len(v.core.handlers) > 0 {
 			why = "using a fallback: no registered login handler has a credential"
 		}
 		v.log.Info(why, "handler", first.Handler, "server", first.Info.Server,

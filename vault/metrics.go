@@ -136,9 +136,9 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var expiries []expiry
 	abandoned := map[string]float64{}
-	for _, h := range v.allLocked() {
+	for _, h := range v.core.all() {
 		abandoned[h.settings.ID] = 0
-		if h.abandoned && !isDone(h.returned) {
+		if h.abandonedCall() {
 			abandoned[h.settings.ID] = 1
 		}
 		invalidated += len(h.invalidated)

@@ -1,9 +1,7 @@
 package vault
 
 import (
-	"fmt"
 	"net/http"
-	"time"
 )
 
 // Ready reports whether the vault can authenticate requests, as a readiness
@@ -25,38 +23,15 @@ func (v *Vault) Ready(_ *http.Request) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.closed {
+	if v.core.closed {
 		return ErrClosed
 	}
 	v.dropExpiredLocked()
-	if v.usableLocked() {
-		return nil
-	}
-	if !v.first.settling {
-		v.startDueLocked()
-	}
-	if !v.loggingInLocked() {
-		return v.loginErrorLocked(nil)
-	}
-	if v.roundStart.IsZero() {
-		// A login that began as a refresh, whose credential has gone
-		// since: the grace counts from now.
-		v.roundStart = v.clock.Now()
-	}
-	if v.clock.Since(v.roundStart) < v.opts.ReadyGrace {
-		return nil
-	}
-	return v.loginErrorLocked(fmt.Errorf("vault: without a usable credential, logging in, for %s", v.clock.Since(v.roundStart).Round(time.Millisecond)))
-}
-
-// usableLocked tells whether any handler holds a usable credential, held
-// back for the first-login wait or not.
-func (v *Vault) usableLocked() bool {
 	now := v.clock.Now()
-	for _, h := range v.allLocked() {
-		if h.cred != nil && h.cred.usable(now) {
-			return true
-		}
+	if v.core.usable(now) {
+		return nil
 	}
-	return false
+	e, err := v.core.ready(now)
+	v.applyLocked(e)
+	return err
 }

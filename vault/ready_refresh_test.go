@@ -13,7 +13,7 @@ import (
 // credential still served, and reports the LoginError once it has passed.
 func TestReadyCountsFromExpiryDuringAFailingRefresh(t *testing.T) {
 	v, clk := testVault(t, Options{ReadyGrace: time.Minute})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: 10 * time.Minute, now: clk.Now}
 	v.OnLogin(h.login, login.ID("r"), login.Backoff(10*time.Second, 10*time.Second))
 	mustSelect(t, v)
@@ -29,7 +29,7 @@ func TestReadyCountsFromExpiryDuringAFailingRefresh(t *testing.T) {
 	}
 	if err := v.Ready(nil); err == nil {
 		v.mu.Lock()
-		running := v.lookupLocked("r").running
+		running := v.core.lookup("r").running
 		v.mu.Unlock()
 		t.Errorf("Ready() = nil %v after the only credential expired (refresh failing %d times, login running: %v), want a LoginError",
 			clk.Since(epoch.Add(590*time.Second)), h.calls.Load()-1, running)

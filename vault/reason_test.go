@@ -50,7 +50,7 @@ func (r *reasons) count() int {
 func TestHandlerKnowsWhyItRuns(t *testing.T) {
 	var logs testlog.Buffer
 	v, clk := testVault(t, Options{Logger: logs.Logger(1)})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: time.Hour, now: clk.Now}
 	var r reasons
 	// No retries within a login: a failed refresh ends, and nothing runs
@@ -73,11 +73,9 @@ func TestHandlerKnowsWhyItRuns(t *testing.T) {
 	clk.Step(time.Hour)
 	eventually(t, "the failed refresh to end", func() bool { return r.count() > calls && idle(v) })
 	v.mu.Lock() // no backoff, no retry of the refresh: the next login is the caller's
-	hh := v.lookupLocked("h")
+	hh := v.core.lookup("h")
 	hh.retryAt = time.Time{}
-	if hh.cred != nil && hh.cred.refresh != nil {
-		hh.cred.refresh.Stop()
-	}
+	hh.refreshAt = time.Time{}
 	v.mu.Unlock()
 	h.heal()
 	selectAdvancing(t, v, clk, 100*time.Millisecond) // past the login floor

@@ -16,7 +16,7 @@ import (
 func current(v *Vault, key string) *Credential {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if h := v.lookupLocked(key); h != nil {
+	if h := v.core.lookup(key); h != nil {
 		return h.cred
 	}
 	return nil
@@ -26,7 +26,7 @@ func current(v *Vault, key string) *Credential {
 // credential serves until the new one arrives; no caller waits.
 func TestRefreshBeforeExpiry(t *testing.T) {
 	v, clk := testVault(t, Options{})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: 10 * time.Minute, now: clk.Now, block: make(chan struct{})}
 	close(h.block)
 	v.OnLogin(h.login, login.ID("expiring"))
@@ -58,7 +58,7 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 
 func TestRefreshWindowFitsShortLifetimes(t *testing.T) {
 	v, clk := testVault(t, Options{Leeway: -1})
-	v.jitter = func(n int64) int64 { return n - 1 } // the earliest refresh
+	v.core.jitter = func(n int64) int64 { return n - 1 } // the earliest refresh
 	h := &counter{lifetime: 20 * time.Second, now: clk.Now}
 	v.OnLogin(h.login)
 	first := mustSelect(t, v)
@@ -107,7 +107,7 @@ func TestSteadyStateNeverWaits(t *testing.T) {
 // retries with backoff meanwhile.
 func TestFailedRefreshKeepsServing(t *testing.T) {
 	v, clk := testVault(t, Options{})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: 10 * time.Minute, now: clk.Now}
 	v.OnLogin(h.login, login.ID("r"), login.Retries(0), login.Backoff(10*time.Second, 10*time.Second))
 	first := mustSelect(t, v)
@@ -140,7 +140,7 @@ func TestFailedRefreshKeepsServing(t *testing.T) {
 // A refresh that returns the credential the vault already has is retried.
 func TestUnchangedRefreshIsRetried(t *testing.T) {
 	v, clk := testVault(t, Options{})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	expiry := epoch.Add(10 * time.Minute)
 	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
 		return &login.ConnectionInfo{Server: "https://a", Token: "fixed", Expiration: expiry}, nil
@@ -150,7 +150,7 @@ func TestUnchangedRefreshIsRetried(t *testing.T) {
 	eventually(t, "the refresh outcome", func() bool {
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		return errors.Is(v.lookupLocked("fixed").outcome, errUnchanged)
+		return errors.Is(v.core.lookup("fixed").outcome, errUnchanged)
 	})
 	if c := mustSelect(t, v); c != first {
 		t.Errorf("Select() = %v, want the credential it has", c)

@@ -70,7 +70,7 @@ func TestRefreshCallRunsABackingOffHandler(t *testing.T) {
 	retryAt := func() time.Time {
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		return v.lookupLocked("secret").retryAt
+		return v.core.lookup("secret").retryAt
 	}
 	for i := range 4 { // the backoff grows to 8 s
 		if i > 0 {

@@ -17,7 +17,7 @@ import (
 // after it, while callers waited.)
 func TestFailedRefreshRetriesBeforeTheExpiry(t *testing.T) {
 	v, clk := testVault(t, Options{Leeway: -1})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: 100 * time.Second, now: clk.Now}
 	v.OnLogin(h.login, login.ID("issuer"), login.Backoff(time.Second, time.Hour))
 	first := mustSelect(t, v)
@@ -53,7 +53,7 @@ func TestFailedRefreshRetriesBeforeTheExpiry(t *testing.T) {
 // 1 h), where the backoff alone gives 32 s).
 func TestFailedRefreshCapDoesNotGrowTheBackoff(t *testing.T) {
 	v, clk := testVault(t, Options{Leeway: -1})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: 100 * time.Second, now: clk.Now}
 	v.OnLogin(h.login, login.ID("issuer"), login.Backoff(time.Second, time.Hour))
 	expiry := mustSelect(t, v).usableUntil

@@ -197,7 +197,7 @@ func TestServingCredentialClearsStrikesAndBackoff(t *testing.T) {
 // replaced it, pointing at the server's authenticator for a store outage.
 func TestLoginErrorForgetsARejectionOnceACredentialReplacedIt(t *testing.T) {
 	v, clk := testVault(t, Options{})
-	v.jitter = func(int64) int64 { return 0 }
+	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: time.Hour, now: clk.Now}
 	v.OnLogin(h.login, login.ID("h"), login.Retries(0))
 	reject(v, mustSelect(t, v))
@@ -206,7 +206,7 @@ func TestLoginErrorForgetsARejectionOnceACredentialReplacedIt(t *testing.T) {
 	v.served(c)
 	h.failWith(errors.New("store down"))
 	v.mu.Lock()
-	c.refresh.Stop() // no refresh: the credential expires while it serves
+	c.owner.refreshAt = time.Time{} // no refresh: the credential expires while it serves
 	v.mu.Unlock()
 	clk.Step(2 * time.Hour)
 

@@ -71,7 +71,7 @@ func TestSelectNeverHandsOutExpiredCredentials(t *testing.T) {
 			first := mustSelect(t, v)
 			// Stop proactive refresh from replacing it: this test is about expiry.
 			v.mu.Lock()
-			first.refresh.Stop()
+			first.owner.refreshAt = time.Time{}
 			v.mu.Unlock()
 
 			clk.SetTime(epoch.Add(tt.usable - time.Millisecond))
@@ -224,7 +224,7 @@ func TestHandlersRunConcurrently(t *testing.T) {
 	eventually(t, "a's failure", func() bool {
 		v.mu.Lock()
 		defer v.mu.Unlock()
-		return v.lookupLocked("a").outcome != nil
+		return v.core.lookup("a").outcome != nil
 	})
 	release <- struct{}{}
 	if c := <-done; c.Handler != "b" {
@@ -370,7 +370,7 @@ func TestDuplicateIDsAreNumbered(t *testing.T) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var ids []string
-	for _, h := range v.handlers {
+	for _, h := range v.core.handlers {
 		ids = append(ids, h.settings.ID)
 	}
 	if got := strings.Join(ids, ","); got != "same,same#2,same#3" {
@@ -379,12 +379,12 @@ func TestDuplicateIDsAreNumbered(t *testing.T) {
 }
 
 func TestPackageLevelOnLoginUsesDefault(t *testing.T) {
-	before := len(Default.handlers)
+	before := len(Default.core.handlers)
 	OnLogin((&counter{}).login, login.ID("default-test"))
 	Default.mu.Lock()
 	defer Default.mu.Unlock()
-	if len(Default.handlers) != before+1 || Default.handlers[before].settings.ID != "default-test" {
+	if len(Default.core.handlers) != before+1 || Default.core.handlers[before].settings.ID != "default-test" {
 		t.Error("OnLogin did not register with Default")
 	}
-	Default.handlers = Default.handlers[:before]
+	Default.core.handlers = Default.core.handlers[:before]
 }

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,12 +31,12 @@ const (
 // way. A vault already closed, or closed meanwhile, ends the wait at once.
 func (v *Vault) Shutdown(ctx context.Context) error {
 	defer v.Close()
-	v.draining.Store(true)
+	v.drain.on.Store(true)
 	deadline := time.NewTimer(shutdownMax)
 	defer deadline.Stop()
 	tick := time.NewTicker(shutdownQuiet)
 	defer tick.Stop()
-	last := v.asked.Load()
+	last := v.drain.asked.Load()
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,7 +47,7 @@ func (v *Vault) Shutdown(ctx context.Context) error {
 		case <-deadline.C:
 			return nil
 		case <-tick.C:
-			n := v.asked.Load()
+			n := v.drain.asked.Load()
 			if n == last {
 				return nil
 			}
@@ -58,7 +59,14 @@ func (v *Vault) Shutdown(ctx context.Context) error {
 // noteAsked counts a request for a credential while Shutdown waits for the
 // vault to fall quiet; otherwise it costs one atomic load.
 func (v *Vault) noteAsked() {
-	if v.draining.Load() {
-		v.asked.Add(1)
+	if v.drain.on.Load() {
+		v.drain.asked.Add(1)
 	}
+}
+
+// drain is what Shutdown watches: on once it waits, asked then counting
+// the requests for a credential, to close once they stop.
+type drain struct {
+	on    atomic.Bool
+	asked atomic.Uint64
 }

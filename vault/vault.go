@@ -160,12 +160,15 @@ func (o Options) withDefaults() Options {
 // Vault holds the credentials that login handlers return and hands them out.
 // All its methods are safe for concurrent use. A Vault starts no goroutine
 // until it is first used; Close stops all of them.
+//
+// Its state and rules are the core's (core.go, handlerstate.go); the Vault
+// runs what the core asks for (logins, a timer, publishing what Select
+// hands out) and applies it under mu.
 type Vault struct {
 	// Set by New and never changed.
 	opts    Options
 	log     logr.Logger
 	clock   clock.WithDelayedExecution
-	jitter  func(n int64) int64 // a random duration in [0, n); tests make it fixed
 	metrics *metrics
 	pool    *pool // the transports of the credentials' identities; locks itself
 
@@ -176,35 +179,21 @@ type Vault struct {
 
 	// Lock order: mu, then pool.mu. life.spawnMu is never held with
 	// either. A method whose name ends in Locked is called with mu held.
-	mu           sync.Mutex
-	handlers     []*handler           // registered with OnLogin, in order; each handler's state is under mu too
-	fallback     []*handler           // from Options.Fallback, made by fallbackLocked when first needed
-	madeFallback bool                 // fallbackLocked has made them
-	registered   []login.Registration // what OnLogin was given, for SetDefault
-	changed      chan struct{}        // closed and replaced when a waiter should look again
-	closed       bool                 // Close has begun: no new login, no new credential
-	serving      []string             // the handlers last logged as handed out (see logServingLocked)
-	expiry       clock.Timer          // marks the current snapshot stale at its soonest
-	lastLoss     lastRejection        // the last credential invalidated since one was accepted, for LoginError
-	// first holds the credentials of a login on an empty vault back until
-	// every handler of the round has finished its first attempt, or its
-	// timer (Options.FirstLoginWait) fires: see startDueLocked.
-	first firstLogin
-	// roundStart is when the vault, holding no usable credential, last
-	// started logins (for Ready); zero once a credential arrives.
-	roundStart time.Time
+	mu      sync.Mutex
+	core    *core         // the handlers and the rules between them
+	changed chan struct{} // closed and replaced when a waiter should look again
+	timers  timers        // the core's next deadline, and the snapshot's expiry
+	serving []string      // the handlers last logged as handed out (see logServingLocked)
 
 	waits waitCounts // callers blocked on a login; atomic
-	// draining is set by Shutdown, which then counts in asked the
-	// requests for a credential, to close once they stop.
-	draining atomic.Bool
-	asked    atomic.Uint64
-	life     lifecycle // the goroutines and handler calls Close waits for
+	drain drain      // requests counted while Shutdown waits
+	life  lifecycle  // the goroutines and handler calls Close waits for
 
-	// Close is recorded where each lock needs it: closed under mu (no new
-	// login, no new credential), life.stopping under life.spawnMu (no new
-	// goroutine or handler call), pool.closed under pool.mu (no new
-	// transport), and life.ctx canceled (logins under way end).
+	// Close is recorded where each lock needs it: core.closed under mu
+	// (no new login, no new credential), life.stopping under
+	// life.spawnMu (no new goroutine or handler call), pool.closed under
+	// pool.mu (no new transport), and life.ctx canceled (logins under
+	// way end).
 }
 
 // lastRejection is the server and cause of the last credential invalidated.
@@ -213,10 +202,13 @@ type lastRejection struct {
 	cause  error
 }
 
-// firstLogin is the state of the first-login wait (Options.FirstLoginWait).
-type firstLogin struct {
-	settling bool
-	timer    clock.Timer
+// timers are the vault's timers, guarded by Vault.mu: tick runs core.tick
+// at the core's deadline (tickAt), and expiry marks the current snapshot
+// stale at its soonest expiry.
+type timers struct {
+	tick   clock.Timer
+	tickAt time.Time
+	expiry clock.Timer
 }
 
 // waitCounts count the callers blocked on a login now (waiting) and all
@@ -249,7 +241,7 @@ func newVault(opts Options, clk clock.WithDelayedExecution) *Vault {
 		opts:    opts,
 		log:     opts.Logger, // as given: the caller names it
 		clock:   clk,
-		jitter:  rand.Int64N,
+		core:    newCore(opts, rand.Int64N),
 		changed: make(chan struct{}),
 		life:    lifecycle{ctx: ctx, cancel: cancel},
 	}
@@ -282,7 +274,7 @@ func OnLogin(h login.Handler, opts ...login.Option) { Default.OnLogin(h, opts...
 func SetDefault(opts Options) *Vault {
 	old := Default
 	old.mu.Lock()
-	registered := slices.Clone(old.registered)
+	registered := slices.Clone(old.core.registered)
 	old.mu.Unlock()
 	// Before New: the old vault's metrics leave the registerer (a second
 	// SetDefault may give the same one) before the new one's come.
@@ -308,78 +300,100 @@ func SetDefault(opts Options) *Vault {
 func (v *Vault) OnLogin(h login.Handler, opts ...login.Option) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.closed {
-		return
-	}
-	v.handlers = append(v.handlers, v.newHandler(h, opts))
-	v.registered = append(v.registered, login.Registration{Handler: h, Options: opts})
+	v.core.register(h, opts)
 }
 
 // closeGrace is how long Close waits for handler calls to return after
 // their context ended: a handler that ignores its context is abandoned then.
 const closeGrace = 5 * time.Second
 
-// lookupLocked finds a handler by ID.
-func (v *Vault) lookupLocked(id string) *handler {
-	for _, list := range [][]*handler{v.handlers, v.fallback} {
-		for _, h := range list {
-			if h.settings.ID == id {
-				return h
+// applyLocked does what the core's effects ask for: releases the
+// connections of credentials gone, routes under a new credential's server,
+// publishes, starts logins, and arms the timer for the core's next
+// deadline.
+func (v *Vault) applyLocked(e effects) {
+	for {
+		for _, c := range e.dropped {
+			c.route.release(v.pool)
+		}
+		for _, s := range e.superseded {
+			// A handler whose new credential has another TLS identity (a
+			// reissued client certificate) will not bring the old one
+			// back: it skips the grace kept for a re-login with the
+			// same identity.
+			v.pool.superseded(s.old.route, s.new.route)
+		}
+		if e.accepted != nil {
+			v.addBaseLocked(e.accepted.route.base)
+		}
+		if len(e.early) > 0 {
+			v.log.Info("handing out credentials before every handler finished its first attempt: the wait is bounded",
+				"firstLoginWait", v.opts.FirstLoginWait, "waitingFor", e.early)
+		}
+		switch {
+		case e.publish:
+			v.publishLocked()
+		case e.wake:
+			v.broadcastLocked()
+		}
+		for _, h := range e.start {
+			reason := h.reason
+			if !v.spawn(func() { v.login(h, reason) }) {
+				h.running = false // the vault is closing
 			}
 		}
-	}
-	return nil
-}
-
-// activeLocked are the handlers a login runs.
-func (v *Vault) activeLocked() []*handler {
-	switch {
-	case len(v.handlers) == 0:
-		return v.fallbackLocked()
-	case v.opts.KeepFallback:
-		return append(v.handlers[:len(v.handlers):len(v.handlers)], v.fallbackLocked()...)
-	}
-	return v.handlers
-}
-
-// allLocked are the handlers that may hold credentials.
-func (v *Vault) allLocked() []*handler {
-	return append(v.handlers[:len(v.handlers):len(v.handlers)], v.fallback...)
-}
-
-// fallbackLocked makes the fallback handlers the first time they are
-// needed, so that a vault whose own handlers serve shows none of them.
-func (v *Vault) fallbackLocked() []*handler {
-	if !v.madeFallback {
-		v.madeFallback = true
-		for _, r := range v.opts.Fallback {
-			h := v.newHandler(r.Handler, r.Options)
-			h.fallback, h.lastRank = true, rankOf(h, 0)
-			v.fallback = append(v.fallback, h)
+		// A deadline that has passed is done now: a fake clock would
+		// not fire a timer armed for it until its next step.
+		now := v.clock.Now()
+		if at := v.core.deadline(); at.IsZero() || at.After(now) {
+			v.armTickLocked(at, now)
+			return
 		}
+		e = v.core.tick(now)
 	}
-	return v.fallback
 }
 
-// publishLocked rebuilds the snapshot from the handlers' credentials and wakes
-// the waiters.
+// armTickLocked sets the tick timer for at, unless it is set for it
+// already; zero stops it. The callback takes no lock: a fake clock calls it
+// under its own.
+func (v *Vault) armTickLocked(at, now time.Time) {
+	t := &v.timers
+	if at.Equal(t.tickAt) && (t.tick != nil) == !at.IsZero() {
+		return
+	}
+	if t.tick != nil {
+		t.tick.Stop()
+		t.tick = nil
+	}
+	t.tickAt = at
+	if at.IsZero() {
+		return
+	}
+	t.tick = v.clock.AfterFunc(at.Sub(now), func() {
+		v.spawn(func() {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.timers.tickAt = time.Time{} // fired: the next deadline arms anew
+			v.timers.tick = nil
+			v.applyLocked(v.core.tick(v.clock.Now()))
+		})
+	})
+}
+
+// publishLocked rebuilds the snapshot from the handlers' credentials and
+// wakes the waiters.
 func (v *Vault) publishLocked() {
-	var creds []*Credential
-	for _, h := range v.allLocked() {
-		if h.cred != nil {
-			creds = append(creds, h.cred)
-		}
-	}
-	s := newSnapshot(creds)
-	s.held = v.first.settling
-	if v.expiry != nil {
-		v.expiry.Stop()
-		v.expiry = nil
+	s := newSnapshot(v.core.creds())
+	s.held = v.core.settling
+	t := &v.timers
+	if t.expiry != nil {
+		t.expiry.Stop()
+		t.expiry = nil
 	}
 	if !s.soonest.IsZero() {
 		// The callback takes no lock: a fake clock calls it under its own.
 		if d := s.soonest.Sub(v.clock.Now()); d > 0 {
-			v.expiry = v.clock.AfterFunc(d, func() { s.stale.Store(true) })
+			t.expiry = v.clock.AfterFunc(d, func() { s.stale.Store(true) })
 		} else {
 			s.stale.Store(true)
 		}
@@ -387,14 +401,6 @@ func (v *Vault) publishLocked() {
 	v.logServingLocked(s) // before a caller can see it
 	v.snap.Store(s)
 	v.broadcastLocked()
-	if !s.held {
-		// A handler that ranks above what serves now logs in again (after
-		// its backoff): a registered handler that gave nothing while a
-		// fallback serves, under KeepFallback, is asked again.
-		for _, h := range v.activeLocked() {
-			v.retryAboveLocked(h)
-		}
-	}
 }
 
 // broadcastLocked wakes every waiter.
@@ -426,15 +432,7 @@ func (v *Vault) spawn(f func()) bool {
 func (v *Vault) Close() {
 	v.life.closeOnce.Do(func() {
 		v.mu.Lock()
-		v.closed = true
-		v.endSettlingLocked()
-		for _, h := range v.allLocked() {
-			v.dropLocked(h)
-			if h.retryTimer != nil {
-				h.retryTimer.Stop()
-			}
-		}
-		v.publishLocked()
+		v.applyLocked(v.core.close(v.clock.Now()))
 		v.mu.Unlock()
 
 		v.life.spawnMu.Lock()
@@ -461,18 +459,6 @@ func (v *Vault) waitForCalls() {
 	case <-time.After(closeGrace):
 		v.log.Info("closed without waiting for login handlers that ignore their context")
 	}
-}
-
-// dropLocked removes h's credential and stops its refresh.
-func (v *Vault) dropLocked(h *handler) {
-	if h.cred == nil {
-		return
-	}
-	if h.cred.refresh != nil {
-		h.cred.refresh.Stop()
-	}
-	h.cred.route.release(v.pool)
-	h.cred = nil
 }
 
 // addBaseLocked makes the transport route requests under r's server.

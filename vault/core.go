@@ -1,0 +1,517 @@
+package vault
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/authvault/authvault/login"
+)
+
+// core is the vault's state machine: the handlers' states and the rules
+// between them (which handlers log in, the first-login round, a higher
+// priority logging in again while a lower one serves). Each event is a
+// method that takes the time it happens at and returns the effects the
+// vault must apply; like a handlerState, the core holds no lock, reads no
+// clock, starts no goroutine and never sees the Vault, so that tests drive
+// it directly (see the model test). The vault calls it under Vault.mu.
+type core struct {
+	opts   Options             // withDefaults applied
+	jitter func(n int64) int64 // a random duration in [0, n); tests make it fixed
+
+	handlers     []*handlerState      // registered with OnLogin, in order
+	fallback     []*handlerState      // from Options.Fallback, made when first needed
+	madeFallback bool                 // fallbackHandlers has made them
+	registered   []login.Registration // what OnLogin was given, for SetDefault
+	closed       bool                 // no new login, no new credential
+	lastLoss     lastRejection        // the last credential invalidated since one was accepted, for LoginError
+	// settling holds the credentials of a login on an empty vault back
+	// until every handler of the round has finished its first attempt, or
+	// settleAt (Options.FirstLoginWait after the round began) has passed.
+	settling bool
+	settleAt time.Time
+	// roundStart is when the vault, holding no usable credential, last
+	// started logins (for Ready); zero once a credential arrives.
+	roundStart time.Time
+}
+
+// effects are what the vault must do after an event.
+type effects struct {
+	start   []*handlerState // logins to begin, each for its handler's reason
+	dropped []*Credential   // credentials gone: their connections may go
+	// superseded are credentials replaced by their handler's next one:
+	// their TLS identity may skip its grace (see pool.superseded).
+	superseded []supersession
+	accepted   *Credential // a new credential: the transport routes under its server
+	publish    bool        // the credentials changed: publish a snapshot and wake waiters
+	wake       bool        // waiters should look again
+	// early names the handlers the round stopped waiting for when
+	// FirstLoginWait passed.
+	early []string
+}
+
+type supersession struct{ old, new *Credential }
+
+func newCore(opts Options, jitter func(int64) int64) *core {
+	return &core{opts: opts, jitter: jitter}
+}
+
+// register adds a handler registered with OnLogin.
+func (c *core) register(fn login.Handler, opts []login.Option) {
+	if c.closed {
+		return
+	}
+	c.handlers = append(c.handlers, c.newHandler(fn, opts, false))
+	c.registered = append(c.registered, login.Registration{Handler: fn, Options: opts})
+}
+
+// newHandler configures a handler with a unique ID.
+func (c *core) newHandler(fn login.Handler, opts []login.Option, fallback bool) *handlerState {
+	s := configure(fn, opts...)
+	id := s.ID
+	for n := 2; c.lookup(id) != nil; n++ {
+		id = s.ID + "#" + strconv.Itoa(n)
+	}
+	s.ID = id
+	return newHandlerState(fn, s, fallback)
+}
+
+// lookup finds a handler by ID.
+func (c *core) lookup(id string) *handlerState {
+	for _, h := range c.all() {
+		if h.settings.ID == id {
+			return h
+		}
+	}
+	return nil
+}
+
+// active are the handlers a login runs.
+func (c *core) active() []*handlerState {
+	switch {
+	case len(c.handlers) == 0:
+		return c.fallbackHandlers()
+	case c.opts.KeepFallback:
+		return append(c.handlers[:len(c.handlers):len(c.handlers)], c.fallbackHandlers()...)
+	}
+	return c.handlers
+}
+
+// all are the handlers that may hold credentials.
+func (c *core) all() []*handlerState {
+	return append(c.handlers[:len(c.handlers):len(c.handlers)], c.fallback...)
+}
+
+// fallbackHandlers makes the fallback handlers the first time they are
+// needed, so that a vault whose own handlers serve shows none of them.
+func (c *core) fallbackHandlers() []*handlerState {
+	if !c.madeFallback {
+		c.madeFallback = true
+		for _, r := range c.opts.Fallback {
+			c.fallback = append(c.fallback, c.newHandler(r.Handler, r.Options, true))
+		}
+	}
+	return c.fallback
+}
+
+// creds are the credentials the handlers hold.
+func (c *core) creds() []*Credential {
+	var creds []*Credential
+	for _, h := range c.all() {
+		if h.cred != nil {
+			creds = append(creds, h.cred)
+		}
+	}
+	return creds
+}
+
+// topRank is the rank of the best credential held, and false if none is.
+func (c *core) topRank() (rank, bool) {
+	var top rank
+	found := false
+	for _, cred := range c.creds() {
+		if r := cred.rank(); !found || compareRanks(r, top) > 0 {
+			top, found = r, true
+		}
+	}
+	return top, found
+}
+
+// begin starts a login of h for reason.
+func (c *core) begin(h *handlerState, reason login.Reason, e *effects) {
+	h.start(reason)
+	e.start = append(e.start, h)
+}
+
+// changed notes that the credentials changed: the vault publishes them,
+// and, unless the round holds them back, a handler that ranks above what
+// serves now logs in again (after its backoff): a registered handler that
+// gave nothing while a fallback serves, under KeepFallback, is asked again.
+func (c *core) changed(now time.Time, e *effects) {
+	e.publish = true
+	if !c.settling {
+		for _, h := range c.active() {
+			c.retryAbove(now, h, e)
+		}
+	}
+}
+
+// retryAbove makes sure that h, which has no credential, logs in again
+// while credentials of a lower priority than its last one serve: otherwise
+// only an empty vault would start its login, and the lower priority
+// (another cluster, with the fallback defaults) would serve for good. It
+// starts the login when h's retryAt has come; until then deadline gives it.
+func (c *core) retryAbove(now time.Time, h *handlerState, e *effects) {
+	if c.wantsRetryAbove(h) && h.idle(now) {
+		c.begin(h, h.lossReason(), e)
+	}
+}
+
+// wantsRetryAbove tells whether h waits to log in above what serves.
+func (c *core) wantsRetryAbove(h *handlerState) bool {
+	if c.closed || h.cred != nil || h.running || !slices.Contains(c.active(), h) {
+		return false
+	}
+	top, ok := c.topRank()
+	return ok && compareRanks(h.lastRank, top) > 0
+}
+
+// startDue starts a login for each active handler that has no credential
+// and is neither logging in nor backing off, at now, on a vault without a
+// usable credential: the handlers started make a round whose credentials
+// are held back until each has finished its first attempt, or
+// FirstLoginWait has passed, so that callers get the highest priority the
+// round gives rather than the fastest handler's.
+func (c *core) startDue(now time.Time) effects {
+	var e effects
+	if c.closed {
+		return e
+	}
+	started := false
+	for _, h := range c.active() {
+		if h.cred == nil && h.idle(now) {
+			c.begin(h, h.lossReason(), &e)
+			h.firstPending, started = true, true
+		}
+	}
+	if started && c.roundStart.IsZero() {
+		c.roundStart = now
+	}
+	if started && !c.settling && c.opts.FirstLoginWait > 0 && len(c.active()) > 1 {
+		c.settling, c.settleAt = true, now.Add(c.opts.FirstLoginWait)
+	}
+	return e
+}
+
+// needed is a caller's finding at now that the vault has no usable
+// credential: the handlers that can log in do, as a round, unless a round's
+// logins are under way.
+func (c *core) needed(now time.Time) effects {
+	if c.settling {
+		return effects{}
+	}
+	return c.startDue(now)
+}
+
+// ready is the readiness at now of a vault without a usable credential
+// (see Vault.Ready): nil while it logs in and has been without one for
+// less than Options.ReadyGrace.
+func (c *core) ready(now time.Time) (effects, error) {
+	e := c.needed(now)
+	if !c.loggingIn() {
+		return e, c.loginError(nil)
+	}
+	if c.roundStart.IsZero() {
+		// A login that began as a refresh, whose credential has gone
+		// since: the grace counts from now.
+		c.roundStart = now
+	}
+	if waited := now.Sub(c.roundStart); waited >= c.opts.ReadyGrace {
+		return e, c.loginError(fmt.Errorf("vault: without a usable credential, logging in, for %s", waited.Round(time.Millisecond)))
+	}
+	return e, nil
+}
+
+// firstAttemptDone notes that h has finished its first attempt of the
+// round; the last one releases the round's credentials.
+func (c *core) firstAttemptDone(now time.Time, h *handlerState, e *effects) {
+	if !h.firstPending {
+		return
+	}
+	h.firstPending = false
+	if c.settling && len(c.pending()) == 0 {
+		c.endSettling(now, e)
+	}
+}
+
+// pending names the handlers whose first attempt of the round is still
+// under way.
+func (c *core) pending() []string {
+	var ids []string
+	for _, h := range c.all() {
+		if h.firstPending {
+			ids = append(ids, h.settings.ID)
+		}
+	}
+	return ids
+}
+
+// endSettling hands the round's credentials out.
+func (c *core) endSettling(now time.Time, e *effects) {
+	if !c.settling {
+		return
+	}
+	c.settling, c.settleAt = false, time.Time{}
+	for _, h := range c.all() {
+		h.firstPending = false
+	}
+	if !c.closed {
+		c.changed(now, e)
+	}
+}
+
+// loggingIn tells whether any handler is logging in, or a round's first
+// attempts are still being waited for.
+func (c *core) loggingIn() bool {
+	return c.settling || slices.ContainsFunc(c.all(), func(h *handlerState) bool { return h.running })
+}
+
+// loggedIn tells whether any handler has been called or is being called:
+// whether the vault has been used.
+func (c *core) loggedIn() bool {
+	return slices.ContainsFunc(c.active(), func(h *handlerState) bool { return h.running || !h.lastCall.IsZero() })
+}
+
+// usable tells whether any handler holds a usable credential at now, held
+// back for the first-login wait or not.
+func (c *core) usable(now time.Time) bool {
+	return slices.ContainsFunc(c.all(), func(h *handlerState) bool { return h.cred != nil && h.cred.usable(now) })
+}
+
+// accepted ends an attempt of h at now that gave cred: h's new credential,
+// or the error that says why the vault refuses it. ok tells which; unsound
+// that its refresh backs off (see handlerState.schedule).
+func (c *core) accepted(now time.Time, h *handlerState, cred *Credential) (e effects, unsound bool, err error) {
+	if c.closed {
+		return e, false, ErrClosed
+	}
+	if err := h.offered(now, cred, c.opts.Leeway); err != nil {
+		return e, false, err
+	}
+	old, unsound := h.install(now, cred, c.jitter)
+	if old != nil {
+		e.dropped = append(e.dropped, old)
+		e.superseded = append(e.superseded, supersession{old, cred})
+	}
+	e.accepted = cred
+	c.roundStart = time.Time{}
+	// A rejection before this credential no longer says why the vault may
+	// run empty: a LoginError names one only if no credential came since.
+	c.lastLoss = lastRejection{}
+	// With the credential: once the vault's lock is let go, the
+	// credential may be gone and h in the next round, whose first attempt
+	// a late mark would end.
+	c.firstAttemptDone(now, h, &e)
+	c.changed(now, &e)
+	return e, unsound, nil
+}
+
+// attemptFailed ends attempt n of h's login at now with err (not a refused
+// credential's, which accepted returned). It says whether the login goes
+// on, and after how long; else it has finished, and again tells that it
+// gave nothing as the one before it did.
+func (c *core) attemptFailed(now time.Time, h *handlerState, n int, err error) (e effects, retry bool, delay time.Duration, again bool) {
+	if n == 1 {
+		c.firstAttemptDone(now, h, &e)
+	}
+	if c.closed {
+		again = c.finish(now, h, err, 0, &e)
+		return e, false, 0, again
+	}
+	delay = h.nextDelay(now, err, c.jitter)
+	if !retryable(err) || (h.settings.Retries != login.Unlimited && n > h.settings.Retries) {
+		again = c.finish(now, h, err, delay, &e)
+		return e, false, delay, again
+	}
+	h.outcome = err
+	return e, true, delay, false
+}
+
+// stopped ends h's login at now before its next call: the vault closed, or
+// (err is errStillRunning's) h's abandoned call did not return in time.
+func (c *core) stopped(now time.Time, h *handlerState, err error) (e effects, again bool) {
+	delay := time.Duration(0)
+	if !c.closed {
+		delay = h.nextDelay(now, err, c.jitter)
+	}
+	again = c.finish(now, h, err, delay, &e)
+	return e, again
+}
+
+// finish ends h's login at now with err and no credential; the next comes
+// no earlier than delay from now. It tells whether the login gave nothing,
+// as the one before it did.
+func (c *core) finish(now time.Time, h *handlerState, err error, delay time.Duration, e *effects) (again bool) {
+	c.firstAttemptDone(now, h, e) // a login that ended before its first attempt
+	again = h.finish(now, err, delay, c.closed)
+	c.retryAbove(now, h, e) // a higher priority that failed: not only on an empty vault
+	e.wake = true
+	return again
+}
+
+// invalidated removes cred at now because of cause, unless it is no
+// longer its handler's (replaced since, or invalidated already); ok tells
+// whether it did, backsOff whether its handler now backs off (see
+// handlerState.rejected).
+func (c *core) invalidated(now time.Time, cred *Credential, cause error, by invalidation) (e effects, ok, backsOff bool) {
+	h := cred.owner
+	if c.closed || h == nil || h.cred != cred {
+		return e, false, false
+	}
+	c.lastLoss = lastRejection{server: cred.Info.Server, cause: cause}
+	if by == byTLSFailure {
+		h.tlsFailed(now, cause, c.jitter)
+	} else {
+		backsOff = h.rejected(now, cred, cause, c.opts.InvalidatedRefused, by == by401, c.jitter)
+	}
+	e.dropped = append(e.dropped, cred)
+	c.changed(now, &e)
+	c.retryAbove(now, h, &e)
+	return e, true, backsOff
+}
+
+// expired drops the credentials no longer usable at now; lastUsable is
+// when the last of them stopped being usable.
+func (c *core) expired(now time.Time) (e effects) {
+	var lastUsable time.Time
+	for _, h := range c.all() {
+		if cred := h.expired(now); cred != nil {
+			lastUsable = later(lastUsable, cred.usableUntil)
+			e.dropped = append(e.dropped, cred)
+		}
+	}
+	if len(e.dropped) == 0 {
+		return e
+	}
+	if c.roundStart.IsZero() && !c.usable(now) {
+		// The vault has had nothing to serve since then, whatever logins
+		// (a failing refresh) are under way: Ready counts from it.
+		c.roundStart = lastUsable
+	}
+	c.changed(now, &e)
+	return e
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// refreshAll asks every handler for a new credential at now (see
+// Vault.Refresh).
+func (c *core) refreshAll(now time.Time) (e effects) {
+	if c.closed || !c.loggedIn() {
+		return e
+	}
+	empty := true
+	for _, h := range c.active() {
+		h.retryAt = time.Time{}
+		if h.cred != nil {
+			empty = false
+			if !h.running {
+				c.begin(h, login.Reason{Kind: login.Refresh}, &e)
+			}
+		}
+	}
+	// Handlers without a credential log in as a round when none serves
+	// (the first-login rules pick the winner), else one by one.
+	if empty {
+		return c.startDue(now)
+	}
+	for _, h := range c.active() {
+		if h.cred == nil && !h.running {
+			c.begin(h, h.lossReason(), &e)
+		}
+	}
+	return e
+}
+
+// deadline is the next time at which tick has something to do; zero if
+// none.
+func (c *core) deadline() time.Time {
+	var next time.Time
+	sooner := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if c.closed {
+		return next
+	}
+	if c.settling {
+		sooner(c.settleAt)
+	}
+	for _, h := range c.all() {
+		switch {
+		case h.cred != nil && !h.running:
+			sooner(h.refreshAt)
+		case c.wantsRetryAbove(h):
+			sooner(later(h.retryAt, time.Unix(0, 1))) // retryAt may be zero: due at once
+		}
+	}
+	return next
+}
+
+// tick does at now what is due by then: the end of the round's wait,
+// refreshes before expiry, logins above what serves.
+func (c *core) tick(now time.Time) (e effects) {
+	if c.closed {
+		return e
+	}
+	if c.settling && !c.settleAt.After(now) {
+		e.early = c.pending()
+		c.endSettling(now, &e)
+	}
+	for _, h := range c.all() {
+		if h.refreshDue(now) {
+			c.begin(h, login.Reason{Kind: login.Refresh}, &e)
+		}
+		c.retryAbove(now, h, &e)
+	}
+	return e
+}
+
+// close ends every credential: no new login, no new credential.
+func (c *core) close(now time.Time) (e effects) {
+	c.closed = true
+	c.endSettling(now, &e)
+	for _, h := range c.all() {
+		if cred := h.drop(); cred != nil {
+			e.dropped = append(e.dropped, cred)
+		}
+	}
+	e.publish = true
+	return e
+}
+
+// loginError describes why there is no credential.
+func (c *core) loginError(callerErr error) *LoginError {
+	e := &LoginError{Server: c.lastLoss.server, Cause: c.lastLoss.cause, Err: callerErr}
+	active := c.active()
+	if len(active) == 0 && callerErr == nil {
+		e.Err = ErrNoHandlers
+	}
+	for _, h := range active {
+		e.Handlers = append(e.Handlers, Outcome{
+			Handler: h.settings.ID,
+			Err:     h.outcome,
+			Running: h.running,
+			Held:    c.settling && h.cred != nil,
+			RetryAt: h.retryAt,
+		})
+	}
+	return e
+}

@@ -152,3 +152,10 @@ func selectAdvancing(t *testing.T, v *Vault, clk *testingclock.FakeClock, step t
 		}
 	}
 }
+
+// isClosed tells whether Close has begun.
+func isClosed(v *Vault) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.core.closed
+}

@@ -42,7 +42,12 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 	if cred == nil {
 		return errors.New("vault: Invalidate of a nil credential")
 	}
-	if !v.invalidate(ctx, cred, cause, byCaller) && v.isClosed() {
+	if v.invalidate(ctx, cred, cause, byCaller) {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.core.closed {
 		return ErrClosed
 	}
 	return nil
@@ -81,12 +86,13 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 	return true
 }
 
-// rejected invalidates cred, which the server answered with a 401.
-func (v *Vault) rejected(ctx context.Context, cred *Credential, resp *http.Response) {
-	v.invalidate(ctx, cred, &UnauthorizedError{
+// unauthorized is why cred is invalidated when the server answered resp, a
+// 401.
+func unauthorized(cred *Credential, resp *http.Response) *UnauthorizedError {
+	return &UnauthorizedError{
 		Server: cred.Info.Server, Status: resp.Status, StatusCode: resp.StatusCode,
 		Challenge: safeChallenge(resp.Header.Get("WWW-Authenticate"), cred),
-	}, by401)
+	}
 }
 
 // invalidation says who invalidates a credential, and so what it costs its

@@ -32,7 +32,7 @@ func isError(line string) bool { return line != "" && !strings.Contains(line, `"
 
 // reject has the transport's 401 invalidate c.
 func reject(v *Vault, c *Credential) {
-	v.rejected(context.Background(), c, &http.Response{Status: "401 Unauthorized", StatusCode: http.StatusUnauthorized})
+	v.invalidate(context.Background(), c, unauthorized(c, &http.Response{Status: "401 Unauthorized", StatusCode: http.StatusUnauthorized}), by401)
 }
 
 // A run that goes well says so at INFO, once for each event: the first

@@ -18,7 +18,14 @@ const (
 	refreshWindowPart = 10
 )
 
-// login runs h's attempts for reason until one gives a credential the
+// loginRun is one login of a handler, run in a goroutine of its own: the
+// calls, their waits and their logs. What each result means is the core's.
+type loginRun struct {
+	v *Vault
+	h *handlerState
+}
+
+// run runs h's attempts for reason until one gives a credential the
 // vault accepts, the handler's retries run out, or the vault closes: the
 // calls, their waits and their logs. What each result means is the core's
 // (core.accepted, core.attemptFailed). It starts no earlier than the
@@ -28,7 +35,8 @@ const (
 //
 // Its log lines carry the handler and the reason; an attempt's, its number
 // too, and the handler gets that logger in its context.
-func (v *Vault) login(h *handlerState, reason login.Reason) {
+func (l *loginRun) run(reason login.Reason) {
+	v, h := l.v, l.h
 	log := v.log.WithValues("handler", h.settings.ID, "reason", reason.String())
 	v.mu.Lock()
 	floor := h.untilFloor(v.clock.Now())
@@ -43,24 +51,24 @@ func (v *Vault) login(h *handlerState, reason login.Reason) {
 		log.Info("logging in")
 	}
 	ctx := login.WithReason(v.life.ctx, reason)
-	if !v.sleep(floor) {
-		v.stop(h, log, ErrClosed)
+	if !l.sleep(floor) {
+		l.stop(log, ErrClosed)
 		return
 	}
 	for n := 1; ; n++ {
 		log := log.WithValues("attempt", n)
-		if err := v.awaitReturn(h, log); err != nil {
-			v.stop(h, log, err)
+		if err := l.awaitReturn(log); err != nil {
+			l.stop(log, err)
 			return
 		}
 		start := time.Now()
-		cred, err := v.call(logr.NewContext(ctx, log), h)
+		cred, err := l.call(logr.NewContext(ctx, log))
 		v.mu.Lock()
 		var e effects
 		if err == nil {
 			var unsound bool
 			if e, unsound, err = v.core.accepted(v.clock.Now(), h, cred); err == nil {
-				v.loggedIn(h, cred, unsound, log)
+				l.loggedIn(cred, unsound, log)
 				v.applyLocked(e)
 				v.mu.Unlock()
 				v.metrics.attempt(h.settings.ID, result(nil), time.Since(start))
@@ -73,12 +81,12 @@ func (v *Vault) login(h *handlerState, reason login.Reason) {
 		v.mu.Unlock()
 		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
 		if !retry {
-			v.ended(h, log, err, again)
+			l.ended(log, err, again)
 			return
 		}
 		log.Error(redact.Error(err), "login attempt failed", "retryIn", delay)
-		if !v.sleep(delay) {
-			v.stop(h, log, err)
+		if !l.sleep(delay) {
+			l.stop(log, err)
 			return
 		}
 	}
@@ -91,7 +99,8 @@ func (v *Vault) login(h *handlerState, reason login.Reason) {
 // ends with errStillRunning, so that waiting callers get a LoginError
 // rather than wait on a handler that may never return. It returns ErrClosed
 // if the vault closes first.
-func (v *Vault) awaitReturn(h *handlerState, log logr.Logger) error {
+func (l *loginRun) awaitReturn(log logr.Logger) error {
+	v, h := l.v, l.h
 	v.mu.Lock()
 	returned := h.returned
 	v.mu.Unlock()
@@ -112,8 +121,10 @@ func (v *Vault) awaitReturn(h *handlerState, log logr.Logger) error {
 	}
 }
 
-// call runs h once, with ctx, and makes what it returns a credential.
-func (v *Vault) call(ctx context.Context, h *handlerState) (*Credential, error) {
+// call runs the handler once, with ctx, and makes what it returns a
+// credential.
+func (l *loginRun) call(ctx context.Context) (*Credential, error) {
+	v, h := l.v, l.h
 	returned := make(chan struct{})
 	v.mu.Lock()
 	n := h.called(v.clock.Now())
@@ -148,8 +159,10 @@ func (v *Vault) call(ctx context.Context, h *handlerState) (*Credential, error) 
 		fingerprint: info.Fingerprint(), route: r}, nil
 }
 
-// loggedIn logs h's new credential; v.mu is held, before it is published.
-func (v *Vault) loggedIn(h *handlerState, c *Credential, unsound bool, log logr.Logger) {
+// loggedIn logs the handler's new credential c; v.mu is held, before c is
+// published.
+func (l *loginRun) loggedIn(c *Credential, unsound bool, log logr.Logger) {
+	v, h := l.v, l.h
 	if unsound {
 		v.log.V(1).Info("credential expires within its refresh window: its refresh backs off", "handler", h.settings.ID,
 			"fingerprint", c.fingerprint, "expiration", expirationValue(c.Info.Expiration),
@@ -159,17 +172,19 @@ func (v *Vault) loggedIn(h *handlerState, c *Credential, unsound bool, log logr.
 		"priority", c.Info.Priority, "expiration", expirationValue(c.Info.Expiration)}, "refreshAt", h.refreshAt)...)
 }
 
-// stop ends h's login before its next call (see core.stopped).
-func (v *Vault) stop(h *handlerState, log logr.Logger, err error) {
+// stop ends the login before its next call (see core.stopped).
+func (l *loginRun) stop(log logr.Logger, err error) {
+	v := l.v
 	v.mu.Lock()
-	e, again := v.core.stopped(v.clock.Now(), h, err)
+	e, again := v.core.stopped(v.clock.Now(), l.h, err)
 	v.applyLocked(e)
 	v.mu.Unlock()
-	v.ended(h, log, err, again)
+	l.ended(log, err, again)
 }
 
-// ended logs the end of h's login that gave no credential.
-func (v *Vault) ended(h *handlerState, log logr.Logger, err error, again bool) {
+// ended logs the end of a login that gave no credential.
+func (l *loginRun) ended(log logr.Logger, err error, again bool) {
+	v, h := l.v, l.h
 	v.mu.Lock()
 	closed, retryAt, refreshAt := v.core.closed, h.retryAt, h.refreshAt
 	var kv []any // what serves meanwhile: h's credential, if a refresh failed
@@ -212,7 +227,8 @@ func retryable(err error) bool {
 }
 
 // sleep waits d on the vault's clock; false if the vault closed first.
-func (v *Vault) sleep(d time.Duration) bool {
+func (l *loginRun) sleep(d time.Duration) bool {
+	v := l.v
 	if d <= 0 {
 		return v.life.ctx.Err() == nil
 	}

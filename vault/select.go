@@ -15,7 +15,7 @@ import (
 // ErrClosed once the vault is closed. It never waits past ctx or MaxWait,
 // and never for a backoff to pass.
 func (v *Vault) Select(ctx context.Context) (*Credential, error) {
-	v.noteAsked()
+	v.drain.note()
 	if c := v.snap.Load().pick(); c != nil {
 		return c, nil
 	}
@@ -88,10 +88,4 @@ func (v *Vault) dropExpiredLocked() {
 		e.publish = true
 	}
 	v.applyLocked(e)
-}
-
-func (v *Vault) isClosed() bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.core.closed
 }

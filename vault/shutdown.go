@@ -56,11 +56,11 @@ func (v *Vault) Shutdown(ctx context.Context) error {
 	}
 }
 
-// noteAsked counts a request for a credential while Shutdown waits for the
+// note counts a request for a credential while Shutdown waits for the
 // vault to fall quiet; otherwise it costs one atomic load.
-func (v *Vault) noteAsked() {
-	if v.drain.on.Load() {
-		v.drain.asked.Add(1)
+func (d *drain) note() {
+	if d.on.Load() {
+		d.asked.Add(1)
 	}
 }
 

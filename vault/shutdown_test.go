@@ -70,7 +70,7 @@ func TestShutdownOfAQuietVault(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("Shutdown of an idle vault took %v", took)
 	}
-	if !v.isClosed() {
+	if !isClosed(v) {
 		t.Error("the vault is not closed after Shutdown")
 	}
 }
@@ -106,7 +106,7 @@ func TestShutdownIsBounded(t *testing.T) {
 	if err := v.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Shutdown(ctx) = %v, want the context's error", err)
 	}
-	if !v.isClosed() {
+	if !isClosed(v) {
 		t.Error("the vault is not closed after Shutdown's context ended")
 	}
 
@@ -139,7 +139,7 @@ func TestSetDefaultKeepsRegisteredHandlers(t *testing.T) {
 	if Default != v || v == old {
 		t.Fatal("SetDefault did not replace Default")
 	}
-	if !old.isClosed() {
+	if !isClosed(old) {
 		t.Error("the old Default is not closed")
 	}
 	if c := mustSelect(t, v); c.Handler != "registered-at-init" {

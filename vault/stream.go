@@ -197,7 +197,7 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		if resp != nil {
-			v.rejected(req.Context(), cred, resp)
+			v.invalidate(req.Context(), cred, unauthorized(cred, resp), by401)
 		} else {
 			v.invalidate(req.Context(), cred, &UnauthorizedError{
 				Server: cred.Info.Server, Status: "401 Unauthorized", StatusCode: http.StatusUnauthorized,

@@ -59,7 +59,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			v.served(cred)
 			return resp, nil
 		}
-		v.rejected(req.Context(), cred, resp)
+		v.invalidate(req.Context(), cred, unauthorized(cred, resp), by401)
 		// The next Select logs in when no credential is left; one login per
 		// request at most.
 		needsLogin := v.snap.Load().pick() == nil

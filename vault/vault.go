@@ -338,7 +338,7 @@ func (v *Vault) applyLocked(e effects) {
 		}
 		for _, h := range e.start {
 			reason := h.reason
-			if !v.spawn(func() { v.login(h, reason) }) {
+			if !v.spawn(func() { (&loginRun{v: v, h: h}).run(reason) }) {
 				h.running = false // the vault is closing
 			}
 		}

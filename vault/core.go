@@ -49,6 +49,23 @@ type effects struct {
 	// early names the handlers the round stopped waiting for when
 	// FirstLoginWait passed.
 	early []string
+	// expired are the credentials dropped because they expired.
+	expired []*Credential
+
+	// Set by seal at the end of every event, so that the vault applies
+	// the effects without asking the core again.
+	creds    []*Credential // what to publish, when publish
+	held     bool          // the round holds them back
+	deadline time.Time     // when tick is next due; zero: never
+}
+
+// seal completes e at the end of an event.
+func (c *core) seal(e effects) effects {
+	if e.publish {
+		e.creds, e.held = c.creds(), c.settling
+	}
+	e.deadline = c.deadline()
+	return e
 }
 
 type supersession struct{ old, new *Credential }
@@ -183,15 +200,14 @@ func (c *core) wantsRetryAbove(h *handlerState) bool {
 // are held back until each has finished its first attempt, or
 // FirstLoginWait has passed, so that callers get the highest priority the
 // round gives rather than the fastest handler's.
-func (c *core) startDue(now time.Time) effects {
-	var e effects
+func (c *core) startDue(now time.Time, e *effects) {
 	if c.closed {
-		return e
+		return
 	}
 	started := false
 	for _, h := range c.active() {
 		if h.cred == nil && h.idle(now) {
-			c.begin(h, h.lossReason(), &e)
+			c.begin(h, h.lossReason(), e)
 			h.firstPending, started = true, true
 		}
 	}
@@ -201,26 +217,44 @@ func (c *core) startDue(now time.Time) effects {
 	if started && !c.settling && c.opts.FirstLoginWait > 0 && len(c.active()) > 1 {
 		c.settling, c.settleAt = true, now.Add(c.opts.FirstLoginWait)
 	}
-	return e
 }
 
-// needed is a caller's finding at now that the vault has no usable
-// credential: the handlers that can log in do, as a round, unless a round's
-// logins are under way.
-func (c *core) needed(now time.Time) effects {
-	if c.settling {
-		return effects{}
+// wanted is a caller's request for a credential at now that found none to
+// hand out (Select's slow path): what expired goes, and when nothing else
+// can serve, the handlers that can log in do, as a round, unless a round's
+// logins are under way. serve tells that the caller finds a credential now;
+// else wait, that it waits for a login, or err, why it cannot.
+func (c *core) wanted(now time.Time) (e effects, serve, wait bool, err *LoginError) {
+	if c.closed {
+		return e, false, false, nil
 	}
-	return c.startDue(now)
+	c.expired(now, &e)
+	if !c.settling && c.usable(now) {
+		return c.seal(e), true, false, nil
+	}
+	if !c.settling {
+		c.startDue(now, &e)
+	}
+	if !c.loggingIn() {
+		return c.seal(e), false, false, c.loginError(nil)
+	}
+	return c.seal(e), false, true, nil
 }
 
-// ready is the readiness at now of a vault without a usable credential
-// (see Vault.Ready): nil while it logs in and has been without one for
-// less than Options.ReadyGrace.
+// ready is the readiness at now (see Vault.Ready): nil while a credential
+// is usable, held back or not, or while the vault logs in and has been
+// without one for less than Options.ReadyGrace.
 func (c *core) ready(now time.Time) (effects, error) {
-	e := c.needed(now)
+	var e effects
+	c.expired(now, &e)
+	if c.usable(now) {
+		return c.seal(e), nil
+	}
+	if !c.settling {
+		c.startDue(now, &e)
+	}
 	if !c.loggingIn() {
-		return e, c.loginError(nil)
+		return c.seal(e), c.loginError(nil)
 	}
 	if c.roundStart.IsZero() {
 		// A login that began as a refresh, whose credential has gone
@@ -228,9 +262,9 @@ func (c *core) ready(now time.Time) (effects, error) {
 		c.roundStart = now
 	}
 	if waited := now.Sub(c.roundStart); waited >= c.opts.ReadyGrace {
-		return e, c.loginError(fmt.Errorf("vault: without a usable credential, logging in, for %s", waited.Round(time.Millisecond)))
+		return c.seal(e), c.loginError(fmt.Errorf("vault: without a usable credential, logging in, for %s", waited.Round(time.Millisecond)))
 	}
-	return e, nil
+	return c.seal(e), nil
 }
 
 // firstAttemptDone notes that h has finished its first attempt of the
@@ -314,7 +348,7 @@ func (c *core) accepted(now time.Time, h *handlerState, cred *Credential) (e eff
 	// a late mark would end.
 	c.firstAttemptDone(now, h, &e)
 	c.changed(now, &e)
-	return e, unsound, nil
+	return c.seal(e), unsound, nil
 }
 
 // attemptFailed ends attempt n of h's login at now with err (not a refused
@@ -327,15 +361,15 @@ func (c *core) attemptFailed(now time.Time, h *handlerState, n int, err error) (
 	}
 	if c.closed {
 		again = c.finish(now, h, err, 0, &e)
-		return e, false, 0, again
+		return c.seal(e), false, 0, again
 	}
 	delay = h.nextDelay(now, err, c.jitter)
 	if !retryable(err) || (h.settings.Retries != login.Unlimited && n > h.settings.Retries) {
 		again = c.finish(now, h, err, delay, &e)
-		return e, false, delay, again
+		return c.seal(e), false, delay, again
 	}
 	h.outcome = err
-	return e, true, delay, false
+	return c.seal(e), true, delay, false
 }
 
 // stopped ends h's login at now before its next call: the vault closed, or
@@ -346,7 +380,7 @@ func (c *core) stopped(now time.Time, h *handlerState, err error) (e effects, ag
 		delay = h.nextDelay(now, err, c.jitter)
 	}
 	again = c.finish(now, h, err, delay, &e)
-	return e, again
+	return c.seal(e), again
 }
 
 // finish ends h's login at now with err and no credential; the next comes
@@ -361,10 +395,11 @@ func (c *core) finish(now time.Time, h *handlerState, err error, delay time.Dura
 }
 
 // invalidated removes cred at now because of cause, unless it is no
-// longer its handler's (replaced since, or invalidated already); ok tells
-// whether it did, backsOff whether its handler now backs off (see
+// longer its handler's (replaced since, or invalidated already); loss is
+// why its handler logs in next, unless TLS failed. ok tells whether it
+// did, backsOff whether its handler now backs off (see
 // handlerState.rejected).
-func (c *core) invalidated(now time.Time, cred *Credential, cause error, by invalidation) (e effects, ok, backsOff bool) {
+func (c *core) invalidated(now time.Time, cred *Credential, cause error, by invalidation, loss login.Reason) (e effects, ok, backsOff bool) {
 	h := cred.owner
 	if c.closed || h == nil || h.cred != cred {
 		return e, false, false
@@ -373,34 +408,35 @@ func (c *core) invalidated(now time.Time, cred *Credential, cause error, by inva
 	if by == byTLSFailure {
 		h.tlsFailed(now, cause, c.jitter)
 	} else {
-		backsOff = h.rejected(now, cred, cause, c.opts.InvalidatedRefused, by == by401, c.jitter)
+		backsOff = h.rejected(now, cred, loss, c.opts.InvalidatedRefused, by == by401, c.jitter)
 	}
 	e.dropped = append(e.dropped, cred)
 	c.changed(now, &e)
 	c.retryAbove(now, h, &e)
-	return e, true, backsOff
+	return c.seal(e), true, backsOff
 }
 
-// expired drops the credentials no longer usable at now; lastUsable is
-// when the last of them stopped being usable.
-func (c *core) expired(now time.Time) (e effects) {
-	var lastUsable time.Time
+// expired drops the credentials no longer usable at now.
+func (c *core) expired(now time.Time, e *effects) {
+	var lastUsable time.Time // when the last of them stopped being usable
+	dropped := false
 	for _, h := range c.all() {
 		if cred := h.expired(now); cred != nil {
 			lastUsable = later(lastUsable, cred.usableUntil)
 			e.dropped = append(e.dropped, cred)
+			e.expired = append(e.expired, cred)
+			dropped = true
 		}
 	}
-	if len(e.dropped) == 0 {
-		return e
+	if !dropped {
+		return
 	}
 	if c.roundStart.IsZero() && !c.usable(now) {
 		// The vault has had nothing to serve since then, whatever logins
 		// (a failing refresh) are under way: Ready counts from it.
 		c.roundStart = lastUsable
 	}
-	c.changed(now, &e)
-	return e
+	c.changed(now, e)
 }
 
 func later(a, b time.Time) time.Time {
@@ -414,7 +450,7 @@ func later(a, b time.Time) time.Time {
 // Vault.Refresh).
 func (c *core) refreshAll(now time.Time) (e effects) {
 	if c.closed || !c.loggedIn() {
-		return e
+		return c.seal(e)
 	}
 	empty := true
 	for _, h := range c.active() {
@@ -429,14 +465,15 @@ func (c *core) refreshAll(now time.Time) (e effects) {
 	// Handlers without a credential log in as a round when none serves
 	// (the first-login rules pick the winner), else one by one.
 	if empty {
-		return c.startDue(now)
+		c.startDue(now, &e)
+		return c.seal(e)
 	}
 	for _, h := range c.active() {
 		if h.cred == nil && !h.running {
 			c.begin(h, h.lossReason(), &e)
 		}
 	}
-	return e
+	return c.seal(e)
 }
 
 // deadline is the next time at which tick has something to do; zero if
@@ -469,7 +506,7 @@ func (c *core) deadline() time.Time {
 // refreshes before expiry, logins above what serves.
 func (c *core) tick(now time.Time) (e effects) {
 	if c.closed {
-		return e
+		return c.seal(e)
 	}
 	if c.settling && !c.settleAt.After(now) {
 		e.early = c.pending()
@@ -481,7 +518,7 @@ func (c *core) tick(now time.Time) (e effects) {
 		}
 		c.retryAbove(now, h, &e)
 	}
-	return e
+	return c.seal(e)
 }
 
 // close ends every credential: no new login, no new credential.
@@ -494,7 +531,7 @@ func (c *core) close(now time.Time) (e effects) {
 		}
 	}
 	e.publish = true
-	return e
+	return c.seal(e)
 }
 
 // loginError describes why there is no credential.

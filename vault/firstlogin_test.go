@@ -66,14 +66,15 @@ func TestFirstLoginStaleTimerKeepsTheNextRound(t *testing.T) {
 	// Round 1 ends as when slow's first attempt returns...
 	var e effects
 	v.core.firstAttemptDone(clk.Now(), slowH, &e)
-	v.applyLocked(e)
+	v.applyLocked(v.core.seal(e))
 	// ...then fast's credential is rejected, and the next Select starts
 	// round 2 (fast logs in again; this time it takes a while).
 	fast.block = make(chan struct{})
 	defer close(fast.block)
 	fastH.drop().route.release(v.pool)
-	v.publishLocked()
-	v.applyLocked(v.core.startDue(clk.Now()))
+	v.publishLocked(v.core.creds(), v.core.settling)
+	e, _, _, _ = v.core.wanted(clk.Now())
+	v.applyLocked(e)
 	if !v.core.settling {
 		v.mu.Unlock()
 		t.Fatal("round 2 does not wait")

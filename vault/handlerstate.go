@@ -307,17 +307,17 @@ func (h *handlerState) tlsFailed(now time.Time, cause error, jitter func(int64) 
 	h.retryAt = now.Add(step(&h.backoff, jitter))
 }
 
-// rejected notes that h's credential c was invalidated at now for cause;
-// the vault refuses its digest while it is among h's last keep ones. When
+// rejected notes that h's credential c was invalidated at now, loss
+// saying why; the vault refuses its digest while it is among h's last keep ones. When
 // strike says the server rejected it (a 401) and it never served, it counts
 // against h: the second strike in a row makes h back off, so that an
 // authenticator outage or a handler minting bad credentials gives callers
 // a LoginError at once rather than costing a login per request (one is let
 // go: a token can have been revoked before its first use). It tells
 // whether h backs off.
-func (h *handlerState) rejected(now time.Time, c *Credential, cause error, keep int, strike bool, jitter func(int64) int64) (backsOff bool) {
+func (h *handlerState) rejected(now time.Time, c *Credential, loss login.Reason, keep int, strike bool, jitter func(int64) int64) (backsOff bool) {
 	h.drop()
-	h.loss = rejection(cause, c)
+	h.loss = loss
 	h.invalidated = append(h.invalidated, c.digest)
 	if extra := len(h.invalidated) - keep; extra > 0 {
 		h.invalidated = slices.Delete(h.invalidated, 0, extra)

@@ -57,8 +57,9 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 // invalidate the same credential, exactly one does. A 401 counts against
 // its handler when it never served (see handlerState.rejected).
 func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, by invalidation) bool {
+	loss := rejection(cause, cred) // outside the lock: it reads the challenge
 	v.mu.Lock()
-	e, ok, struck := v.core.invalidated(v.clock.Now(), cred, cause, by)
+	e, ok, struck := v.core.invalidated(v.clock.Now(), cred, cause, by, loss)
 	if !ok {
 		v.mu.Unlock()
 		return false
@@ -66,7 +67,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 	v.metrics.invalidations.WithLabelValues(cred.Handler).Inc()
 	v.applyLocked(e)
 	h := cred.owner
-	left, retryAt, strikes := v.snap.Load().size(), h.retryAt, h.strikes
+	left, retryAt, strikes := len(e.creds), h.retryAt, h.strikes
 	v.mu.Unlock()
 
 	// Per request, so at V(1), and through the caller's logger when its

@@ -221,8 +221,7 @@ func (m *model) apply(e effects) error {
 		if err := m.applyOnce(e); err != nil {
 			return err
 		}
-		at := m.core.deadline()
-		if at.IsZero() || at.After(m.now) {
+		if e.deadline.IsZero() || e.deadline.After(m.now) {
 			return nil
 		}
 		e = m.core.tick(m.now)
@@ -231,8 +230,11 @@ func (m *model) apply(e effects) error {
 }
 
 func (m *model) applyOnce(e effects) error {
+	if !e.deadline.Equal(m.core.deadline()) {
+		return fmt.Errorf("effects sealed with the deadline %s, the core's is %s", at(e.deadline), at(m.core.deadline()))
+	}
 	if e.publish {
-		m.publish()
+		m.publish(e)
 	}
 	for _, h := range e.start {
 		if m.closed {
@@ -255,7 +257,8 @@ func (m *model) applyOnce(e effects) error {
 // when more than one handler may log in and FirstLoginWait is set: a round,
 // whose credentials must wait for the first attempt of each.
 func (m *model) roundOf(e effects) {
-	if len(e.start) == 0 || m.core.opts.FirstLoginWait <= 0 || len(m.core.active()) < 2 || len(m.handedOut()) > 0 {
+	if len(e.start) == 0 || m.core.opts.FirstLoginWait <= 0 || len(m.core.active()) < 2 ||
+		slices.ContainsFunc(m.snapshot, func(c *Credential) bool { return c.usable(m.now) }) {
 		return
 	}
 	if m.round == nil {
@@ -268,9 +271,12 @@ func (m *model) roundOf(e effects) {
 }
 
 // publish is what the vault's publishLocked does: the credentials as the
-// core has them, held back while its round settles.
-func (m *model) publish() {
-	m.snapshot, m.held = m.core.creds(), m.core.settling
+// core sealed them, held back while its round settles.
+func (m *model) publish(e effects) {
+	if !slices.Equal(e.creds, m.core.creds()) || e.held != m.core.settling {
+		panic("effects sealed with credentials other than the core's")
+	}
+	m.snapshot, m.held = e.creds, e.held
 	m.soonest = time.Time{}
 	for _, c := range m.snapshot {
 		if !c.usableUntil.IsZero() && (m.soonest.IsZero() || c.usableUntil.Before(m.soonest)) {
@@ -316,25 +322,30 @@ func (m *model) selectCred() error {
 		return nil
 	}
 	m.logf("Select() finds nothing to hand out")
-	if err := m.apply(m.core.expired(m.now)); err != nil {
+	e, serve, wait, err := m.core.wanted(m.now)
+	m.roundOf(e)
+	if err := m.apply(e); err != nil {
 		return err
 	}
-	if len(m.handedOut()) > 0 {
-		return nil
+	switch {
+	case serve && len(m.handedOut()) == 0:
+		return errors.New("Select was told to serve, and nothing is handed out")
+	case !serve && len(m.handedOut()) > 0:
+		return errors.New("Select was not told to serve, and a credential is handed out")
+	case !serve && !wait && err == nil:
+		return errors.New("Select neither serves, nor waits, nor fails")
+	case wait && !m.core.loggingIn():
+		return errors.New("Select waits, and no login runs")
 	}
-	e := m.core.needed(m.now)
-	m.roundOf(e)
-	return m.apply(e)
+	return nil
 }
 
 func (m *model) ready() error {
-	if m.core.closed || m.core.usable(m.now) {
+	if m.core.closed {
 		return nil
 	}
-	if err := m.apply(m.core.expired(m.now)); err != nil {
-		return err
-	}
-	e, _ := m.core.ready(m.now)
+	e, err := m.core.ready(m.now)
+	m.logf("Ready() = %v", err != nil)
 	m.roundOf(e)
 	return m.apply(e)
 }
@@ -577,14 +588,14 @@ func (m *model) rejectStep(by invalidation) error {
 		cause = &TLSError{Server: c.Info.Server, Err: errors.New("x509: unknown authority")}
 	}
 	retryAt := c.owner.retryAt
-	e, ok, _ := m.core.invalidated(m.now, c, cause, by)
+	e, ok, _ := m.core.invalidated(m.now, c, cause, by, rejection(cause, c))
 	if !ok {
 		return fmt.Errorf("%s: the handed-out credential %s was not invalidated", c.Handler, c.Info.Token)
 	}
 	if h := c.owner; !h.retryAt.Equal(retryAt) && h.retryAt.Sub(m.now) > h.maxBackoff() {
 		return fmt.Errorf("%s: retry at %s, beyond its backoff's bound", h.settings.ID, at(h.retryAt))
 	}
-	if _, again, _ := m.core.invalidated(m.now, c, cause, by); again {
+	if _, again, _ := m.core.invalidated(m.now, c, cause, by, rejection(cause, c)); again {
 		return fmt.Errorf("%s: %s invalidated twice", c.Handler, c.Info.Token)
 	}
 	return m.apply(e)

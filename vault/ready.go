@@ -26,12 +26,8 @@ func (v *Vault) Ready(_ *http.Request) error {
 	if v.core.closed {
 		return ErrClosed
 	}
-	v.dropExpiredLocked()
-	now := v.clock.Now()
-	if v.core.usable(now) {
-		return nil
-	}
-	e, err := v.core.ready(now)
+	e, err := v.core.ready(v.clock.Now())
 	v.applyLocked(e)
+	v.freshLocked()
 	return err
 }

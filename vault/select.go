@@ -32,14 +32,14 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 			v.mu.Unlock()
 			return nil, ErrClosed
 		}
-		v.dropExpiredLocked()
+		e, _, wait, err := v.core.wanted(v.clock.Now())
+		v.applyLocked(e)
+		v.freshLocked()
 		if c := v.snap.Load().pick(); c != nil {
 			v.mu.Unlock()
 			return c, nil
 		}
-		v.applyLocked(v.core.needed(v.clock.Now()))
-		if !v.core.loggingIn() {
-			err := v.core.loginError(nil)
+		if !wait {
 			v.mu.Unlock()
 			return nil, err
 		}
@@ -74,18 +74,10 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 	}
 }
 
-// dropExpiredLocked removes credentials that are no longer usable, and
-// publishes anew a snapshot marked stale with nothing expired (the wall
-// clock went back), with a new timer.
-func (v *Vault) dropExpiredLocked() {
-	now := v.clock.Now()
-	e := v.core.expired(now)
-	for _, c := range e.dropped {
-		v.log.V(1).Info("credential expired", "handler", c.Handler, "fingerprint", c.fingerprint,
-			"expiration", expirationValue(c.Info.Expiration))
-	}
+// freshLocked publishes anew a snapshot marked stale with nothing expired
+// (the wall clock went back), with a new timer.
+func (v *Vault) freshLocked() {
 	if v.snap.Load().stale.Load() {
-		e.publish = true
+		v.publishLocked(v.core.creds(), v.core.settling)
 	}
-	v.applyLocked(e)
 }

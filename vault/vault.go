@@ -330,9 +330,13 @@ func (v *Vault) applyLocked(e effects) {
 			v.log.Info("handing out credentials before every handler finished its first attempt: the wait is bounded",
 				"firstLoginWait", v.opts.FirstLoginWait, "waitingFor", e.early)
 		}
+		for _, c := range e.expired {
+			v.log.V(1).Info("credential expired", "handler", c.Handler, "fingerprint", c.fingerprint,
+				"expiration", expirationValue(c.Info.Expiration))
+		}
 		switch {
 		case e.publish:
-			v.publishLocked()
+			v.publishLocked(e.creds, e.held)
 		case e.wake:
 			v.broadcastLocked()
 		}
@@ -345,7 +349,7 @@ func (v *Vault) applyLocked(e effects) {
 		// A deadline that has passed is done now: a fake clock would
 		// not fire a timer armed for it until its next step.
 		now := v.clock.Now()
-		if at := v.core.deadline(); at.IsZero() || at.After(now) {
+		if at := e.deadline; at.IsZero() || at.After(now) {
 			v.armTickLocked(at, now)
 			return
 		}
@@ -380,11 +384,11 @@ func (v *Vault) armTickLocked(at, now time.Time) {
 	})
 }
 
-// publishLocked rebuilds the snapshot from the handlers' credentials and
-// wakes the waiters.
-func (v *Vault) publishLocked() {
-	s := newSnapshot(v.core.creds())
-	s.held = v.core.settling
+// publishLocked makes creds what Select hands out, unless held, and wakes
+// the waiters.
+func (v *Vault) publishLocked(creds []*Credential, held bool) {
+	s := newSnapshot(creds)
+	s.held = held
 	t := &v.timers
 	if t.expiry != nil {
 		t.expiry.Stop()

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"io"
+	"net/http"
 	"sync/atomic"
 )
 
@@ -48,3 +49,23 @@ type trackedUpgrade struct {
 }
 
 func (b *trackedUpgrade) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// discard drains a little of a response that is not returned, so that its
+// connection can serve the retry, and closes it.
+func discard(resp *http.Response) {
+	if resp.Body == nil { // a credential's own Transport may break the RoundTripper contract
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+	_ = resp.Body.Close()
+}

@@ -206,9 +206,9 @@ func (c *core) startDue(now time.Time, e *effects) {
 	}
 	started := false
 	for _, h := range c.active() {
-		if h.cred == nil && h.idle(now) {
-			c.begin(h, h.lossReason(), e)
-			h.firstPending, started = true, true
+		if h.startRound(now) {
+			e.start = append(e.start, h)
+			started = true
 		}
 	}
 	if started && c.roundStart.IsZero() {

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -98,76 +96,4 @@ func compareRanks(a, b rank) int {
 // usable tells whether the vault may still hand the credential out at now.
 func (c *Credential) usable(now time.Time) bool {
 	return c.usableUntil.IsZero() || now.Before(c.usableUntil)
-}
-
-// snapshot is the immutable set of usable credentials that Select reads
-// without a lock. A change to the vault publishes a new one.
-type snapshot struct {
-	// groups holds the credentials by rank, the highest first.
-	groups [][]*Credential
-	// soonest is the earliest usableUntil of all of them; zero if none
-	// expires.
-	soonest time.Time
-	// stale is set by a timer when soonest passes. Select then takes the
-	// slow path, which drops what expired: the hot path reads no clock.
-	stale atomic.Bool
-	// held tells that a login on an empty vault is still waiting for
-	// handlers' first attempts: the credentials are not handed out yet.
-	held bool
-}
-
-// pick returns a random credential of the highest priority, or nil when the
-// snapshot is empty, held back, or may hold an expired credential.
-func (s *snapshot) pick() *Credential {
-	if len(s.groups) == 0 || s.held || s.stale.Load() {
-		return nil
-	}
-	top := s.groups[0]
-	if len(top) == 1 {
-		return top[0]
-	}
-	return top[rand.IntN(len(top))]
-}
-
-// routeFor returns the route of a credential for the server b, or nil.
-func (s *snapshot) routeFor(b base) *route {
-	for _, g := range s.groups {
-		for _, c := range g {
-			if c.route.base == b {
-				return c.route
-			}
-		}
-	}
-	return nil
-}
-
-func (s *snapshot) size() int {
-	n := 0
-	for _, g := range s.groups {
-		n += len(g)
-	}
-	return n
-}
-
-// newSnapshot groups creds by descending rank.
-func newSnapshot(creds []*Credential) *snapshot {
-	if len(creds) == 0 {
-		// A new one each time, never one shared by every vault: the
-		// caller sets held on it.
-		return &snapshot{}
-	}
-	creds = slices.Clone(creds)
-	slices.SortStableFunc(creds, func(a, b *Credential) int { return compareRanks(b.rank(), a.rank()) })
-	s := &snapshot{}
-	for i, c := range creds {
-		if i == 0 || c.rank() != creds[i-1].rank() {
-			s.groups = append(s.groups, nil)
-		}
-		last := len(s.groups) - 1
-		s.groups[last] = append(s.groups[last], c)
-		if !c.usableUntil.IsZero() && (s.soonest.IsZero() || c.usableUntil.Before(s.soonest)) {
-			s.soonest = c.usableUntil
-		}
-	}
-	return s
 }

@@ -71,7 +71,7 @@ func TestFirstLoginStaleTimerKeepsTheNextRound(t *testing.T) {
 	// round 2 (fast logs in again; this time it takes a while).
 	fast.block = make(chan struct{})
 	defer close(fast.block)
-	fastH.drop().route.release(v.pool)
+	v.pool.releaseRoute(fastH.drop().route)
 	v.publishLocked(v.core.creds(), v.core.settling)
 	e, _, _, _ = v.core.wanted(clk.Now())
 	v.applyLocked(e)

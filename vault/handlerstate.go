@@ -123,6 +123,18 @@ func (h *handlerState) start(reason login.Reason) {
 	h.running, h.reason = true, reason
 }
 
+// startRound starts a login of h as one of a round on an empty vault, at
+// now, unless h has a credential, a login under way or a backoff to wait
+// for; it tells whether it did.
+func (h *handlerState) startRound(now time.Time) bool {
+	if h.cred != nil || !h.idle(now) {
+		return false
+	}
+	h.start(h.lossReason())
+	h.firstPending = true
+	return true
+}
+
 // untilFloor is how long a login that starts at now waits for the login
 // floor.
 func (h *handlerState) untilFloor(now time.Time) time.Duration {

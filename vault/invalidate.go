@@ -57,7 +57,8 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 // invalidate the same credential, exactly one does. A 401 counts against
 // its handler when it never served (see handlerState.rejected).
 func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, by invalidation) bool {
-	loss := rejection(cause, cred) // outside the lock: it reads the challenge
+	// Outside the lock, what reads the cause.
+	loss, why := rejection(cause, cred), causeText(cause)
 	v.mu.Lock()
 	e, ok, struck := v.core.invalidated(v.clock.Now(), cred, cause, by, loss)
 	if !ok {
@@ -77,7 +78,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 		log = l.WithName("authvault")
 	}
 	log.V(1).Info("credential invalidated", "handler", cred.Handler, "fingerprint", cred.fingerprint,
-		"server", cred.Info.Server, "cause", causeText(cause), "left", left)
+		"server", cred.Info.Server, "cause", why, "left", left)
 	if struck {
 		// What the handler does from now on, not what one request met:
 		// the vault's own logger. The error is the 401, which says why.

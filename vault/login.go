@@ -74,7 +74,7 @@ func (l *loginRun) run(reason login.Reason) {
 				v.metrics.attempt(h.settings.ID, result(nil), time.Since(start))
 				return
 			}
-			cred.route.release(v.pool)
+			v.pool.releaseRoute(cred.route)
 		}
 		e, retry, delay, again := v.core.attemptFailed(v.clock.Now(), h, n, err)
 		v.applyLocked(e)

@@ -416,3 +416,14 @@ func (closedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	closeBody(req)
 	return nil, ErrClosed
 }
+
+// releaseRoute gives r's transports back: a credential no longer uses them.
+func (p *pool) releaseRoute(r *route) {
+	if r.transport == nil {
+		return
+	}
+	p.release(r.transport)
+	if r.bare != r.transport {
+		p.release(r.bare)
+	}
+}

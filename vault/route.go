@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+
 	"github.com/authvault/authvault/internal/pemdata"
 	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
@@ -134,17 +136,6 @@ func newRoute(info *login.ConnectionInfo, p *pool) (*route, error) {
 	return r, nil
 }
 
-// release gives the route's transports back to p.
-func (r *route) release(p *pool) {
-	if r.transport == nil {
-		return
-	}
-	p.release(r.transport)
-	if r.bare != r.transport {
-		p.release(r.bare)
-	}
-}
-
 // authorization is the Authorization header value of info: its token with
 // its scheme, or basic auth.
 func authorization(info *login.ConnectionInfo) string {
@@ -241,4 +232,78 @@ func (r *route) target(u *url.URL, rel string) *url.URL {
 		}
 	}
 	return &t
+}
+
+// prepare makes the request to send with cred, and picks the round tripper.
+// carriesCred tells whether the request carries cred's authentication, so
+// that its 401 condemns cred. A request for a URL the vault does not know
+// gets no credential; neither does one whose path, once cleaned, leaves its
+// server's path prefix. A request that brings its own Authorization is sent
+// to the server it names, never rerouted to the credential's.
+func (v *Vault) prepare(req *http.Request, cred *Credential, ownAuth bool) (out *http.Request, rt http.RoundTripper, carriesCred bool) {
+	r := cred.route
+	out = utilnet.CloneRequest(req)
+	b, rel, known := v.match(req.URL)
+	switch {
+	case !known:
+		return out, v.pool.plain(), false
+	case ownAuth:
+		return out, v.ownAuthTransport(b, r), false
+	case b != r.base:
+		out.URL = r.target(req.URL, rel)
+		out.Host = "" // from the new URL
+		if _, below := r.base.relative(out.URL); !below {
+			return out, v.pool.plain(), false
+		}
+	}
+	if r.auth != nil {
+		out.Header["Authorization"] = r.auth
+	}
+	return out, r.rt, true
+}
+
+// hasAuthorization tells whether h carries an Authorization header under
+// any spelling of its key: a Header built as a literal, or copied from
+// HTTP/2, may hold "authorization", which Header.Get does not find but
+// net/http sends all the same.
+func hasAuthorization(h http.Header) bool {
+	if len(h["Authorization"]) > 0 {
+		return true
+	}
+	for k, vs := range h {
+		if len(k) == len("Authorization") && len(vs) > 0 && strings.EqualFold(k, "Authorization") {
+			return true
+		}
+	}
+	return false
+}
+
+// ownAuthTransport is the round tripper for a request below b that brings
+// its own Authorization: the TLS identity of a credential for b, without
+// its client certificate and token, or the plain transport (the system's roots) when
+// the vault holds no such credential for b. The selected credential r is
+// the likely one.
+func (v *Vault) ownAuthTransport(b base, r *route) http.RoundTripper {
+	if r.base != b {
+		r = v.snap.Load().routeFor(b)
+	}
+	if r == nil || r.bare == nil {
+		// No credential for b, or one with its own Transport, which may
+		// add its own authentication (a client certificate, an auth
+		// provider's token, impersonation): the caller's Authorization
+		// must be the only one.
+		return v.pool.plain()
+	}
+	return r.bare
+}
+
+// match finds the known server that u is below, the one with the longest
+// path prefix, and u's path below it.
+func (v *Vault) match(u *url.URL) (base, string, bool) {
+	for _, b := range *v.bases.Load() { // longest prefix first
+		if rel, ok := b.relative(u); ok {
+			return b, rel, true
+		}
+	}
+	return base{}, "", false
 }

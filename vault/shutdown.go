@@ -56,16 +56,9 @@ func (v *Vault) Shutdown(ctx context.Context) error {
 	}
 }
 
-// note counts a request for a credential while Shutdown waits for the
-// vault to fall quiet; otherwise it costs one atomic load.
-func (d *drain) note() {
-	if d.on.Load() {
-		d.asked.Add(1)
-	}
-}
-
 // drain is what Shutdown watches: on once it waits, asked then counting
-// the requests for a credential, to close once they stop.
+// the requests for a credential (Select counts them; otherwise it costs
+// one atomic load), to close once they stop.
 type drain struct {
 	on    atomic.Bool
 	asked atomic.Uint64

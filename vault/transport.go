@@ -2,12 +2,7 @@ package vault
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
-
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // maxAttempts bounds how often one request is sent, whatever happens.
@@ -70,98 +65,4 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		discard(resp)
 		v.metrics.retries.Inc()
 	}
-}
-
-// prepare makes the request to send with cred, and picks the round tripper.
-// carriesCred tells whether the request carries cred's authentication, so
-// that its 401 condemns cred. A request for a URL the vault does not know
-// gets no credential; neither does one whose path, once cleaned, leaves its
-// server's path prefix. A request that brings its own Authorization is sent
-// to the server it names, never rerouted to the credential's.
-func (v *Vault) prepare(req *http.Request, cred *Credential, ownAuth bool) (out *http.Request, rt http.RoundTripper, carriesCred bool) {
-	r := cred.route
-	out = utilnet.CloneRequest(req)
-	b, rel, known := v.match(req.URL)
-	switch {
-	case !known:
-		return out, v.pool.plain(), false
-	case ownAuth:
-		return out, v.ownAuthTransport(b, r), false
-	case b != r.base:
-		out.URL = r.target(req.URL, rel)
-		out.Host = "" // from the new URL
-		if _, below := r.base.relative(out.URL); !below {
-			return out, v.pool.plain(), false
-		}
-	}
-	if r.auth != nil {
-		out.Header["Authorization"] = r.auth
-	}
-	return out, r.rt, true
-}
-
-// hasAuthorization tells whether h carries an Authorization header under
-// any spelling of its key: a Header built as a literal, or copied from
-// HTTP/2, may hold "authorization", which Header.Get does not find but
-// net/http sends all the same.
-func hasAuthorization(h http.Header) bool {
-	if len(h["Authorization"]) > 0 {
-		return true
-	}
-	for k, vs := range h {
-		if len(k) == len("Authorization") && len(vs) > 0 && strings.EqualFold(k, "Authorization") {
-			return true
-		}
-	}
-	return false
-}
-
-// ownAuthTransport is the round tripper for a request below b that brings
-// its own Authorization: the TLS identity of a credential for b, without
-// its client certificate and token, or the plain transport (the system's roots) when
-// the vault holds no such credential for b. The selected credential r is
-// the likely one.
-func (v *Vault) ownAuthTransport(b base, r *route) http.RoundTripper {
-	if r.base != b {
-		r = v.snap.Load().routeFor(b)
-	}
-	if r == nil || r.bare == nil {
-		// No credential for b, or one with its own Transport, which may
-		// add its own authentication (a client certificate, an auth
-		// provider's token, impersonation): the caller's Authorization
-		// must be the only one.
-		return v.pool.plain()
-	}
-	return r.bare
-}
-
-// match finds the known server that u is below, the one with the longest
-// path prefix, and u's path below it.
-func (v *Vault) match(u *url.URL) (base, string, bool) {
-	for _, b := range *v.bases.Load() { // longest prefix first
-		if rel, ok := b.relative(u); ok {
-			return b, rel, true
-		}
-	}
-	return base{}, "", false
-}
-
-func replayable(req *http.Request) bool {
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-}
-
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
-}
-
-// discard drains a little of a response that is not returned, so that its
-// connection can serve the retry, and closes it.
-func discard(resp *http.Response) {
-	if resp.Body == nil { // a credential's own Transport may break the RoundTripper contract
-		return
-	}
-	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
-	_ = resp.Body.Close()
 }

@@ -313,16 +313,6 @@ const closeGrace = 5 * time.Second
 // deadline.
 func (v *Vault) applyLocked(e effects) {
 	for {
-		for _, c := range e.dropped {
-			c.route.release(v.pool)
-		}
-		for _, s := range e.superseded {
-			// A handler whose new credential has another TLS identity (a
-			// reissued client certificate) will not bring the old one
-			// back: it skips the grace kept for a re-login with the
-			// same identity.
-			v.pool.superseded(s.old.route, s.new.route)
-		}
 		if e.accepted != nil {
 			v.addBaseLocked(e.accepted.route.base)
 		}
@@ -334,25 +324,38 @@ func (v *Vault) applyLocked(e effects) {
 			v.log.V(1).Info("credential expired", "handler", c.Handler, "fingerprint", c.fingerprint,
 				"expiration", expirationValue(c.Info.Expiration))
 		}
-		switch {
-		case e.publish:
-			v.publishLocked(e.creds, e.held)
-		case e.wake:
-			v.broadcastLocked()
-		}
 		for _, h := range e.start {
 			reason := h.reason
 			if !v.spawn(func() { (&loginRun{v: v, h: h}).run(reason) }) {
 				h.running = false // the vault is closing
 			}
 		}
-		// A deadline that has passed is done now: a fake clock would
-		// not fire a timer armed for it until its next step.
 		now := v.clock.Now()
-		if at := e.deadline; at.IsZero() || at.After(now) {
-			v.armTickLocked(at, now)
+		due := !e.deadline.IsZero() && !e.deadline.After(now)
+		if !due {
+			v.armTickLocked(e.deadline, now)
+		}
+		for _, c := range e.dropped {
+			v.pool.releaseRoute(c.route)
+		}
+		for _, s := range e.superseded {
+			// A handler whose new credential has another TLS identity (a
+			// reissued client certificate) will not bring the old one
+			// back: it skips the grace kept for a re-login with the
+			// same identity.
+			v.pool.superseded(s.old.route, s.new.route)
+		}
+		switch {
+		case e.publish:
+			v.publishLocked(e.creds, e.held)
+		case e.wake:
+			v.broadcastLocked()
+		}
+		if !due {
 			return
 		}
+		// A deadline that has passed is done now: a fake clock would not
+		// fire a timer armed for it until its next step.
 		e = v.core.tick(now)
 	}
 }
@@ -382,35 +385,6 @@ func (v *Vault) armTickLocked(at, now time.Time) {
 			v.applyLocked(v.core.tick(v.clock.Now()))
 		})
 	})
-}
-
-// publishLocked makes creds what Select hands out, unless held, and wakes
-// the waiters.
-func (v *Vault) publishLocked(creds []*Credential, held bool) {
-	s := newSnapshot(creds)
-	s.held = held
-	t := &v.timers
-	if t.expiry != nil {
-		t.expiry.Stop()
-		t.expiry = nil
-	}
-	if !s.soonest.IsZero() {
-		// The callback takes no lock: a fake clock calls it under its own.
-		if d := s.soonest.Sub(v.clock.Now()); d > 0 {
-			t.expiry = v.clock.AfterFunc(d, func() { s.stale.Store(true) })
-		} else {
-			s.stale.Store(true)
-		}
-	}
-	v.logServingLocked(s) // before a caller can see it
-	v.snap.Store(s)
-	v.broadcastLocked()
-}
-
-// broadcastLocked wakes every waiter.
-func (v *Vault) broadcastLocked() {
-	close(v.changed)
-	v.changed = make(chan struct{})
 }
 
 // spawn runs f in a goroutine that Close waits for, unless the vault is

@@ -78,6 +78,7 @@ type model struct {
 	held     bool
 	soonest  time.Time
 	round    *modelRound // an empty vault's login round, until it releases credentials
+	lifetime time.Duration // of the credentials calls give once quiet; zero: they never expire
 	tokens   int         // numbers the credentials handed out
 	closed   bool
 }
@@ -160,7 +161,8 @@ func (m *model) trace() string {
 }
 
 // run makes n random steps, checking after each, then lets the model go
-// quiet and checks that it settles.
+// quiet and checks that it settles; one run in twenty then serves for half
+// an hour with credentials that expire.
 func (m *model) run(n int) error {
 	for range n {
 		if err := m.step(); err != nil {
@@ -170,7 +172,13 @@ func (m *model) run(n int) error {
 			return err
 		}
 	}
-	return m.settle()
+	if err := m.settle(); err != nil {
+		return err
+	}
+	if m.rnd.IntN(20) == 0 && !m.core.closed {
+		return m.serve(pick(m.rnd, 40*time.Second, 5*time.Minute))
+	}
+	return nil
 }
 
 // step makes one random event.
@@ -372,6 +380,24 @@ func (m *model) callStep(quiet bool) error {
 	return m.callStarts(h)
 }
 
+// callEach advances every login that can: its call starts or returns.
+func (m *model) callEach() error {
+	for _, h := range m.core.all() {
+		c, l := m.calls[h], m.logins[h]
+		var err error
+		switch {
+		case c != nil && !c.dropped:
+			err = m.callReturns(h, c, true)
+		case l != nil && !m.now.Before(l.next):
+			err = m.callStarts(h)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // callStarts is a login's next call, after awaitReturn.
 func (m *model) callStarts(h *handlerState) error {
 	l := m.logins[h]
@@ -486,6 +512,8 @@ func (m *model) credential(h *handlerState, kind string, quiet bool) *Credential
 		info.Priority, info.Expiration = h.cred.Info.Priority, h.cred.Info.Expiration
 	}
 	switch {
+	case quiet && m.lifetime > 0:
+		info.Expiration = m.now.Add(m.lifetime)
 	case quiet:
 	case kind == "expired":
 		info.Expiration = m.now.Add(-time.Second)
@@ -659,6 +687,37 @@ func (m *model) check() error {
 
 // loggingIn tells whether a login runs.
 func (m *model) loggingIn() bool { return len(m.logins) > 0 }
+
+// serve runs half an hour in which every call gives a credential that lives
+// lifetime, logins take a second or two, and callers ask often: once a
+// credential is handed out, one is at every step, through every expiry.
+func (m *model) serve(lifetime time.Duration) error {
+	m.lifetime = lifetime
+	m.logf("serving with credentials of %s", lifetime)
+	if err := m.apply(m.core.refreshAll(m.now)); err != nil {
+		return err
+	}
+	served := false
+	for end := m.now.Add(30 * time.Minute); m.now.Before(end); {
+		// Logins run side by side, each a step at a time; callers ask
+		// after the clock moves, as they do all the time.
+		for _, step := range []func() error{m.lateReturn, m.callEach, func() error { return m.advance(time.Second) },
+			m.selectCred, m.check} {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		out := len(m.handedOut()) > 0
+		if served && !out {
+			return fmt.Errorf("nothing handed out at %s, with credentials of %s refreshed in the background", at(m.now), lifetime)
+		}
+		served = served || out
+	}
+	if !served {
+		return errors.New("nothing handed out in half an hour of logins that succeed")
+	}
+	return nil
+}
 
 // settle stops the events: calls return credentials that never expire,
 // abandoned ones return, the clock moves on. The core must come to rest:

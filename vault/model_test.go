@@ -77,9 +77,9 @@ type model struct {
 	snapshot []*Credential // as last published
 	held     bool
 	soonest  time.Time
-	round    *modelRound // an empty vault's login round, until it releases credentials
+	round    *modelRound   // an empty vault's login round, until it releases credentials
 	lifetime time.Duration // of the credentials calls give once quiet; zero: they never expire
-	tokens   int         // numbers the credentials handed out
+	tokens   int           // numbers the credentials handed out
 	closed   bool
 }
 

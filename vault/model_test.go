@@ -2,6 +2,7 @@ package vault
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -19,11 +20,13 @@ import (
 // the core's rules after every step. It runs no goroutine and no timer: a
 // failure names its seed and replays exactly.
 
-// modelSequences is how many random sequences TestModel runs.
-const modelSequences = 3000
+// modelSequences is how many random sequences TestModel runs: a few
+// seconds under -race; more hunt longer (go test -run TestModel
+// -model.sequences 100000 ./vault).
+var modelSequences = flag.Uint64("model.sequences", 3000, "random sequences TestModel runs")
 
 func TestModel(t *testing.T) {
-	for seed := range uint64(modelSequences) {
+	for seed := range *modelSequences {
 		m := newModel(seed, rand.New(rand.NewPCG(seed, 0x5eed)))
 		if err := m.run(200); err != nil {
 			t.Fatalf("seed %d: %v\n%s", seed, err, m.trace())

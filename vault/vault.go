@@ -376,15 +376,21 @@ func (v *Vault) armTickLocked(at, now time.Time) {
 	if at.IsZero() {
 		return
 	}
-	t.tick = v.clock.AfterFunc(at.Sub(now), func() {
+	var timer clock.Timer
+	timer = v.clock.AfterFunc(at.Sub(now), func() {
 		v.spawn(func() {
 			v.mu.Lock()
 			defer v.mu.Unlock()
-			v.timers.tickAt = time.Time{} // fired: the next deadline arms anew
-			v.timers.tick = nil
+			// Fired: the next deadline arms anew. Unless an event re-armed
+			// the timer while this callback waited for mu: that timer is
+			// the one to keep (and to stop at Close).
+			if v.timers.tick == timer {
+				v.timers.tickAt, v.timers.tick = time.Time{}, nil
+			}
 			v.applyLocked(v.core.tick(v.clock.Now()))
 		})
 	})
+	t.tick = timer
 }
 
 // spawn runs f in a goroutine that Close waits for, unless the vault is

@@ -452,19 +452,17 @@ func (c *core) refreshAll(now time.Time) (e effects) {
 	if c.closed || !c.loggedIn() {
 		return c.seal(e)
 	}
-	empty := true
 	for _, h := range c.active() {
 		h.retryAt = time.Time{}
-		if h.cred != nil {
-			empty = false
-			if !h.running {
-				c.begin(h, login.Reason{Kind: login.Refresh}, &e)
-			}
+		if h.cred != nil && !h.running {
+			c.begin(h, login.Reason{Kind: login.Refresh}, &e)
 		}
 	}
-	// Handlers without a credential log in as a round when none serves
-	// (the first-login rules pick the winner), else one by one.
-	if empty {
+	// Handlers without a credential log in as a round when the vault holds
+	// none (the first-login rules pick the winner), else one by one: a
+	// round would hold back what serves, a fallback's credential beside
+	// handlers registered since, until its slowest handler is done.
+	if len(c.creds()) == 0 {
 		c.startDue(now, &e)
 		return c.seal(e)
 	}

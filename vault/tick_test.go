@@ -1,6 +1,8 @@
 package vault
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -42,5 +44,44 @@ func TestTickFiredWhileReArmedLeavesNoTimer(t *testing.T) {
 	v.Close()
 	if clk.HasWaiters() {
 		t.Error("a timer is still armed on the vault's clock after Close")
+	}
+}
+
+// Refresh on a vault whose fallback serves while the handlers registered
+// since have no credential (they failed) logs those handlers in as a
+// first-login round, which holds back every credential from the first one
+// the round gives, the fallback's too: callers that had a credential wait
+// for the slowest handler's first attempt, or FirstLoginWait. Refresh
+// promises the opposite: no request waits for the new credentials.
+func TestRefreshKeepsServingWhileLateHandlersLogIn(t *testing.T) {
+	fallback := &counter{priority: 30, lifetime: 10 * time.Minute}
+	v, clk := testVault(t, Options{FirstLoginWait: time.Hour,
+		Fallback: []login.Registration{{Handler: fallback.login, Options: []login.Option{login.ID("fallback")}}}})
+	fallback.now = clk.Now
+	if c := mustSelect(t, v); c.Handler != "fallback" {
+		t.Fatalf("Select() = %v, want the fallback's credential", c)
+	}
+	fast, slow := &counter{}, &counter{}
+	fast.failWith(errors.New("store down"))
+	slow.failWith(errors.New("store down"))
+	v.OnLogin(fast.login, login.ID("fast"), login.Retries(0))
+	v.OnLogin(slow.login, login.ID("slow"), login.Retries(0))
+	clk.Step(9 * time.Minute) // the fallback's refresh: both log in above it, and fail
+	eventually(t, "the first logins", func() bool {
+		return fallback.calls.Load() == 2 && fast.calls.Load() == 1 && slow.calls.Load() == 1 && idle(v)
+	})
+
+	fast.heal()
+	slow.block = make(chan struct{})
+	defer close(slow.block)
+	v.Refresh()
+	clk.Step(time.Second) // the login floor
+	eventually(t, "fast's credential", func() bool { return current(v, "fast") != nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if c, err := v.Select(ctx); err != nil {
+		t.Fatalf("Select() after Refresh: %v, want a credential: one served before it", err)
+	} else if c.Handler != "fast" {
+		t.Errorf("Select() = %v, want fast's credential", c)
 	}
 }

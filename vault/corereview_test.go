@@ -9,7 +9,8 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
-// Review of the tick timer (issue 23): each test shows a problem.
+// Review of the vault's core as a state machine (issue 23): each test
+// shows a problem.
 
 // A tick timer that fires while another event holds v.mu, and that event
 // re-arms the timer for the next deadline, must not leave that next timer

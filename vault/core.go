@@ -74,13 +74,19 @@ func newCore(opts Options, jitter func(int64) int64) *core {
 	return &core{opts: opts, jitter: jitter}
 }
 
-// register adds a handler registered with OnLogin.
-func (c *core) register(fn login.Handler, opts []login.Option) {
+// register adds a handler registered with OnLogin at now. It logs in at
+// once when it ranks above what serves (see retryAbove): no later event may
+// come to start it while a fallback's credential that never expires
+// serves.
+func (c *core) register(now time.Time, fn login.Handler, opts []login.Option) (e effects) {
 	if c.closed {
-		return
+		return c.seal(e)
 	}
-	c.handlers = append(c.handlers, c.newHandler(fn, opts, false))
+	h := c.newHandler(fn, opts, false)
+	c.handlers = append(c.handlers, h)
 	c.registered = append(c.registered, login.Registration{Handler: fn, Options: opts})
+	c.retryAbove(now, h, &e)
+	return c.seal(e)
 }
 
 // newHandler configures a handler with a unique ID.
@@ -187,11 +193,13 @@ func (c *core) retryAbove(now time.Time, h *handlerState, e *effects) {
 
 // wantsRetryAbove tells whether h waits to log in above what serves.
 func (c *core) wantsRetryAbove(h *handlerState) bool {
-	if c.closed || h.cred != nil || h.running || !slices.Contains(c.active(), h) {
+	if c.closed || h.cred != nil || h.running {
 		return false
 	}
+	// What serves first: on a vault not used yet, active would make the
+	// fallback handlers.
 	top, ok := c.topRank()
-	return ok && compareRanks(h.lastRank, top) > 0
+	return ok && compareRanks(h.lastRank, top) > 0 && slices.Contains(c.active(), h)
 }
 
 // startDue starts a login for each active handler that has no credential

@@ -86,3 +86,41 @@ func TestRefreshKeepsServingWhileLateHandlersLogIn(t *testing.T) {
 		t.Errorf("Select() = %v, want fast's credential", c)
 	}
 }
+
+// A handler registered while the fallback serves is above it (see
+// KeepFallback), yet it was not called until some later event (a refresh,
+// a 401) had the vault look again: with a credential that never expires,
+// such as a kubeconfig's token, the fallback, another cluster perhaps,
+// served for good. A registered handler that ranks above what serves logs
+// in at once.
+func TestHandlerRegisteredLateLogsInAboveTheFallback(t *testing.T) {
+	fallback := &counter{priority: 30}
+	v, _ := testVault(t, Options{Fallback: []login.Registration{{Handler: fallback.login, Options: []login.Option{login.ID("fallback")}}}})
+	if c := mustSelect(t, v); c.Handler != "fallback" {
+		t.Fatalf("Select() = %v, want the fallback's credential", c)
+	}
+	mine := &counter{}
+	v.OnLogin(mine.login, login.ID("mine"))
+	eventually(t, "mine's credential", func() bool { return current(v, "mine") != nil })
+	if c := mustSelect(t, v); c.Handler != "mine" {
+		t.Errorf("Select() = %v, want mine's credential", c)
+	}
+}
+
+// A vault that has not been used starts nothing when a handler is
+// registered, and makes no fallback handler (they would show in its
+// metrics and LoginErrors).
+func TestHandlerRegisteredBeforeUseStartsNothing(t *testing.T) {
+	fallback := &counter{}
+	v, _ := testVault(t, Options{KeepFallback: true,
+		Fallback: []login.Registration{{Handler: fallback.login, Options: []login.Option{login.ID("fallback")}}}})
+	mine := &counter{}
+	v.OnLogin(mine.login, login.ID("mine"))
+	v.mu.Lock()
+	made := len(v.core.fallback)
+	v.mu.Unlock()
+	if made != 0 || mine.calls.Load() != 0 || fallback.calls.Load() != 0 {
+		t.Errorf("after OnLogin on an unused vault: %d fallback handlers made, %d and %d calls; want none",
+			made, mine.calls.Load(), fallback.calls.Load())
+	}
+}

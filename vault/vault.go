@@ -300,7 +300,7 @@ func SetDefault(opts Options) *Vault {
 func (v *Vault) OnLogin(h login.Handler, opts ...login.Option) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.core.register(h, opts)
+	v.applyLocked(v.core.register(v.clock.Now(), h, opts))
 }
 
 // closeGrace is how long Close waits for handler calls to return after

@@ -251,7 +251,8 @@ func (c *core) wanted(now time.Time) (e effects, serve, wait bool, err *LoginErr
 
 // ready is the readiness at now (see Vault.Ready): nil while a credential
 // is usable, held back or not, or while the vault logs in and has been
-// without one for less than Options.ReadyGrace.
+// without one for less than Options.ReadyGrace. Like a caller (see
+// wanted), it starts the logins that are due.
 func (c *core) ready(now time.Time) (effects, error) {
 	var e effects
 	c.expired(now, &e)
@@ -331,9 +332,10 @@ func (c *core) usable(now time.Time) bool {
 	return slices.ContainsFunc(c.all(), func(h *handlerState) bool { return h.cred != nil && h.cred.usable(now) })
 }
 
-// accepted ends an attempt of h at now that gave cred: h's new credential,
-// or the error that says why the vault refuses it. ok tells which; unsound
-// that its refresh backs off (see handlerState.schedule).
+// accepted ends an attempt of h at now that gave cred, unless the vault
+// refuses cred: err then says why, and the attempt goes on to
+// attemptFailed. Else cred is h's credential, and unsound tells that its
+// refresh backs off (see handlerState.schedule).
 func (c *core) accepted(now time.Time, h *handlerState, cred *Credential) (e effects, unsound bool, err error) {
 	if c.closed {
 		return e, false, ErrClosed

@@ -178,8 +178,8 @@ type Vault struct {
 	bases atomic.Pointer[[]base]   // servers the transport routes under, longest prefix first
 
 	// Lock order: mu, then pool.mu. life.spawnMu comes last: spawn takes
-	// it under mu (a login starting), pool.mu or a fake clock's lock (a
-	// timer's callback), and nothing is taken under it. A method whose
+	// it under mu (a login starting) or a fake clock's lock (a timer's
+	// callback), and nothing is taken under it. A method whose
 	// name ends in Locked is called with mu held.
 	mu      sync.Mutex
 	core    *core         // the handlers and the rules between them

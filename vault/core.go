@@ -74,13 +74,19 @@ func newCore(opts Options, jitter func(int64) int64) *core {
 	return &core{opts: opts, jitter: jitter}
 }
 
-// register adds a handler registered with OnLogin.
-func (c *core) register(fn login.Handler, opts []login.Option) {
+// register adds a handler registered with OnLogin at now. It logs in at
+// once when it ranks above what serves (see retryAbove): no later event may
+// come to start it while a fallback's credential that never expires
+// serves.
+func (c *core) register(now time.Time, fn login.Handler, opts []login.Option) (e effects) {
 	if c.closed {
-		return
+		return c.seal(e)
 	}
-	c.handlers = append(c.handlers, c.newHandler(fn, opts, false))
+	h := c.newHandler(fn, opts, false)
+	c.handlers = append(c.handlers, h)
 	c.registered = append(c.registered, login.Registration{Handler: fn, Options: opts})
+	c.retryAbove(now, h, &e)
+	return c.seal(e)
 }
 
 // newHandler configures a handler with a unique ID.
@@ -187,11 +193,13 @@ func (c *core) retryAbove(now time.Time, h *handlerState, e *effects) {
 
 // wantsRetryAbove tells whether h waits to log in above what serves.
 func (c *core) wantsRetryAbove(h *handlerState) bool {
-	if c.closed || h.cred != nil || h.running || !slices.Contains(c.active(), h) {
+	if c.closed || h.cred != nil || h.running {
 		return false
 	}
+	// What serves first: on a vault not used yet, active would make the
+	// fallback handlers.
 	top, ok := c.topRank()
-	return ok && compareRanks(h.lastRank, top) > 0
+	return ok && compareRanks(h.lastRank, top) > 0 && slices.Contains(c.active(), h)
 }
 
 // startDue starts a login for each active handler that has no credential
@@ -243,7 +251,8 @@ func (c *core) wanted(now time.Time) (e effects, serve, wait bool, err *LoginErr
 
 // ready is the readiness at now (see Vault.Ready): nil while a credential
 // is usable, held back or not, or while the vault logs in and has been
-// without one for less than Options.ReadyGrace.
+// without one for less than Options.ReadyGrace. Like a caller (see
+// wanted), it starts the logins that are due.
 func (c *core) ready(now time.Time) (effects, error) {
 	var e effects
 	c.expired(now, &e)
@@ -323,9 +332,10 @@ func (c *core) usable(now time.Time) bool {
 	return slices.ContainsFunc(c.all(), func(h *handlerState) bool { return h.cred != nil && h.cred.usable(now) })
 }
 
-// accepted ends an attempt of h at now that gave cred: h's new credential,
-// or the error that says why the vault refuses it. ok tells which; unsound
-// that its refresh backs off (see handlerState.schedule).
+// accepted ends an attempt of h at now that gave cred, unless the vault
+// refuses cred: err then says why, and the attempt goes on to
+// attemptFailed. Else cred is h's credential, and unsound tells that its
+// refresh backs off (see handlerState.schedule).
 func (c *core) accepted(now time.Time, h *handlerState, cred *Credential) (e effects, unsound bool, err error) {
 	if c.closed {
 		return e, false, ErrClosed
@@ -452,19 +462,17 @@ func (c *core) refreshAll(now time.Time) (e effects) {
 	if c.closed || !c.loggedIn() {
 		return c.seal(e)
 	}
-	empty := true
 	for _, h := range c.active() {
 		h.retryAt = time.Time{}
-		if h.cred != nil {
-			empty = false
-			if !h.running {
-				c.begin(h, login.Reason{Kind: login.Refresh}, &e)
-			}
+		if h.cred != nil && !h.running {
+			c.begin(h, login.Reason{Kind: login.Refresh}, &e)
 		}
 	}
-	// Handlers without a credential log in as a round when none serves
-	// (the first-login rules pick the winner), else one by one.
-	if empty {
+	// Handlers without a credential log in as a round when the vault holds
+	// none (the first-login rules pick the winner), else one by one: a
+	// round would hold back what serves, a fallback's credential beside
+	// handlers registered since, until its slowest handler is done.
+	if len(c.creds()) == 0 {
 		c.startDue(now, &e)
 		return c.seal(e)
 	}

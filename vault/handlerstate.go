@@ -17,7 +17,8 @@ import (
 // it happens at and says what follows from it, and none holds a lock, reads
 // a clock, starts a goroutine or sees the Vault. The vault-wide rules (which
 // handlers log in, the first-login round, publishing) are the core's, in
-// core.go; the vault (login.go) runs the calls and applies the results.
+// core.go; the vault runs the calls (login.go) and applies the results
+// (Vault.applyLocked).
 type handlerState struct {
 	fn       login.Handler // what the vault calls; no method here does
 	settings handlerconf.Settings
@@ -42,8 +43,8 @@ type handlerState struct {
 	// lastCall is when its last call started: the next login starts no
 	// earlier than settings.BackoffInitial after it (the login floor).
 	lastCall time.Time
-	// calls numbers its calls; returned is the number of the last one
-	// that has returned, which may be long after an attempt abandoned it.
+	// calls numbers its calls; returnedCalls is the number of the last
+	// one that has returned, which may be long after an attempt abandoned it.
 	// A handler is never called while a call of it runs.
 	calls, returnedCalls uint64
 	// abandoned tells that an attempt gave up on its last call at its
@@ -189,7 +190,8 @@ func (h *handlerState) nextDelay(now time.Time, err error, jitter func(int64) in
 }
 
 // offered checks c, just returned by h at now, against what the vault
-// refuses: the error says why it is refused.
+// refuses: the error says why it is refused. It sets c.usableUntil, which
+// the checks need.
 func (h *handlerState) offered(now time.Time, c *Credential, leeway time.Duration) error {
 	if slices.Contains(h.invalidated, c.digest) {
 		return errInvalidated

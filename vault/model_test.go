@@ -75,8 +75,14 @@ type model struct {
 
 	logins map[*handlerState]*modelLogin // logins the core started and that have not ended
 	calls  map[*handlerState]*modelCall  // calls in flight, abandoned ones too
-	// lastLoginCall is when each handler's last login made its first call.
+	// lastCall is when each handler was last called.
 	lastCall map[*handlerState]time.Time
+	// rejected is each handler's last credential the server rejected: a
+	// handler may give it again (a static token), which the vault refuses.
+	rejected map[*handlerState]*login.ConnectionInfo
+	// issued are the credentials accepted so far: a late 401 may name one
+	// that its handler has replaced since.
+	issued   []*Credential
 	snapshot []*Credential // as last published
 	held     bool
 	soonest  time.Time
@@ -86,7 +92,7 @@ type model struct {
 	closed   bool
 }
 
-// modelLogin is one run of Vault.login: next is when its next call may
+// modelLogin is one loginRun: next is when its next call may
 // start (after the floor, or a retry's delay), n the attempt it is at.
 type modelLogin struct {
 	next       time.Time
@@ -129,14 +135,17 @@ func newModel(seed uint64, rnd *rand.Rand) *model {
 		logins:   map[*handlerState]*modelLogin{},
 		calls:    map[*handlerState]*modelCall{},
 		lastCall: map[*handlerState]time.Time{},
+		rejected: map[*handlerState]*login.ConnectionInfo{},
 	}
 	m.logf("seed %d, %+v", seed, struct {
 		Leeway, FirstLoginWait time.Duration
 		Keep, None             bool
 		Fallbacks              int
 	}{opts.Leeway, opts.FirstLoginWait, opts.KeepFallback, opts.NoFallback, len(opts.Fallback)})
-	for i := range 1 + rnd.IntN(3) {
-		m.core.register(nil, modelSettings(rnd, fmt.Sprintf("h%d", i)))
+	// None at first, sometimes: the fallback serves, and handlers come
+	// later (OnLogin below).
+	for i := range rnd.IntN(4) {
+		m.core.register(m.now, nil, modelSettings(rnd, fmt.Sprintf("h%d", i)))
 	}
 	return m
 }
@@ -178,7 +187,7 @@ func (m *model) run(n int) error {
 	if err := m.settle(); err != nil {
 		return err
 	}
-	if m.rnd.IntN(20) == 0 && !m.core.closed {
+	if m.rnd.IntN(20) == 0 && !m.core.closed && len(m.core.active()) > 0 {
 		return m.serve(pick(m.rnd, 40*time.Second, 5*time.Minute))
 	}
 	return nil
@@ -194,6 +203,9 @@ func (m *model) step() error {
 	case 4, 5, 6:
 		return m.callStep(false)
 	case 7:
+		if m.rnd.IntN(4) == 0 {
+			return m.lateRejectStep()
+		}
 		return m.rejectStep(by401)
 	case 8:
 		if m.rnd.IntN(3) == 0 {
@@ -202,9 +214,15 @@ func (m *model) step() error {
 		return m.serveStep()
 	case 9:
 		m.logf("Refresh()")
+		settling, held := m.core.settling, len(m.core.creds())
 		e := m.core.refreshAll(m.now)
-		if len(m.snapshot) == 0 {
-			m.roundOf(e) // logins as a round, when none serves
+		if !settling && m.core.settling && held > 0 {
+			// A round holds back every credential until its handlers
+			// are done.
+			return fmt.Errorf("a round began while the vault held %d credentials", held)
+		}
+		if held == 0 {
+			m.roundOf(e) // logins as a round, when the vault holds none
 		}
 		return m.apply(e)
 	case 10:
@@ -218,8 +236,9 @@ func (m *model) step() error {
 			return m.apply(m.core.close(m.now))
 		}
 		if m.rnd.IntN(8) == 0 && !m.core.closed {
-			m.core.register(nil, modelSettings(m.rnd, fmt.Sprintf("late%d", len(m.core.handlers))))
+			e := m.core.register(m.now, nil, modelSettings(m.rnd, fmt.Sprintf("late%d", len(m.core.handlers))))
 			m.logf("OnLogin(%s)", m.core.handlers[len(m.core.handlers)-1].settings.ID)
+			return m.apply(e)
 		}
 	}
 	return nil
@@ -338,6 +357,9 @@ func (m *model) selectCred() error {
 	if err := m.apply(e); err != nil {
 		return err
 	}
+	if err := m.checkExpired(); err != nil {
+		return err
+	}
 	switch {
 	case serve && len(m.handedOut()) == 0:
 		return errors.New("Select was told to serve, and nothing is handed out")
@@ -358,7 +380,21 @@ func (m *model) ready() error {
 	e, err := m.core.ready(m.now)
 	m.logf("Ready() = %v", err != nil)
 	m.roundOf(e)
-	return m.apply(e)
+	if err := m.apply(e); err != nil {
+		return err
+	}
+	return m.checkExpired()
+}
+
+// checkExpired checks what Select's and Ready's slow paths leave: no
+// credential the vault keeps is unusable.
+func (m *model) checkExpired() error {
+	for _, c := range m.core.creds() {
+		if !c.usable(m.now) {
+			return fmt.Errorf("%s: %s kept after its expiry (usable until %s)", c.Handler, c.Info.Token, at(c.usableUntil))
+		}
+	}
+	return nil
 }
 
 // callStep advances a login that may call its handler now: it calls, or
@@ -445,7 +481,10 @@ func (m *model) callReturns(h *handlerState, c *modelCall, quiet bool) error {
 	}
 	outcome := "credential"
 	if !quiet {
-		outcome = pick(m.rnd, "credential", "credential", "nothing", "error", "temporary", "permanent", "abandoned", "same", "expired", "short")
+		outcome = pick(m.rnd, "credential", "credential", "nothing", "error", "temporary", "permanent", "abandoned", "same", "expired", "short", "rejected")
+	}
+	if outcome == "rejected" && m.rejected[h] == nil {
+		outcome = "credential"
 	}
 	if outcome == "abandoned" && h.settings.Timeout == 0 {
 		outcome = "error"
@@ -474,7 +513,11 @@ func (m *model) callReturns(h *handlerState, c *modelCall, quiet bool) error {
 	default:
 		cred := m.credential(h, outcome, quiet)
 		e, unsound, err := m.core.accepted(m.now, h, cred)
+		if outcome == "rejected" && !errors.Is(err, errInvalidated) && !errors.Is(err, ErrClosed) {
+			return fmt.Errorf("%s: gave again the credential the server rejected last, and the vault took it (%v)", h.settings.ID, err)
+		}
 		if err == nil {
+			m.issued = append(m.issued, cred)
 			m.logf("%s: accepted %s, usable until %s, refresh at %s", h.settings.ID, cred.Info.Token,
 				at(cred.usableUntil), at(h.refreshAt))
 			m.firstDone(h, l)
@@ -503,6 +546,10 @@ func at(t time.Time) string {
 // credential is what a handler returns: a new token (sometimes short-lived
 // or already expired), or its current one again.
 func (m *model) credential(h *handlerState, kind string, quiet bool) *Credential {
+	if kind == "rejected" {
+		info := *m.rejected[h]
+		return &Credential{Handler: h.settings.ID, Info: &info, owner: h, digest: handlerconf.Digest(&info), route: &route{}}
+	}
 	token := ""
 	if kind == "same" && h.cred != nil {
 		token = h.cred.Info.Token
@@ -623,6 +670,9 @@ func (m *model) rejectStep(by invalidation) error {
 	if !ok {
 		return fmt.Errorf("%s: the handed-out credential %s was not invalidated", c.Handler, c.Info.Token)
 	}
+	if by != byTLSFailure {
+		m.rejected[c.owner] = &login.ConnectionInfo{Server: c.Info.Server, Token: c.Info.Token, Priority: c.Info.Priority}
+	}
 	if h := c.owner; !h.retryAt.Equal(retryAt) && h.retryAt.Sub(m.now) > h.maxBackoff() {
 		return fmt.Errorf("%s: retry at %s, beyond its backoff's bound", h.settings.ID, at(h.retryAt))
 	}
@@ -630,6 +680,30 @@ func (m *model) rejectStep(by invalidation) error {
 		return fmt.Errorf("%s: %s invalidated twice", c.Handler, c.Info.Token)
 	}
 	return m.apply(e)
+}
+
+// lateRejectStep is a 401 for a credential its handler has replaced or lost
+// since: it changes nothing.
+func (m *model) lateRejectStep() error {
+	var old []*Credential
+	for _, c := range m.issued {
+		if c.owner.cred != c {
+			old = append(old, c)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	c := old[m.rnd.IntN(len(old))]
+	h := c.owner
+	m.logf("%s: late 401 for %s", c.Handler, c.Info.Token)
+	cred, strikes, invalidated := h.cred, h.strikes, len(h.invalidated)
+	cause := &UnauthorizedError{Server: c.Info.Server, StatusCode: 401}
+	e, ok, _ := m.core.invalidated(m.now, c, cause, by401, rejection(cause, c))
+	if ok || len(e.dropped) > 0 || e.publish || len(e.start) > 0 || h.cred != cred || h.strikes != strikes || len(h.invalidated) != invalidated {
+		return fmt.Errorf("%s: a late 401 for %s, replaced since, changed the vault", c.Handler, c.Info.Token)
+	}
+	return nil
 }
 
 // serveStep makes a credential handed out serve a request.
@@ -657,10 +731,20 @@ func (m *model) serveStep() error {
 
 // check is what holds after every step.
 func (m *model) check() error {
+	if err := m.checkDue(); err != nil {
+		return err
+	}
+	// The snapshot's stale rule (handedOut's) makes this hold whatever the
+	// core does; checkExpired checks the core's part.
 	out := m.handedOut()
 	for _, c := range out {
 		if !c.usable(m.now) {
 			return fmt.Errorf("%s: %s handed out at %s, usable until %s", c.Handler, c.Info.Token, at(m.now), at(c.usableUntil))
+		}
+	}
+	for _, h := range m.core.all() {
+		if l := m.logins[h]; m.core.settling && h.firstPending && (l == nil || l.firstDone) {
+			return fmt.Errorf("%s: the round waits for its first attempt, which has finished", h.settings.ID)
 		}
 	}
 	if r := m.round; r != nil {
@@ -683,6 +767,28 @@ func (m *model) check() error {
 		}
 		if h.running != (m.logins[h] != nil) {
 			return fmt.Errorf("%s: running = %v, but a login under way = %v", h.settings.ID, h.running, m.logins[h] != nil)
+		}
+	}
+	return nil
+}
+
+// checkDue checks that nothing due by now waits: the vault's timer fires
+// at the core's deadline, so a deadline that leaves out a refresh, a retry
+// above a lower priority or the end of a round's wait would let it pass.
+func (m *model) checkDue() error {
+	c := m.core
+	if c.closed {
+		return nil
+	}
+	if c.settling && !c.settleAt.After(m.now) {
+		return fmt.Errorf("the round's wait ended at %s and still holds the credentials back", at(c.settleAt))
+	}
+	for _, h := range c.all() {
+		if h.refreshDue(m.now) {
+			return fmt.Errorf("%s: its refresh was due at %s and has not started", h.settings.ID, at(h.refreshAt))
+		}
+		if c.wantsRetryAbove(h) && h.idle(m.now) {
+			return fmt.Errorf("%s: its login above what serves was due at %s and has not started", h.settings.ID, at(h.retryAt))
 		}
 	}
 	return nil

@@ -177,8 +177,10 @@ type Vault struct {
 	snap  atomic.Pointer[snapshot] // what Select hands out
 	bases atomic.Pointer[[]base]   // servers the transport routes under, longest prefix first
 
-	// Lock order: mu, then pool.mu. life.spawnMu is never held with
-	// either. A method whose name ends in Locked is called with mu held.
+	// Lock order: mu, then pool.mu. life.spawnMu comes last: spawn takes
+	// it under mu (a login starting) or a fake clock's lock (a timer's
+	// callback), and nothing is taken under it. A method whose
+	// name ends in Locked is called with mu held.
 	mu      sync.Mutex
 	core    *core         // the handlers and the rules between them
 	changed chan struct{} // closed and replaced when a waiter should look again
@@ -300,7 +302,7 @@ func SetDefault(opts Options) *Vault {
 func (v *Vault) OnLogin(h login.Handler, opts ...login.Option) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.core.register(h, opts)
+	v.applyLocked(v.core.register(v.clock.Now(), h, opts))
 }
 
 // closeGrace is how long Close waits for handler calls to return after
@@ -376,15 +378,21 @@ func (v *Vault) armTickLocked(at, now time.Time) {
 	if at.IsZero() {
 		return
 	}
-	t.tick = v.clock.AfterFunc(at.Sub(now), func() {
+	var timer clock.Timer
+	timer = v.clock.AfterFunc(at.Sub(now), func() {
 		v.spawn(func() {
 			v.mu.Lock()
 			defer v.mu.Unlock()
-			v.timers.tickAt = time.Time{} // fired: the next deadline arms anew
-			v.timers.tick = nil
+			// Fired: the next deadline arms anew. Unless an event re-armed
+			// the timer while this callback waited for mu: that timer is
+			// the one to keep (and to stop at Close).
+			if v.timers.tick == timer {
+				v.timers.tickAt, v.timers.tick = time.Time{}, nil
+			}
 			v.applyLocked(v.core.tick(v.clock.Now()))
 		})
 	})
+	t.tick = timer
 }
 
 // spawn runs f in a goroutine that Close waits for, unless the vault is

@@ -320,9 +320,9 @@ func (c *core) loggingIn() bool {
 	return c.settling || slices.ContainsFunc(c.all(), func(h *handlerState) bool { return h.running })
 }
 
-// loggedIn tells whether any handler has been called or is being called:
+// used tells whether any handler has been called or is being called:
 // whether the vault has been used.
-func (c *core) loggedIn() bool {
+func (c *core) used() bool {
 	return slices.ContainsFunc(c.active(), func(h *handlerState) bool { return h.running || !h.lastCall.IsZero() })
 }
 
@@ -332,11 +332,11 @@ func (c *core) usable(now time.Time) bool {
 	return slices.ContainsFunc(c.all(), func(h *handlerState) bool { return h.cred != nil && h.cred.usable(now) })
 }
 
-// accepted ends an attempt of h at now that gave cred, unless the vault
+// returnedCredential ends an attempt of h at now that gave cred, unless the vault
 // refuses cred: err then says why, and the attempt goes on to
 // attemptFailed. Else cred is h's credential, and unsound tells that its
 // refresh backs off (see handlerState.schedule).
-func (c *core) accepted(now time.Time, h *handlerState, cred *Credential) (e effects, unsound bool, err error) {
+func (c *core) returnedCredential(now time.Time, h *handlerState, cred *Credential) (e effects, unsound bool, err error) {
 	if c.closed {
 		return e, false, ErrClosed
 	}
@@ -362,7 +362,7 @@ func (c *core) accepted(now time.Time, h *handlerState, cred *Credential) (e eff
 }
 
 // attemptFailed ends attempt n of h's login at now with err (not a refused
-// credential's, which accepted returned). It says whether the login goes
+// credential's, which returnedCredential returned). It says whether the login goes
 // on, and after how long; else it has finished, and again tells that it
 // gave nothing as the one before it did.
 func (c *core) attemptFailed(now time.Time, h *handlerState, n int, err error) (e effects, retry bool, delay time.Duration, again bool) {
@@ -402,6 +402,15 @@ func (c *core) finish(now time.Time, h *handlerState, err error, delay time.Dura
 	c.retryAbove(now, h, e) // a higher priority that failed: not only on an empty vault
 	e.wake = true
 	return again
+}
+
+// served notes at now that h's credential got an answer other than 401
+// for the first time (see handlerState.served): a handler that was backing
+// off may log in again now.
+func (c *core) served(now time.Time, h *handlerState) (e effects) {
+	h.served()
+	c.retryAbove(now, h, &e)
+	return c.seal(e)
 }
 
 // invalidated removes cred at now because of cause, unless it is no
@@ -459,7 +468,7 @@ func later(a, b time.Time) time.Time {
 // refreshAll asks every handler for a new credential at now (see
 // Vault.Refresh).
 func (c *core) refreshAll(now time.Time) (e effects) {
-	if c.closed || !c.loggedIn() {
+	if c.closed || !c.used() {
 		return c.seal(e)
 	}
 	for _, h := range c.active() {

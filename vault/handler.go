@@ -1,8 +1,6 @@
 package vault
 
 import (
-	"context"
-
 	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/login"
 )
@@ -12,30 +10,27 @@ func configure(h login.Handler, opts ...login.Option) handlerconf.Settings {
 	return handlerconf.Configure(h, opts...)
 }
 
-// tracked wraps h so that Close can wait for its calls, which run in
-// goroutines of their own (see callHandler).
-func (v *Vault) tracked(h login.Handler) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
-		v.life.spawnMu.Lock()
-		if v.life.stopping {
-			v.life.spawnMu.Unlock()
-			return nil, ErrClosed
-		}
-		v.life.calls.Add(1)
-		v.life.spawnMu.Unlock()
-		defer v.life.calls.Done()
-		return h(ctx)
+// enter counts a handler call among those Close waits for, unless Close
+// has begun: it tells whether the call may run. The call runs in a
+// goroutine of its own (see callHandler) and ends with calls.Done.
+func (l *lifecycle) enter() bool {
+	l.spawnMu.Lock()
+	defer l.spawnMu.Unlock()
+	if l.stopping {
+		return false
 	}
+	l.calls.Add(1)
+	return true
 }
 
 // served notes that cred got an answer other than 401. The first time, its
 // handler's strikes, or its TLS failures, and their backoff are cleared
-// (see handlerState.served); later times cost an atomic load.
+// (see core.served); later times cost an atomic load.
 func (v *Vault) served(cred *Credential) {
 	if cred.served.Load() || !cred.served.CompareAndSwap(false, true) || cred.owner == nil {
 		return
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	cred.owner.served()
+	v.applyLocked(v.core.served(v.clock.Now(), cred.owner))
 }

@@ -28,7 +28,7 @@ type loginRun struct {
 // run runs h's attempts for reason until one gives a credential the
 // vault accepts, the handler's retries run out, or the vault closes: the
 // calls, their waits and their logs. What each result means is the core's
-// (core.accepted, core.attemptFailed). It starts no earlier than the
+// (core.returnedCredential, core.attemptFailed). It starts no earlier than the
 // handler's initial backoff after its previous call (the login floor), so
 // that credentials that live a few milliseconds cannot make a handler run
 // in a loop.
@@ -67,7 +67,7 @@ func (l *loginRun) run(reason login.Reason) {
 		var e effects
 		if err == nil {
 			var unsound bool
-			if e, unsound, err = v.core.accepted(v.clock.Now(), h, cred); err == nil {
+			if e, unsound, err = v.core.returnedCredential(v.clock.Now(), h, cred); err == nil {
 				l.loggedIn(cred, unsound, log)
 				v.applyLocked(e)
 				v.mu.Unlock()
@@ -78,10 +78,11 @@ func (l *loginRun) run(reason login.Reason) {
 		}
 		e, retry, delay, again := v.core.attemptFailed(v.clock.Now(), h, n, err)
 		v.applyLocked(e)
+		end := l.endLocked(err, again)
 		v.mu.Unlock()
 		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
 		if !retry {
-			l.ended(log, err, again)
+			end.log(log)
 			return
 		}
 		log.Error(redact.Error(err), "login attempt failed", "retryIn", delay)
@@ -130,16 +131,24 @@ func (l *loginRun) call(ctx context.Context) (*Credential, error) {
 	n := h.called(v.clock.Now())
 	h.returned = returned
 	v.mu.Unlock()
-	// Inside tracked, so that Close waits for the call's end to be noted.
-	info, err := callHandler(ctx, h.settings, v.tracked(func(ctx context.Context) (*login.ConnectionInfo, error) {
+	info, err := callHandler(ctx, h.settings, func(ctx context.Context) (*login.ConnectionInfo, error) {
+		entered := v.life.enter()
 		defer func() {
+			// Noted before the call leaves the calls Close waits for,
+			// and also when Close refused it.
 			v.mu.Lock()
 			h.callReturned(n)
 			v.mu.Unlock()
 			close(returned)
+			if entered {
+				v.life.calls.Done()
+			}
 		}()
+		if !entered {
+			return nil, ErrClosed
+		}
 		return h.fn(ctx)
-	}))
+	})
 	if err != nil {
 		if errors.Is(err, login.ErrAbandoned) {
 			v.mu.Lock()
@@ -178,35 +187,50 @@ func (l *loginRun) stop(log logr.Logger, err error) {
 	v.mu.Lock()
 	e, again := v.core.stopped(v.clock.Now(), l.h, err)
 	v.applyLocked(e)
+	end := l.endLocked(err, again)
 	v.mu.Unlock()
-	l.ended(log, err, again)
+	end.log(log)
 }
 
-// ended logs the end of a login that gave no credential.
-func (l *loginRun) ended(log logr.Logger, err error, again bool) {
-	v, h := l.v, l.h
-	v.mu.Lock()
-	closed, retryAt, refreshAt := v.core.closed, h.retryAt, h.refreshAt
-	var kv []any // what serves meanwhile: h's credential, if a refresh failed
+// loginEnd is how a login that gave no credential ended, as its last event
+// left the handler: what its log line says.
+type loginEnd struct {
+	err                error
+	again, closed      bool
+	retryAt, refreshAt time.Time
+	serving            []any // what serves meanwhile: the handler's credential, if a refresh failed
+}
+
+// endLocked is the end of the login with err, read in the lock of the
+// event that ended it: a Refresh or Close a moment later does not change
+// what its line says.
+func (l *loginRun) endLocked(err error, again bool) loginEnd {
+	h := l.h
+	end := loginEnd{err: err, again: again, closed: l.v.core.closed, retryAt: h.retryAt, refreshAt: h.refreshAt}
 	if c := h.cred; c != nil {
-		kv = []any{"fingerprint", c.fingerprint, "servesUntil", expirationValue(c.usableUntil)}
+		end.serving = []any{"fingerprint", c.fingerprint, "servesUntil", expirationValue(c.usableUntil)}
 	}
-	v.mu.Unlock()
+	return end
+}
+
+// log logs the end of a login that gave no credential.
+func (end loginEnd) log(log logr.Logger) {
+	kv, err := end.serving, end.err
 	switch {
-	case closed:
+	case end.closed:
 	case errors.Is(err, errNoCredential):
 		// Once at INFO: a handler that gives nothing for good (its store
 		// is not set up, and a fallback serves) is asked every BackoffMax.
-		if again {
+		if end.again {
 			log = log.V(1)
 		}
-		log.Info("login gave no credential", append(kv, "retryAt", retryAt.Round(0))...)
+		log.Info("login gave no credential", append(kv, "retryAt", end.retryAt.Round(0))...)
 	case errors.Is(err, errUnchanged):
 		// A Secret rewritten with the same token, a token file touched:
 		// nothing failed, and the credential serves on.
-		log.V(1).Info("logged in: the credential is unchanged", withTime(kv, "refreshAt", refreshAt)...)
+		log.V(1).Info("logged in: the credential is unchanged", withTime(kv, "refreshAt", end.refreshAt)...)
 	default:
-		log.Error(redact.Error(err), "login failed", append(kv, "retryAt", retryAt.Round(0))...)
+		log.Error(redact.Error(err), "login failed", append(kv, "retryAt", end.retryAt.Round(0))...)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 // modelSequences is how many random sequences TestModel runs: a few
 // seconds under -race; more hunt longer (go test -run TestModel
 // -model.sequences 100000 ./vault).
-var modelSequences = flag.Uint64("model.sequences", 3000, "random sequences TestModel runs")
+var modelSequences = flag.Uint64("model.sequences", 2000, "random sequences TestModel runs")
 
 func TestModel(t *testing.T) {
 	for seed := range *modelSequences {
@@ -512,7 +512,7 @@ func (m *model) callReturns(h *handlerState, c *modelCall, quiet bool) error {
 		err = &login.PermanentError{Err: errors.New("misconfigured")}
 	default:
 		cred := m.credential(h, outcome, quiet)
-		e, unsound, err := m.core.accepted(m.now, h, cred)
+		e, unsound, err := m.core.returnedCredential(m.now, h, cred)
 		if outcome == "rejected" && !errors.Is(err, errInvalidated) && !errors.Is(err, ErrClosed) {
 			return fmt.Errorf("%s: gave again the credential the server rejected last, and the vault took it (%v)", h.settings.ID, err)
 		}
@@ -718,8 +718,10 @@ func (m *model) serveStep() error {
 	}
 	h := c.owner
 	struck := h.strikes > 0 || h.loss.Kind == login.TLSFailure
-	h.served()
 	m.logf("%s: %s serves", c.Handler, c.Info.Token)
+	if err := m.apply(m.core.served(m.now, h)); err != nil {
+		return err
+	}
 	if h.strikes != 0 || h.loss.Kind == login.TLSFailure {
 		return fmt.Errorf("%s: served, and still %d strikes (%s)", h.settings.ID, h.strikes, h.loss)
 	}

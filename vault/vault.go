@@ -291,8 +291,9 @@ func SetDefault(opts Options) *Vault {
 
 // OnLogin registers a login handler. Handlers take part in the next login;
 // once one is registered, the fallback handlers are no longer run, unless
-// Options.KeepFallback says so. A handler whose ID is taken gets a numbered
-// one ("id#2").
+// Options.KeepFallback says so. A handler registered while only fallback
+// credentials serve logs in at once, and its credential serves in their
+// place. A handler whose ID is taken gets a numbered one ("id#2").
 //
 // The vault hands out a credential of the highest ConnectionInfo.Priority
 // present (0 unless the handler sets it), and lower ones only while no

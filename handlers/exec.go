@@ -94,8 +94,14 @@ type ExecConfig struct {
 //
 // Errors name the plugin and what went wrong (its exit code or signal, and
 // where its stderr went); they quote neither its stderr nor its stdout.
+//
+// A plugin that a native login serves (UseNative) is not run: the native
+// login gives the credential, when the plugin policy allows it.
 func Exec(cfg ExecConfig) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+		if n, ok := nativeFor(cfg.ExecConfig); ok {
+			return runNative(ctx, cfg, n)
+		}
 		out, err := cfg.run(ctx)
 		held := errors.Is(err, errStdoutHeldOpen)
 		if err != nil && !held {

@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"os/exec"
+	"strings"
 
 	clientexec "k8s.io/client-go/plugin/pkg/client/auth/exec"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -51,7 +52,7 @@ func policyAllows(policy PluginPolicy, command string) error {
 	// The same text runs the same file; a cleaned one need not: "./sh"
 	// cleans to "sh", and runs the working directory's sh, not $PATH's.
 	for _, entry := range policy.Allowlist {
-		if entry.Command == command {
+		if entry.Command == command && !strings.HasPrefix(command, nativePrefix) {
 			return nil
 		}
 	}

@@ -26,6 +26,9 @@ func TestVaultRefreshesBeforeExpiry(t *testing.T) {
 	defer cancel()
 	tokens := map[string]bool{}
 	for len(s.issues()) < 4 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d logins in 30 s, want 4: the vault does not refresh before the 3-s tokens expire", len(s.issues()))
+		}
 		cred, err := v.Select(ctx)
 		if err != nil {
 			t.Fatalf("after %d logins: %v", len(s.issues()), err)

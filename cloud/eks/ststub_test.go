@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -51,7 +52,6 @@ type stsStub struct {
 	keys   map[string]principal
 	calls  map[string]int
 	issued []issue // AssumeRole*: what was issued when, in order
-	seen   []string
 }
 
 // principal is an identity the stand-in knows.
@@ -122,13 +122,18 @@ func (s *stsStub) serve(w http.ResponseWriter, r *http.Request) {
 	switch action {
 	case "GetCallerIdentity":
 		s.record(action)
-		s.mu.Lock()
-		s.seen = append(s.seen, r.Header.Get("X-K8s-Aws-Id"))
-		s.mu.Unlock()
 		type result struct {
 			Arn, UserId, Account string
 		}
-		writeXML(w, "GetCallerIdentity", result{Arn: who.arn, UserId: who.creds.AccessKeyID, Account: testAccount})
+		res := result{Arn: who.arn, UserId: who.creds.AccessKeyID, Account: testAccount}
+		if strings.Contains(r.Header.Get("Accept"), "application/json") {
+			// As STS answers aws-iam-authenticator's server.
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"GetCallerIdentityResponse": map[string]any{
+				"GetCallerIdentityResult": res, "ResponseMetadata": map[string]string{"RequestId": randomHex(8)}}})
+			return
+		}
+		writeXML(w, "GetCallerIdentity", res)
 	case "AssumeRole":
 		if s.arrived != nil {
 			s.arrived <- struct{}{}

@@ -42,10 +42,13 @@
 // "authvault") and the role's credentials sign the token; the role is
 // assumed again at every login.
 //
-// # What is not done here
+// # The server
 //
-// Server and CAData are required: the cluster's endpoint is not looked up
-// with EKS DescribeCluster.
+// With [Options].Server empty, every login asks EKS DescribeCluster for the
+// cluster's endpoint and CA, with the credentials that sign the token (the
+// role's, with RoleARN), so the token only goes to the server AWS names for
+// the cluster. With Server set, Server and CAData are used as given, and
+// nothing checks that they are the cluster's.
 //
 // # Errors
 //

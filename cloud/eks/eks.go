@@ -42,10 +42,16 @@ type Options struct {
 	STSEndpoint string
 
 	// Server is the API server's URL, and CAData the PEM of its certificate
-	// authority (nil: the system's roots). Server is required: it is not
-	// looked up with DescribeCluster.
+	// authority (nil: the system's roots). Default: both from EKS
+	// DescribeCluster at every login, with the credentials that sign the
+	// token (the role's, with RoleARN), which then need
+	// eks:DescribeCluster; CAData is then ignored.
 	Server string
 	CAData []byte
+
+	// EKSEndpoint is the EKS API endpoint DescribeCluster is sent to, as an
+	// absolute URL. Default: the SDK's regional endpoint.
+	EKSEndpoint string
 
 	// AWS is the SDK configuration to take credentials, HTTP client and
 	// region from. Default: config.LoadDefaultConfig with Region, loaded at
@@ -107,16 +113,22 @@ func (h *handler) login(ctx context.Context) (*login.ConnectionInfo, error) {
 		who = fmt.Sprintf("role %s assumed with credentials from %s", h.opts.RoleARN, h.source)
 	}
 
+	ep := endpoint{server: h.opts.Server, caData: h.opts.CAData}
+	if ep.server == "" {
+		if ep, err = h.describe(ctx, cfg, creds, who); err != nil {
+			return nil, err
+		}
+	}
 	tok, err := presign(ctx, h.stsClient(cfg, creds), h.opts.Cluster)
 	if err != nil {
 		return nil, h.errorf("%s: presigning GetCallerIdentity: %w", who, redact.Secrets(err, creds.SecretAccessKey, creds.SessionToken))
 	}
 	exp := tok.expiration(creds)
 	logr.FromContextOrDiscard(ctx).V(1).Info("eks: token made", "cluster", h.opts.Cluster, "region", cfg.Region,
-		"credentials", who, "sdkSource", creds.Source, "signed", tok.signed, "expiration", exp)
+		"server", ep.server, "credentials", who, "sdkSource", creds.Source, "signed", tok.signed, "expiration", exp)
 	return &login.ConnectionInfo{
-		Server:     h.opts.Server,
-		CAData:     h.opts.CAData,
+		Server:     ep.server,
+		CAData:     ep.caData,
 		Token:      tok.token,
 		Expiration: exp,
 	}, nil
@@ -124,11 +136,8 @@ func (h *handler) login(ctx context.Context) (*login.ConnectionInfo, error) {
 
 // check tells what Options lacks.
 func (o Options) check() error {
-	switch {
-	case o.Cluster == "":
+	if o.Cluster == "" {
 		return errors.New("eks: Options.Cluster is required")
-	case o.Server == "":
-		return fmt.Errorf("eks: cluster %q: Options.Server is required", o.Cluster)
 	}
 	return nil
 }

@@ -195,9 +195,12 @@ func TestRefusedCredentialsNameTheirSource(t *testing.T) {
 
 // Options that cannot work are permanent errors: the vault does not retry.
 func TestIncompleteOptionsArePermanent(t *testing.T) {
+	s := newSTSStub(t)
+	noRegion := s.staticConfig(testKeyID, testSecret, "")
+	noRegion.Region = ""
 	for name, opts := range map[string]eks.Options{
 		"no cluster": {Server: testServer, Region: testRegion},
-		"no server":  {Cluster: testCluster, Region: testRegion},
+		"no region":  {Cluster: testCluster, Server: testServer, AWS: noRegion},
 	} {
 		_, err := eks.Login(opts)(context.Background())
 		var perm *login.PermanentError
@@ -233,5 +236,37 @@ func TestCanceledLoginReturnsPromptly(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the login did not return after its context was canceled")
+	}
+}
+
+// Without Server, DescribeCluster gives the endpoint and CA, asked with the
+// credentials that sign the token (here the assumed role's).
+func TestServerFromDescribeCluster(t *testing.T) {
+	s := newSTSStub(t)
+	opts := s.options(s.staticConfig(testKeyID, testSecret, ""))
+	opts.Server, opts.CAData, opts.EKSEndpoint, opts.RoleARN = "", nil, s.srv.URL, testRoleARN
+	info, err := eks.Login(opts)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Server != testEndpoint || !bytes.Equal(info.CAData, s.caPEM()) {
+		t.Errorf("got server %q and CA %q, want %q and the cluster's CA", info.Server, info.CAData, testEndpoint)
+	}
+	s.mu.Lock()
+	by := append([]string(nil), s.describedBy...)
+	s.mu.Unlock()
+	if issued := s.issues(); len(by) != 1 || len(issued) != 1 || by[0] != issued[0].keyID {
+		t.Errorf("DescribeCluster signed by %v, want once by the role's key", by)
+	}
+	if code, _ := s.callPresigned(t, presignedURL(t, info.Token), testCluster); code != http.StatusOK {
+		t.Errorf("the token does not verify: %d", code)
+	}
+
+	opts.Cluster = "gone"
+	_, err = eks.Login(opts)(context.Background())
+	for _, want := range []string{`eks: cluster "gone": role ` + testRoleARN, "DescribeCluster", "ResourceNotFoundException"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
@@ -52,6 +53,8 @@ type stsStub struct {
 	keys   map[string]principal
 	calls  map[string]int
 	issued []issue // AssumeRole*: what was issued when, in order
+	// describedBy has the key of each DescribeCluster's signer, in order.
+	describedBy []string
 }
 
 // principal is an identity the stand-in knows.
@@ -109,6 +112,10 @@ func (s *stsStub) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if name, ok := strings.CutPrefix(r.URL.Path, "/clusters/"); ok {
+		s.describeCluster(w, r, body, name)
+		return
+	}
 	action := params.Get("Action")
 	if action == "AssumeRoleWithWebIdentity" { // the one unsigned action
 		s.assumeWithWebIdentity(w, params)
@@ -153,6 +160,33 @@ func (s *stsStub) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		stsError(w, http.StatusBadRequest, "InvalidAction", "unknown action")
 	}
+}
+
+// testEndpoint is the API server of testCluster that DescribeCluster gives.
+const testEndpoint = "https://0123ABCD.gr7.eu-west-1.eks.amazonaws.com"
+
+// describeCluster answers EKS DescribeCluster (REST, JSON) for testCluster.
+func (s *stsStub) describeCluster(w http.ResponseWriter, r *http.Request, body []byte, name string) {
+	who, err := s.verify(r, body)
+	if err != nil {
+		w.Header().Set("X-Amzn-Errortype", "InvalidSignatureException")
+		http.Error(w, `{"message":"signature does not match"}`, http.StatusForbidden)
+		return
+	}
+	if r.Method != http.MethodGet || name != testCluster {
+		w.Header().Set("X-Amzn-Errortype", "ResourceNotFoundException")
+		http.Error(w, `{"message":"No cluster found for name: `+name+`."}`, http.StatusNotFound)
+		return
+	}
+	s.mu.Lock()
+	s.calls["DescribeCluster"]++
+	s.describedBy = append(s.describedBy, who.creds.AccessKeyID)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"cluster": map[string]any{
+		"name": name, "endpoint": testEndpoint, "status": "ACTIVE",
+		"certificateAuthority": map[string]string{"data": base64.StdEncoding.EncodeToString(s.caPEM())},
+	}})
 }
 
 func (s *stsStub) assumeWithWebIdentity(w http.ResponseWriter, params url.Values) {
@@ -234,7 +268,7 @@ func (s *stsStub) verify(r *http.Request, body []byte) (principal, error) {
 		date = r.Header.Get("X-Amz-Date")
 	}
 	scope := strings.Split(credential, "/")
-	if len(scope) != 5 || scope[2] != testRegion || scope[3] != "sts" || scope[4] != "aws4_request" {
+	if len(scope) != 5 || scope[2] != testRegion || (scope[3] != "sts" && scope[3] != "eks") || scope[4] != "aws4_request" {
 		return principal{}, fmt.Errorf("bad credential scope %q", credential)
 	}
 	signed, err := time.Parse(amzDateLayout, date)
@@ -274,7 +308,7 @@ func (s *stsStub) verify(r *http.Request, body []byte) (principal, error) {
 	var want string
 	signer := v4.NewSigner()
 	if presigned {
-		signedURL, _, err := signer.PresignHTTP(context.Background(), who.creds, c, hex.EncodeToString(sum[:]), "sts", testRegion, signed)
+		signedURL, _, err := signer.PresignHTTP(context.Background(), who.creds, c, hex.EncodeToString(sum[:]), scope[3], testRegion, signed)
 		if err != nil {
 			return principal{}, err
 		}
@@ -284,7 +318,7 @@ func (s *stsStub) verify(r *http.Request, body []byte) (principal, error) {
 		}
 		want = pu.Query().Get("X-Amz-Signature")
 	} else {
-		if err := signer.SignHTTP(context.Background(), who.creds, c, hex.EncodeToString(sum[:]), "sts", testRegion, signed); err != nil {
+		if err := signer.SignHTTP(context.Background(), who.creds, c, hex.EncodeToString(sum[:]), scope[3], testRegion, signed); err != nil {
 			return principal{}, err
 		}
 		_, want, _ = strings.Cut(c.Header.Get("Authorization"), "Signature=")

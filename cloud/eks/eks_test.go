@@ -270,3 +270,46 @@ func TestServerFromDescribeCluster(t *testing.T) {
 		}
 	}
 }
+
+// An SDK error that quotes a URL does not show its user info: here the
+// container credentials endpoint's (EKS Pod Identity), which the SDK quotes
+// with the user name and the password masked by net/http.
+func TestURLUserInfoRedacted(t *testing.T) {
+	s := newSTSStub(t)
+	s.webIdentityEnv(t, testWebToken)
+	t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "")
+	const user, password = "tok3n-in-url", "pw-in-url"
+	t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://"+user+":"+password+"@127.0.0.1:1/creds") // nothing listens there
+	opts := s.options(nil)
+	opts.Region = testRegion
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := eks.Login(opts)(ctx)
+	if err == nil || !strings.Contains(err.Error(), "container endpoint (EKS Pod Identity)") {
+		t.Fatalf("got %v, want an error naming the container endpoint", err)
+	}
+	assertNoSecret(t, "the error", err, user, password)
+}
+
+// Logins of one handler that run at once take turns, and each gets a token.
+func TestConcurrentLogins(t *testing.T) {
+	s := newSTSStub(t)
+	opts := s.options(s.staticConfig(testKeyID, testSecret, ""))
+	opts.RoleARN = testRoleARN
+	h := eks.Login(opts)
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() {
+			_, err := h(context.Background())
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := s.count("AssumeRole"); got != cap(errs) {
+		t.Errorf("got %d AssumeRole, want %d", got, cap(errs))
+	}
+}

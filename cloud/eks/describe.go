@@ -3,6 +3,8 @@ package eks
 import (
 	"context"
 	"encoding/base64"
+	"net/url"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -48,4 +50,28 @@ func (h *handler) describe(ctx context.Context, cfg aws.Config, creds aws.Creden
 		return endpoint{}, h.errorf("DescribeCluster's certificate authority is not base64: %w", err)
 	}
 	return endpoint{server: aws.ToString(c.Endpoint), caData: ca}, nil
+}
+
+// sameServer tells whether server (a URL someone gave) is endpoint (the URL
+// DescribeCluster gives): https both, the same host (case aside), the
+// default port or none, and no path, user info, query or fragment.
+func sameServer(server, endpoint string) bool {
+	a, err := url.Parse(server)
+	if err != nil {
+		return false
+	}
+	b, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		return "443"
+	}
+	plain := func(u *url.URL) bool {
+		return u.Scheme == "https" && u.User == nil && strings.Trim(u.Path, "/") == "" && u.RawQuery == "" && u.Fragment == ""
+	}
+	return plain(a) && plain(b) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }

@@ -48,7 +48,12 @@
 // cluster's endpoint and CA, with the credentials that sign the token (the
 // role's, with RoleARN), so the token only goes to the server AWS names for
 // the cluster. With Server set, Server and CAData are used as given, and
-// nothing checks that they are the cluster's.
+// nothing checks that they are the cluster's, unless [Options].CheckServer
+// is set: then DescribeCluster is asked too, a Server that is not the
+// cluster's endpoint (https, same host, port 443, no path) is a permanent
+// error before any token is made, and the CA is the cluster's. Set it when
+// someone else chose Server (a kubeconfig from a Secret): a token is a
+// credential for the cluster wherever it is sent.
 //
 // # Errors
 //

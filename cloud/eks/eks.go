@@ -49,6 +49,14 @@ type Options struct {
 	Server string
 	CAData []byte
 
+	// CheckServer, with Server set, makes every login ask DescribeCluster
+	// too and refuse (a permanent error, no token made) a Server that is not
+	// the cluster's endpoint; the CA is then DescribeCluster's, not CAData.
+	// For a Server someone else chose (a kubeconfig in a Secret): the token
+	// is a credential for the cluster, replayable wherever it is sent.
+	// Default: false, Server is trusted as given.
+	CheckServer bool
+
 	// EKSEndpoint is the EKS API endpoint DescribeCluster is sent to, as an
 	// absolute URL. Default: the SDK's regional endpoint.
 	EKSEndpoint string
@@ -114,9 +122,13 @@ func (h *handler) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	}
 
 	ep := endpoint{server: h.opts.Server, caData: h.opts.CAData}
-	if ep.server == "" {
+	if ep.server == "" || h.opts.CheckServer {
 		if ep, err = h.describe(ctx, cfg, creds, who); err != nil {
 			return nil, err
+		}
+		if h.opts.Server != "" && !sameServer(h.opts.Server, ep.server) {
+			return nil, login.Permanent(h.errorf("server %s is not the cluster's endpoint %s (DescribeCluster): no token sent",
+				redact.Value(h.opts.Server), ep.server))
 		}
 	}
 	tok, err := presign(ctx, h.stsClient(cfg, creds), h.opts.Cluster)

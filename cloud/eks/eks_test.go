@@ -313,3 +313,29 @@ func TestConcurrentLogins(t *testing.T) {
 		t.Errorf("got %d AssumeRole, want %d", got, cap(errs))
 	}
 }
+
+// With CheckServer, a Server that is not the cluster's endpoint gets no
+// token: a permanent error; the endpoint itself, written another way, gets
+// one, with the cluster's CA rather than the one given.
+func TestCheckServer(t *testing.T) {
+	s := newSTSStub(t)
+	opts := s.options(s.staticConfig(testKeyID, testSecret, ""))
+	opts.EKSEndpoint, opts.CheckServer = s.srv.URL, true
+	for _, server := range []string{"https://attacker.example", testEndpoint + "/k8s", "http://0123ABCD.gr7.eu-west-1.eks.amazonaws.com",
+		"https://u@0123ABCD.gr7.eu-west-1.eks.amazonaws.com", "https://0123ABCD.gr7.eu-west-1.eks.amazonaws.com:8443"} {
+		opts.Server = server
+		info, err := eks.Login(opts)(context.Background())
+		var perm *login.PermanentError
+		if !errors.As(err, &perm) || !strings.Contains(err.Error(), "is not the cluster's endpoint") || info != nil {
+			t.Errorf("server %s: got %v, %v; want no token and a permanent error", server, info, err)
+		}
+	}
+	opts.Server, opts.CAData = "https://0123abcd.GR7.eu-west-1.eks.amazonaws.com:443/", []byte("a CA the writer chose")
+	info, err := eks.Login(opts)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(info.CAData, s.caPEM()) {
+		t.Errorf("got CA %q, want the cluster's", info.CAData)
+	}
+}

@@ -82,6 +82,7 @@ type handler struct {
 
 	// turn is held (a value sent) by the login that runs; a login waiting
 	// for its turn leaves when its context ends, as a mutex would not let it.
+	// Methods named …Locked expect it held.
 	turn chan struct{}
 
 	// Loaded by the first successful login, read by the later ones; only the
@@ -90,6 +91,7 @@ type handler struct {
 	source string // where cfg's credentials come from, for errors
 }
 
+// login is the handler Login returns.
 func (h *handler) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	if err := h.opts.check(); err != nil {
 		return nil, login.Permanent(err)
@@ -100,7 +102,7 @@ func (h *handler) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	case <-ctx.Done():
 		return nil, h.errorf("waiting for another login: %w", ctx.Err())
 	}
-	if err := h.loadTurn(ctx); err != nil {
+	if err := h.loadLocked(ctx); err != nil {
 		return nil, err
 	}
 	cfg := *h.cfg
@@ -154,9 +156,9 @@ func (o Options) check() error {
 	return nil
 }
 
-// loadTurn loads the SDK configuration at the first login, or after a login
+// loadLocked loads the SDK configuration at the first login, or after a login
 // that could not load it.
-func (h *handler) loadTurn(ctx context.Context) error {
+func (h *handler) loadLocked(ctx context.Context) error {
 	if h.cfg != nil {
 		return nil
 	}

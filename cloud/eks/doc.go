@@ -1,0 +1,68 @@
+// Package eks logs in to Amazon EKS clusters in process, with no exec plugin:
+// the token aws-iam-authenticator and "aws eks get-token" make, minted from
+// the AWS SDK's credentials.
+//
+//	v.OnLogin(eks.Login(eks.Options{
+//		Cluster: "prod",
+//		Region:  "eu-west-1",
+//		Server:  "https://ABCD.gr7.eu-west-1.eks.amazonaws.com",
+//		CAData:  caPEM,
+//	}), login.Timeout(30*time.Second))
+//
+// This package is a Go module of its own, so that the library's module never
+// depends on the AWS SDK: import it only where EKS is used.
+//
+// # The token
+//
+// An EKS token is an STS GetCallerIdentity request, presigned with SigV4
+// (query X-Amz-Expires=60, and the header x-k8s-aws-id: <cluster> among the
+// signed headers), written as "k8s-aws-v1." and the base64url (no padding)
+// of the presigned URL. The API server's authenticator calls that URL with
+// the header and learns who signed it; the signed cluster name keeps a token
+// for one cluster from being replayed at another. Making the token is local
+// (a signature): no request leaves the process unless credentials must be
+// fetched or a role assumed.
+//
+// STS accepts a presigned URL for 15 minutes after it was signed, whatever
+// X-Amz-Expires says, so the credential's Expiration is the signing time plus
+// 14 minutes (a minute of margin for clock skew with STS, as
+// aws-iam-authenticator and Flux do), or the end of the AWS credentials that
+// signed it when that comes first: a URL signed with a session token stops
+// working when the session ends. The vault logs in again in the background
+// before then.
+//
+// # Credentials
+//
+// Without [Options].AWS, credentials come from aws-sdk-go-v2's default chain,
+// loaded once per handler and cached by the SDK: the environment
+// (AWS_ACCESS_KEY_ID), a web identity token file (IRSA:
+// AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN), the shared config files, the
+// container credentials endpoint (EKS Pod Identity) and IMDS. With
+// [Options].RoleARN, that identity first assumes the role (session name
+// "authvault") and the role's credentials sign the token; the role is
+// assumed again at every login.
+//
+// # The server
+//
+// With [Options].Server empty, every login asks EKS DescribeCluster for the
+// cluster's endpoint and CA, with the credentials that sign the token (the
+// role's, with RoleARN), so the token only goes to the server AWS names for
+// the cluster. With Server set, Server and CAData are used as given, and
+// nothing checks that they are the cluster's, unless [Options].CheckServer
+// is set: then DescribeCluster is asked too, a Server that is not the
+// cluster's endpoint (https, same host, port 443, no path) is a permanent
+// error before any token is made, and the CA is the cluster's. Set it when
+// someone else chose Server (a kubeconfig from a Secret): a token is a
+// credential for the cluster wherever it is sent.
+//
+// # Errors
+//
+// Every error starts with "eks:", names the cluster and where the
+// credentials came from (for example: eks: cluster "prod": credentials from
+// web identity (AWS_ROLE_ARN=arn:aws:iam::111122223333:role/op): …) and
+// never holds a secret: no secret access key, session token, presigned URL
+// or token, and no URL user info. An Options that cannot work (no cluster,
+// server or region) is a permanent error; the rest are retried by the vault.
+// Logs go to the logger in the handler's context (logr.FromContext), at
+// V(1), with the same care.
+package eks

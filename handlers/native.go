@@ -136,8 +136,16 @@ func runNative(ctx context.Context, cfg ExecConfig, n Native) (*login.Connection
 	if info == nil {
 		return nil, nil
 	}
-	// The kubeconfig says where the credential goes; the login, what it is.
+	// The kubeconfig says where the credential goes, unless the login
+	// says so itself: the cloud's endpoint and CA for a kubeconfig from
+	// elsewhere, which then verifies TLS whatever the kubeconfig said.
 	out := clusterPart(cfg.Cluster)
+	if info.Server != "" {
+		out.Server = info.Server
+	}
+	if len(info.CAData) > 0 || info.CAPath != "" {
+		out.CAData, out.CAPath, out.Insecure = info.CAData, info.CAPath, false
+	}
 	out.Token, out.CertificateData, out.PrivateKeyData, out.Expiration = info.Token, info.CertificateData, info.PrivateKeyData, info.Expiration
 	return &out, nil
 }

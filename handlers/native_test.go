@@ -44,8 +44,7 @@ func (f *fakeCloud) native() Native {
 				f.mu.Lock()
 				f.calls++
 				f.mu.Unlock()
-				return &login.ConnectionInfo{Server: "https://elsewhere.example", Token: "native-" + args[1],
-					Expiration: time.Now().Add(time.Hour)}, nil
+				return &login.ConnectionInfo{Token: "native-" + args[1], Expiration: time.Now().Add(time.Hour)}, nil
 			}, nil
 		},
 	}
@@ -190,5 +189,29 @@ func TestNativeLeavesOtherPluginsAndPolicies(t *testing.T) {
 	// The native's entry runs no command of that name.
 	if err := policyAllows(AllowNative(DenyAll, "fake"), "native:fake"); err == nil {
 		t.Error(`the allowlist entry "native:fake" lets a command of that name run`)
+	}
+}
+
+// A native login that says where its credential goes (the cloud's endpoint
+// and CA, for a kubeconfig from elsewhere) wins over the kubeconfig, whose
+// insecure-skip-tls-verify then no longer applies.
+func TestNativeEndpointWinsOverTheKubeconfig(t *testing.T) {
+	ca := testpki.NewCA(t).PEM
+	useNative(t, Native{
+		Name:   "pinned",
+		Serves: func(exec clientcmdapi.ExecConfig) bool { return exec.Command == "pinned-cloud" },
+		Handler: func(NativeRequest) (login.Handler, error) {
+			return func(context.Context) (*login.ConnectionInfo, error) {
+				return &login.ConnectionInfo{Server: "https://real.example", CAData: ca, Token: "t"}, nil
+			}, nil
+		},
+	})
+	info, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{Command: "pinned-cloud"},
+		Cluster: login.ConnectionInfo{Server: "https://chosen.example", Insecure: true, ProxyURL: "http://proxy.example"}})(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Server != "https://real.example" || string(info.CAData) != string(ca) || info.Insecure || info.ProxyURL != "http://proxy.example" {
+		t.Errorf("got %v, want the login's server and CA, verified, through the kubeconfig's proxy", info)
 	}
 }

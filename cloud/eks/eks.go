@@ -85,6 +85,10 @@ type handler struct {
 	// Methods named …Locked expect it held.
 	turn chan struct{}
 
+	// profile is the shared config's profile to load, when a kubeconfig's
+	// plugin names one (see Native); empty: the SDK's own choice.
+	profile string
+
 	// Loaded by the first successful login, read by the later ones; only the
 	// login holding turn touches them.
 	cfg    *aws.Config
@@ -178,6 +182,11 @@ func (h *handler) loadLocked(ctx context.Context) error {
 		load = append(load, config.WithRegion(h.opts.Region))
 	}
 	source := defaultChainSource(envLookup)
+	if h.profile != "" {
+		// A kubeconfig's plugin named the profile (see Native).
+		load = append(load, config.WithSharedConfigProfile(h.profile))
+		source = fmt.Sprintf("the shared config (profile %q)", h.profile)
+	}
 	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
 		return h.errorf("loading the AWS config (credentials from %s): %w", source, redact.Secrets(err))

@@ -1,0 +1,180 @@
+package eks
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/login"
+)
+
+// Native is the EKS login for handlers.UseNative: kubeconfigs whose exec
+// plugin makes EKS tokens log in with Login instead, with the plugin's
+// parameters. It serves
+//
+//	aws [--region R] [--profile P] eks get-token --cluster-name C [--role-arn A] [--output json]
+//	aws-iam-authenticator token -i C [-r A] [--region R]
+//	argocd-k8s-auth aws --cluster-name C [--role-arn A] [--profile P]
+//
+// (flags as `--flag value` or `--flag=value`), and of the plugin's
+// environment AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION and
+// AWS_STS_REGIONAL_ENDPOINTS=regional. Any other argument or variable is
+// an error: a parameter is never ignored. Credentials are this process's
+// (the SDK's default chain, in the named profile).
+//
+// From a kubeconfig someone else wrote (a Secret whose policy allows it:
+// handlers.AllowNative(policy, "eks")), every login first asks
+// DescribeCluster whether the kubeconfig's server is the cluster's
+// endpoint (Options.CheckServer), and sends no token otherwise; the CA is
+// then the cluster's, not the kubeconfig's.
+func Native() handlers.Native {
+	var cache sync.Map // request key → login.Handler, so the SDK's credential cache lasts
+	return handlers.Native{
+		Name:   "eks",
+		Serves: serves,
+		Handler: func(req handlers.NativeRequest) (login.Handler, error) {
+			opts, err := nativeOptions(req)
+			if err != nil {
+				return nil, err
+			}
+			key := fmt.Sprintf("%+v|%t|%s", opts, req.Untrusted, opts.profile)
+			if h, ok := cache.Load(key); ok {
+				return h.(login.Handler), nil
+			}
+			h, _ := cache.LoadOrStore(key, opts.login())
+			return h.(login.Handler), nil
+		},
+	}
+}
+
+// serves tells whether exec is one of the plugins Native serves: the
+// command's name and its mode, whatever its flags.
+func serves(exec clientcmdapi.ExecConfig) bool {
+	args := exec.Args
+	switch filepath.Base(exec.Command) {
+	case "aws":
+		i := slices.Index(args, "eks")
+		return i >= 0 && slices.Contains(args[i+1:], "get-token")
+	case "aws-iam-authenticator":
+		return slices.Contains(args, "token")
+	case "argocd-k8s-auth":
+		return len(args) > 0 && args[0] == "aws"
+	}
+	return false
+}
+
+// nativeCall is what a plugin's parameters ask for.
+type nativeCall struct {
+	Options
+	profile string
+}
+
+// plugin describes each plugin Native serves: its positional words, and
+// which of its flags set which option.
+type plugin struct {
+	words []string
+	flags map[string]func(*nativeCall, string)
+}
+
+var (
+	setCluster = func(c *nativeCall, v string) { c.Cluster = v }
+	setRole    = func(c *nativeCall, v string) { c.RoleARN = v }
+	setRegion  = func(c *nativeCall, v string) { c.Region = v }
+	setProfile = func(c *nativeCall, v string) { c.profile = v }
+	setOutput  = func(c *nativeCall, v string) {} // checked in parse: json only
+
+	plugins = map[string]plugin{
+		"aws": {words: []string{"eks", "get-token"}, flags: map[string]func(*nativeCall, string){
+			"--cluster-name": setCluster, "--role-arn": setRole, "--region": setRegion,
+			"--profile": setProfile, "--output": setOutput,
+		}},
+		"aws-iam-authenticator": {words: []string{"token"}, flags: map[string]func(*nativeCall, string){
+			"-i": setCluster, "--cluster-id": setCluster, "-r": setRole, "--role": setRole, "--region": setRegion,
+		}},
+		"argocd-k8s-auth": {words: []string{"aws"}, flags: map[string]func(*nativeCall, string){
+			"--cluster-name": setCluster, "--role-arn": setRole, "--profile": setProfile,
+		}},
+	}
+)
+
+// nativeOptions are the Options req's plugin asks for.
+func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
+	command := filepath.Base(req.Exec.Command)
+	p, ok := plugins[command]
+	if !ok {
+		return nativeCall{}, fmt.Errorf("eks: %q is not a plugin this login serves", command)
+	}
+	var c nativeCall
+	var words []string
+	args := req.Exec.Args
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if !strings.HasPrefix(arg, "-") {
+			words = append(words, arg)
+			continue
+		}
+		name, value, inline := strings.Cut(arg, "=")
+		set, ok := p.flags[name]
+		if !ok {
+			return nativeCall{}, fmt.Errorf("eks: %s: argument %q is not one this login understands", command, name)
+		}
+		if !inline {
+			if i+1 >= len(args) {
+				return nativeCall{}, fmt.Errorf("eks: %s: argument %q has no value", command, name)
+			}
+			i++
+			value = args[i]
+		}
+		if name == "--output" && value != "json" {
+			return nativeCall{}, fmt.Errorf("eks: %s: --output %q: only json is what a kubeconfig reads", command, value)
+		}
+		set(&c, value)
+	}
+	if !slices.Equal(words, p.words) {
+		return nativeCall{}, fmt.Errorf("eks: %s: arguments %q are not %q and its flags", command, words, strings.Join(p.words, " "))
+	}
+	for _, env := range req.Exec.Env {
+		switch {
+		case env.Name == "AWS_PROFILE":
+			c.profile = cmpOr(c.profile, env.Value)
+		case env.Name == "AWS_REGION" || env.Name == "AWS_DEFAULT_REGION":
+			c.Region = cmpOr(c.Region, env.Value)
+		case env.Name == "AWS_STS_REGIONAL_ENDPOINTS" && env.Value == "regional":
+		default:
+			return nativeCall{}, fmt.Errorf("eks: %s: environment variable %s is not one this login understands", command, env.Name)
+		}
+	}
+	if c.Cluster == "" {
+		return nativeCall{}, fmt.Errorf("eks: %s: no cluster name", command)
+	}
+	c.Server, c.CAData = req.Cluster.Server, req.Cluster.CAData
+	if req.Untrusted {
+		if c.Server == "" {
+			return nativeCall{}, fmt.Errorf("eks: cluster %q: a kubeconfig from elsewhere without a server", c.Cluster)
+		}
+		c.CheckServer, c.CAData = true, nil
+	}
+	return c, nil
+}
+
+// cmpOr is a when set, else b: a flag wins over the environment.
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// login is Login with c's options, in c's profile when it names one.
+func (c nativeCall) login() login.Handler {
+	if c.profile == "" {
+		return Login(c.Options)
+	}
+	h := &handler{opts: c.Options, turn: make(chan struct{}, 1), profile: c.profile}
+	return h.login
+}

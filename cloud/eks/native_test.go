@@ -1,0 +1,183 @@
+package eks_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/cloud/eks"
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/login"
+)
+
+// staticEnv sets this process's environment to the test's static keys,
+// with STS and EKS at the stand-in: what Native's logins take.
+func (s *stsStub) staticEnv(t *testing.T) {
+	dir := t.TempDir()
+	for _, k := range []string{"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+		"AWS_ENDPOINT_URL", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		t.Setenv(k, "")
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, s.caPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "no-config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "no-credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_ACCESS_KEY_ID", testKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", testSecret)
+	t.Setenv("AWS_ENDPOINT_URL_STS", s.srv.URL)
+	t.Setenv("AWS_ENDPOINT_URL_EKS", s.srv.URL)
+	t.Setenv("AWS_CA_BUNDLE", ca)
+}
+
+// useNative makes Native serve for one test.
+func useNative(t *testing.T) {
+	handlers.UseNative(eks.Native())
+	t.Cleanup(func() { handlers.UseNative(handlers.Native{Name: "eks"}) }) // serves nothing
+}
+
+// The plugins that make EKS tokens, as kubeconfigs name them, are served
+// by Login with their parameters: no process runs, the token verifies at
+// STS for the cluster named, with the role named.
+func TestNativeServesTheEKSPlugins(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	useNative(t)
+	cluster := login.ConnectionInfo{Server: testServer, CAData: s.caPEM()}
+	for _, tt := range []struct {
+		name    string
+		command string
+		args    []string
+		env     []clientcmdapi.ExecEnvVar
+		role    bool
+	}{
+		{"aws eks get-token", "aws", []string{"--region", testRegion, "eks", "get-token", "--cluster-name", testCluster, "--output", "json"}, nil, false},
+		{"aws, flags with =", "/usr/local/bin/aws", []string{"eks", "get-token", "--cluster-name=" + testCluster, "--role-arn=" + testRoleARN},
+			[]clientcmdapi.ExecEnvVar{{Name: "AWS_REGION", Value: testRegion}}, true},
+		{"aws-iam-authenticator", "aws-iam-authenticator", []string{"token", "-i", testCluster, "-r", testRoleARN, "--region", testRegion}, nil, true},
+		{"argocd-k8s-auth", "argocd-k8s-auth", []string{"aws", "--cluster-name", testCluster},
+			[]clientcmdapi.ExecEnvVar{{Name: "AWS_DEFAULT_REGION", Value: testRegion}, {Name: "AWS_STS_REGIONAL_ENDPOINTS", Value: "regional"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assumed := s.count("AssumeRole")
+			info, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{
+				Command: tt.command, Args: tt.args, Env: tt.env, APIVersion: "client.authentication.k8s.io/v1beta1",
+			}, Cluster: cluster})(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Server != testServer || !bytes.Equal(info.CAData, s.caPEM()) || info.Expiration.IsZero() {
+				t.Errorf("got %v, want the kubeconfig's server and CA, and an expiry", info)
+			}
+			if code, body := s.callPresigned(t, presignedURL(t, info.Token), testCluster); code != http.StatusOK {
+				t.Errorf("the token does not verify for %s: %d %s", testCluster, code, body)
+			}
+			if got := s.count("AssumeRole") - assumed; (got == 1) != tt.role {
+				t.Errorf("AssumeRole called %d times, role named: %v", got, tt.role)
+			}
+		})
+	}
+}
+
+// A parameter Native does not understand is an error naming it, never
+// ignored: no token is made.
+func TestNativeRefusesUnknownParameters(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	useNative(t)
+	for _, tt := range []struct {
+		args []string
+		env  []clientcmdapi.ExecEnvVar
+		want string
+	}{
+		{[]string{"eks", "get-token", "--cluster-name", testCluster, "--cluster-id", "x"}, nil, `argument "--cluster-id" is not one`},
+		{[]string{"eks", "get-token", "--cluster-name", testCluster, "--output", "yaml"}, nil, `--output "yaml"`},
+		{[]string{"eks", "get-token", "--cluster-name"}, nil, `"--cluster-name" has no value`},
+		{[]string{"eks", "get-token", "extra", "--cluster-name", testCluster}, nil, `are not "eks get-token"`},
+		{[]string{"eks", "get-token", "--region", testRegion}, nil, "no cluster name"},
+		{[]string{"eks", "get-token", "--cluster-name", testCluster}, []clientcmdapi.ExecEnvVar{{Name: "AWS_SECRET_ACCESS_KEY", Value: "from-the-kubeconfig"}},
+			"environment variable AWS_SECRET_ACCESS_KEY is not one"},
+	} {
+		_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{Command: "aws", Args: tt.args, Env: tt.env},
+			Cluster: login.ConnectionInfo{Server: testServer}})(context.Background())
+		var perm *login.PermanentError
+		if !errors.As(err, &perm) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q %v: %v, want a permanent error with %q", tt.args, tt.env, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "from-the-kubeconfig") {
+			t.Errorf("the error quotes a value of the environment: %v", err)
+		}
+	}
+	if n := s.count("GetCallerIdentity") + s.count("AssumeRole"); n != 0 {
+		t.Errorf("%d calls reached STS", n)
+	}
+}
+
+// A kubeconfig in a Secret may use Native only when its policy says so;
+// then its server must be the cluster's endpoint (DescribeCluster), else no
+// token is made, and the CA is the cluster's, not the Secret's.
+func TestNativeFromASecretChecksTheServer(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	useNative(t)
+	kubeconfig := func(server, ca string) []byte {
+		return fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: %q, certificate-authority-data: %q}
+users:
+- name: u
+  user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: aws, args: [--region, %s, eks, get-token, --cluster-name, %s], interactiveMode: Never}}
+contexts:
+- name: c
+  context: {cluster: c, user: u}
+current-context: c
+`, server, ca, testRegion, testCluster)
+	}
+	secretCA := base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"))
+	read := func(server string, policy handlers.PluginPolicy) (*login.ConnectionInfo, error) {
+		hub := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "k"},
+			Data: map[string][]byte{"value": kubeconfig(server, secretCA)}})
+		return handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{Client: hub.CoreV1(), Namespace: "ns", Name: "k",
+			PluginPolicy: policy})(context.Background())
+	}
+
+	if _, err := read(testEndpoint, handlers.DenyAll); err == nil || !strings.Contains(err.Error(), "handlers.AllowNative") {
+		t.Errorf("under DenyAll: %v, want a refusal naming AllowNative", err)
+	}
+	allowed := handlers.AllowNative(handlers.DenyAll, "eks")
+	info, err := read("https://attacker.example", allowed)
+	var perm *login.PermanentError
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "is not the cluster's endpoint") || info != nil {
+		t.Errorf("a server of the Secret's choosing: %v, %v; want no token and a permanent error", info, err)
+	}
+	if n := s.count("GetCallerIdentity"); n != 0 {
+		t.Errorf("%d tokens made for another server", n)
+	}
+	info, err = read(testEndpoint, allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Server != testEndpoint || !bytes.Equal(info.CAData, s.caPEM()) {
+		t.Errorf("got %v, want the cluster's endpoint and CA", info)
+	}
+	if code, _ := s.callPresigned(t, presignedURL(t, info.Token), testCluster); code != http.StatusOK {
+		t.Errorf("the token does not verify: %d", code)
+	}
+}

@@ -46,11 +46,15 @@ type Options struct {
 // token, and a handler to pass to Vault.OnLogin. The credential expires with
 // the token, so the vault fetches a new one before then.
 func Login(opts Options) login.Handler {
+	return newSource(opts, time.Now).login
+}
+
+// newSource applies opts' defaults.
+func newSource(opts Options, now func() time.Time) *source {
 	if len(opts.Scopes) == 0 {
 		opts.Scopes = []string{DefaultScope}
 	}
-	s := &source{opts: opts, now: time.Now}
-	return s.login
+	return &source{opts: opts, now: now}
 }
 
 // login is the handler.

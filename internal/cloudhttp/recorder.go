@@ -74,21 +74,32 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	ex := Exchange{Method: req.Method, URL: bareURL(req.URL)}
 	resp, err := base.RoundTrip(req)
-	switch {
-	case err != nil:
+	ex := Exchange{Method: req.Method, URL: bareURL(req.URL)}
+	if err != nil {
 		ex.Err = transportError(err)
-	default:
-		ex.Status = resp.StatusCode
-		if resp.StatusCode >= 400 {
-			ex.Code = oauthCode(resp)
-		}
+	} else {
+		ex = Response(resp)
 	}
 	r.mu.Lock()
 	r.last, r.seen = ex, true
 	r.mu.Unlock()
 	return resp, err
+}
+
+// Response is what can be told of resp, a response to a token request:
+// its request's method and URL, its status and, for a failure, its OAuth2
+// error code. It reads at most 64 KiB of a failed response's body and puts
+// them back.
+func Response(resp *http.Response) Exchange {
+	ex := Exchange{Status: resp.StatusCode}
+	if req := resp.Request; req != nil {
+		ex.Method, ex.URL = req.Method, bareURL(req.URL)
+	}
+	if resp.StatusCode >= 400 && resp.Body != nil {
+		ex.Code = oauthCode(resp)
+	}
+	return ex
 }
 
 func bareURL(u *url.URL) string {

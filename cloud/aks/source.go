@@ -114,9 +114,13 @@ func (s *source) failed(ctx context.Context, from string, err error) error {
 		e.What = ex.String()
 		permanent = ex.Status >= 400 && ex.Status < 500 && ex.Status != http.StatusRequestTimeout && ex.Status != http.StatusTooManyRequests
 	case errors.As(err, &auth):
-		e.What = "authentication failed, with no answer to show"
+		// No answer (an endpoint not found, a transport error): the
+		// text quotes no body.
+		e.What = localText(err, true)
 	default:
-		e.What = localText(err)
+		// No credential found: DefaultAzureCredential's lines say why
+		// for each credential it tried.
+		e.What = localText(err, false)
 		permanent = true
 	}
 	if permanent {
@@ -125,10 +129,10 @@ func (s *source) failed(ctx context.Context, from string, err error) error {
 	return e
 }
 
-// localText is azidentity's text of a failure that got no answer (no
+// localText is azidentity's text (its first line only, when firstLine) of a failure that got no answer (no
 // credential found, a tool missing): bounded, URL user info hidden, and the
 // environment's client secret and federated token masked.
-func localText(err error) string {
+func localText(err error, firstLine bool) string {
 	secrets := []string{os.Getenv("AZURE_CLIENT_SECRET"), os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD")}
 	if f := os.Getenv("AZURE_FEDERATED_TOKEN_FILE"); f != "" {
 		if b, rerr := os.ReadFile(f); rerr == nil {
@@ -136,6 +140,9 @@ func localText(err error) string {
 		}
 	}
 	text := redact.Secrets(err, secrets...).Error()
+	if firstLine {
+		text, _, _ = strings.Cut(text, "\n")
+	}
 	text = strings.Join(strings.Fields(text), " ")
 	if len(text) > maxText {
 		text = text[:maxText] + "…"

@@ -21,13 +21,20 @@ fmt-check:
 # beside $(PKGS); fmt-check sees it through git ls-files.
 DEMO := examples/rotation-demo
 
+# The cloud logins are modules of their own too, so that no cloud SDK becomes
+# a dependency of the library: each is vetted, checked and tested like the
+# demo.
+CLOUD := cloud/gke cloud/aks
+
 vet:
 	@$(TIMED) vet $(GO) vet $(PKGS)
 	@$(TIMED) vet-demo $(GO) -C $(DEMO) vet ./...
+	@for m in $(CLOUD); do $(TIMED) vet-$$(basename $$m) $(GO) -C $$m vet ./... || exit 1; done
 
 staticcheck:
 	@$(TIMED) staticcheck $(GO) run $(STATICCHECK) $(PKGS)
 	@$(TIMED) staticcheck-demo $(GO) -C $(DEMO) run $(STATICCHECK) ./...
+	@for m in $(CLOUD); do $(TIMED) staticcheck-$$(basename $$m) $(GO) -C $$m run $(STATICCHECK) ./... || exit 1; done
 
 # Prints the directory of the envtest binaries, building them when missing.
 envtest:
@@ -36,7 +43,8 @@ envtest:
 gotest:
 	@assets=$$($(TIMED) envtest bash hack/envtest.sh) && \
 	KUBEBUILDER_ASSETS=$$assets $(TIMED) go-test $(GO) test -race -count=1 -timeout 30m $(PKGS) && \
-	$(TIMED) demo-test $(GO) -C $(DEMO) test -race -count=1 ./...
+	$(TIMED) demo-test $(GO) -C $(DEMO) test -race -count=1 ./... && \
+	for m in $(CLOUD); do $(TIMED) test-$$(basename $$m) $(GO) -C $$m test -race -count=1 ./... || exit 1; done
 
 # Benchmarks: figures go to docs/benchmarks.md. Those against the
 # embedded API server (addonauth and its peer) need the envtest binaries.

@@ -26,7 +26,10 @@ func opts(cred azcore.TokenCredential) aks.Options {
 }
 
 // near tells whether got is within a few seconds of want.
-func near(got, want time.Time) bool { d := got.Sub(want); return d > -5*time.Second && d < 5*time.Second }
+func near(got, want time.Time) bool {
+	d := got.Sub(want)
+	return d > -5*time.Second && d < 5*time.Second
+}
 
 func TestLogin(t *testing.T) {
 	e := newEntra(t)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -112,7 +111,7 @@ func (s *source) failed(ctx context.Context, from string, err error) error {
 	case errors.As(err, &auth) && auth.RawResponse != nil:
 		ex := cloudhttp.Response(auth.RawResponse)
 		e.What = ex.String()
-		permanent = ex.Status >= 400 && ex.Status < 500 && ex.Status != http.StatusRequestTimeout && ex.Status != http.StatusTooManyRequests
+		permanent = cloudhttp.PermanentStatus(ex.Status)
 	case errors.As(err, &auth):
 		// No answer (an endpoint not found, a transport error): the
 		// text quotes no body.

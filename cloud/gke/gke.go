@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
 	"github.com/authvault/authvault/internal/cloudhttp"
@@ -30,8 +31,9 @@ type Options struct {
 
 	// Credentials is the Google identity to log in as. When it carries its
 	// JSON, each fetch builds a new token source from it (see the package
-	// doc); when not, its TokenSource is asked as it is, and that source
-	// decides when a token is new.
+	// doc); when not, its TokenSource is asked as it is: that source
+	// decides when a token is new, and its requests are not canceled with
+	// the login.
 	Credentials *google.Credentials
 	// CredentialsJSON is a credentials file's content: a service_account
 	// key, an external_account or impersonated_service_account
@@ -81,6 +83,13 @@ func (s *source) login(ctx context.Context) (*login.ConnectionInfo, error) {
 // credential source and what failed, never a secret.
 func (s *source) failed(ctx context.Context, rec *cloudhttp.Recorder, from string, err error) error {
 	text, cause, permanent := cloudhttp.Failure(ctx, rec, err)
+	var re *oauth2.RetrieveError
+	if _, sent := rec.Last(); !sent && cause == nil && errors.As(err, &re) && re.Response != nil {
+		// An answer the recorder did not see (a caller's token source):
+		// RetrieveError's text quotes the endpoint's description.
+		text = fmt.Sprintf("the token endpoint answered HTTP %d", re.Response.StatusCode)
+		permanent = cloudhttp.PermanentStatus(re.Response.StatusCode)
+	}
 	e := &Error{Server: redact.URL(s.opts.Server), Credentials: from, What: text, cause: cause}
 	if permanent {
 		return login.Permanent(e)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -252,3 +253,25 @@ func TestVaultRefreshesBeforeExpiry(t *testing.T) {
 		}
 	}
 }
+
+// A token source of the caller's, whose requests the handler does not see,
+// fails with oauth2's RetrieveError, whose text quotes the endpoint's
+// error description: the login's error keeps the status alone.
+func TestGivenTokenSourceErrorQuotesNoSecret(t *testing.T) {
+	echo := "echoed-assertion-never-shown"
+	o := opts(nil)
+	o.Credentials = &google.Credentials{TokenSource: failingSource{&oauth2.RetrieveError{
+		Response:  &http.Response{StatusCode: http.StatusBadRequest, Status: "400 Bad Request"},
+		Body:      []byte(`{"error":"invalid_grant","error_description":"` + echo + `"}`),
+		ErrorCode: "invalid_grant", ErrorDescription: "you sent " + echo,
+	}}}
+	_, err := gke.Login(o)(context.Background())
+	var permanent *login.PermanentError
+	if err == nil || strings.Contains(fmt.Sprintf("%v %+v", err, err), echo) || !strings.Contains(err.Error(), "HTTP 400") || !errors.As(err, &permanent) {
+		t.Errorf("got %v, want a permanent error with HTTP 400 and no echo", err)
+	}
+}
+
+type failingSource struct{ err error }
+
+func (s failingSource) Token() (*oauth2.Token, error) { return nil, s.err }

@@ -30,8 +30,7 @@ func Failure(ctx context.Context, r *Recorder, err error) (text string, cause er
 		if !ex.Failed() {
 			return "the answer of " + ex.Method + " " + ex.URL + " gave no usable token", nil, false
 		}
-		s := ex.Status
-		return ex.String(), nil, s >= 400 && s < 500 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests
+		return ex.String(), nil, PermanentStatus(ex.Status)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return "canceled", err, false
@@ -41,4 +40,10 @@ func Failure(ctx context.Context, r *Recorder, err error) (text string, cause er
 		text = text[:maxLocalText] + "…"
 	}
 	return text, nil, true
+}
+
+// PermanentStatus tells whether a token endpoint's status says that asking
+// again will not help: a 4xx other than 408 and 429.
+func PermanentStatus(status int) bool {
+	return status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }

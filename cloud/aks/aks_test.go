@@ -40,6 +40,7 @@ func TestLogin(t *testing.T) {
 		{"client secret", func() login.Handler { return aks.Login(opts(e.secretCredential())) }},
 		{"client assertion", func() login.Handler { return aks.Login(opts(e.assertionCredential())) }},
 		{"default credential", func() login.Handler { setEnv(t); return aks.LoginWith(opts(nil), time.Now, e.newDefault) }},
+		{"workload identity", func() login.Handler { setWorkloadEnv(t); return aks.LoginWith(opts(nil), time.Now, e.newDefault) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.issued.Load()
@@ -119,6 +120,8 @@ func TestErrorsQuoteNoSecret(t *testing.T) {
 		{"client assertion", "the given *azidentity.ClientAssertionCredential", func() login.Handler { return aks.Login(opts(e.assertionCredential())) }},
 		{"default credential", `DefaultAzureCredential (service principal "` + client + `", client secret from the environment)`,
 			func() login.Handler { setEnv(t); return aks.LoginWith(opts(nil), time.Now, e.newDefault) }},
+		{"workload identity", `DefaultAzureCredential (workload identity "` + client + `")`,
+			func() login.Handler { setWorkloadEnv(t); return aks.LoginWith(opts(nil), time.Now, e.newDefault) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs strings.Builder

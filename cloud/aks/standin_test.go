@@ -13,6 +13,8 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -166,6 +168,19 @@ func setEnv(t *testing.T) {
 	t.Setenv("AZURE_TENANT_ID", tenant)
 	t.Setenv("AZURE_CLIENT_ID", client)
 	t.Setenv("AZURE_CLIENT_SECRET", secret)
+}
+
+// setWorkloadEnv is the environment AKS's workload identity webhook gives
+// a pod: a federated token in a file.
+func setWorkloadEnv(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "azure-identity-token")
+	if err := os.WriteFile(path, []byte(assertion), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AZURE_TENANT_ID", tenant)
+	t.Setenv("AZURE_CLIENT_ID", client)
+	t.Setenv("AZURE_CLIENT_SECRET", "")
+	t.Setenv("AZURE_FEDERATED_TOKEN_FILE", path)
 }
 
 func (e *entra) expiry() time.Time {

@@ -34,9 +34,9 @@ type Options struct {
 	Credential azcore.TokenCredential
 }
 
-// Login returns a handler that logs in to opts.Server with an Entra ID
-// token for opts.ServerID, to pass to Vault.OnLogin. The credential expires
-// with the token, so the vault fetches a new one before then.
+// Login returns a handler, for Vault.OnLogin, that logs in to opts.Server
+// with an Entra ID token for opts.ServerID. The credential expires with the
+// token, so the vault fetches a new one before then.
 func Login(opts Options) login.Handler { return newSource(opts, time.Now).login }
 
 // newSource applies opts' defaults.

@@ -39,14 +39,15 @@ type Options struct {
 	// key, an external_account or impersonated_service_account
 	// configuration, or authorized_user. It is trusted as the process's own
 	// configuration: never pass a file from an untrusted source, whose URLs
-	// would receive the identity's tokens.
-	CredentialsJSON []byte
+	// would receive the identity's tokens. Not with Credentials.
+	//
 	// Neither: Application Default Credentials.
+	CredentialsJSON []byte
 }
 
-// Login returns a handler that logs in to opts.Server with a Google access
-// token, and a handler to pass to Vault.OnLogin. The credential expires with
-// the token, so the vault fetches a new one before then.
+// Login returns a handler, for Vault.OnLogin, that logs in to opts.Server
+// with a Google access token. The credential expires with the token, so the
+// vault fetches a new one before then.
 func Login(opts Options) login.Handler {
 	return newSource(opts, time.Now).login
 }
@@ -61,8 +62,11 @@ func newSource(opts Options, now func() time.Time) *source {
 
 // login is the handler.
 func (s *source) login(ctx context.Context) (*login.ConnectionInfo, error) {
-	if s.opts.Server == "" || len(s.opts.CAData) == 0 {
+	switch {
+	case s.opts.Server == "" || len(s.opts.CAData) == 0:
 		return nil, login.Permanent(errors.New("gke: Options.Server and Options.CAData are required"))
+	case s.opts.Credentials != nil && len(s.opts.CredentialsJSON) > 0:
+		return nil, login.Permanent(errors.New("gke: Options.Credentials and Options.CredentialsJSON are exclusive"))
 	}
 	reason, _ := login.ReasonFrom(ctx)
 	tok, from, err := s.token(ctx, reason.Kind)

@@ -93,7 +93,9 @@ func TestGivenTokenSource(t *testing.T) {
 }
 
 func TestRequiredOptions(t *testing.T) {
-	for _, o := range []gke.Options{{CAData: testCA()}, {Server: server}} {
+	both := opts([]byte(`{}`))
+	both.Credentials = &google.Credentials{JSON: []byte(`{}`)}
+	for _, o := range []gke.Options{{CAData: testCA()}, {Server: server}, both} {
 		_, err := gke.Login(o)(context.Background())
 		var permanent *login.PermanentError
 		if !errors.As(err, &permanent) {

@@ -24,7 +24,7 @@ DEMO := examples/rotation-demo
 # The cloud logins are modules of their own too, so that no cloud SDK becomes
 # a dependency of the library: each is vetted, checked and tested like the
 # demo.
-CLOUD := cloud/eks
+CLOUD := cloud/eks cloud/gke cloud/aks
 
 vet:
 	@$(TIMED) vet $(GO) vet $(PKGS)

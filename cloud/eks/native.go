@@ -31,7 +31,9 @@ import (
 // handlers.AllowNative(policy, "eks")), every login first asks
 // DescribeCluster whether the kubeconfig's server is the cluster's
 // endpoint (Options.CheckServer), and sends no token otherwise; the CA is
-// then the cluster's, not the kubeconfig's.
+// then the cluster's, not the kubeconfig's. Such a kubeconfig may not name
+// a profile: which of this machine's identities logs in is not its
+// writer's choice.
 func Native() handlers.Native {
 	var cache sync.Map // request key → login.Handler, so the SDK's credential cache lasts
 	return handlers.Native{
@@ -156,6 +158,12 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 	if req.Untrusted {
 		if c.Server == "" {
 			return nativeCall{}, fmt.Errorf("eks: cluster %q: a kubeconfig from elsewhere without a server", c.Cluster)
+		}
+		if c.profile != "" {
+			// Which of this machine's identities to use (and a profile's
+			// credential_process, which runs a command) is not the
+			// writer's choice.
+			return nativeCall{}, fmt.Errorf("eks: cluster %q: a kubeconfig from elsewhere may not name an AWS profile", c.Cluster)
 		}
 		c.CheckServer, c.CAData = true, nil
 	}

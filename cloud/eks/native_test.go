@@ -170,6 +170,12 @@ current-context: c
 	if n := s.count("GetCallerIdentity"); n != 0 {
 		t.Errorf("%d tokens made for another server", n)
 	}
+	hub := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "k"},
+		Data: map[string][]byte{"value": bytes.Replace(kubeconfig(testEndpoint, secretCA), []byte("--cluster-name,"), []byte("--profile, admin, --cluster-name,"), 1)}})
+	_, err = handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{Client: hub.CoreV1(), Namespace: "ns", Name: "k", PluginPolicy: allowed})(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "may not name an AWS profile") {
+		t.Errorf("a Secret naming a profile: %v, want a refusal", err)
+	}
 	info, err = read(testEndpoint, allowed)
 	if err != nil {
 		t.Fatal(err)

@@ -271,6 +271,8 @@ func TestUnchangedRefreshIsNotAnError(t *testing.T) {
 		defer v.mu.Unlock()
 		return errors.Is(v.core.lookup("h").outcome, errUnchanged)
 	})
+	// Its line is logged once the lock is let go.
+	eventually(t, "the refresh's line", func() bool { return len(logLines(&logs, "logged in: the credential is unchanged")) > 0 })
 
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if isError(line) {

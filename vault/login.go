@@ -78,11 +78,13 @@ func (l *loginRun) run(reason login.Reason) {
 		}
 		e, retry, delay, again := v.core.attemptFailed(v.clock.Now(), h, n, err)
 		v.applyLocked(e)
-		end := l.endLocked(err, again)
+		if !retry {
+			// In the event's lock, as the state it describes is seen.
+			l.endLocked(err, again).log(log)
+		}
 		v.mu.Unlock()
 		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
 		if !retry {
-			end.log(log)
 			return
 		}
 		log.Error(redact.Error(err), "login attempt failed", "retryIn", delay)
@@ -187,9 +189,8 @@ func (l *loginRun) stop(log logr.Logger, err error) {
 	v.mu.Lock()
 	e, again := v.core.stopped(v.clock.Now(), l.h, err)
 	v.applyLocked(e)
-	end := l.endLocked(err, again)
+	l.endLocked(err, again).log(log)
 	v.mu.Unlock()
-	end.log(log)
 }
 
 // loginEnd is how a login that gave no credential ended, as its last event
@@ -202,8 +203,9 @@ type loginEnd struct {
 }
 
 // endLocked is the end of the login with err, read in the lock of the
-// event that ended it: a Refresh or Close a moment later does not change
-// what its line says.
+// event that ended it and logged in it: a Refresh or Close a moment later
+// does not change what its line says, and whoever sees the state the
+// login left sees its line too.
 func (l *loginRun) endLocked(err error, again bool) loginEnd {
 	h := l.h
 	end := loginEnd{err: err, again: again, closed: l.v.core.closed, retryAt: h.retryAt, refreshAt: h.refreshAt}

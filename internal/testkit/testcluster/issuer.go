@@ -1,7 +1,9 @@
 // Package testcluster runs a real kube-apiserver and etcd (controller-runtime's
 // envtest, with binaries from hack/envtest.sh) whose bearer tokens come from a
 // token issuer of its own: a webhook token authenticator that tests and the
-// rotation demo use to issue, expire and revoke tokens at will.
+// rotation demo use to issue, expire and revoke tokens at will, and that asks
+// a test's own authenticator (a cloud's, against the cloud's stand-in) about
+// the tokens it did not issue.
 package testcluster
 
 import (

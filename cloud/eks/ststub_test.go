@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,8 +47,12 @@ type stsStub struct {
 
 	// Set before the first request.
 	lifetime time.Duration // of the credentials it issues; default 1 h
-	hold     chan struct{} // when set, AssumeRole waits for it to close
-	arrived  chan struct{} // when set, gets a value as AssumeRole arrives
+	// revokeSession, when > 0, is the AssumeRole (1 for the first) whose
+	// session is revoked the moment it is issued: requests signed with it
+	// are then refused as those of a deleted role's sessions are.
+	revokeSession int
+	hold          chan struct{} // when set, AssumeRole waits for it to close
+	arrived       chan struct{} // when set, gets a value as AssumeRole arrives
 
 	mu     sync.Mutex // guards the fields below
 	keys   map[string]principal
@@ -59,9 +64,16 @@ type stsStub struct {
 
 // principal is an identity the stand-in knows.
 type principal struct {
-	creds aws.Credentials
-	arn   string
+	creds   aws.Credentials
+	arn     string
+	expires time.Time // of an issued session; zero: never
+	revoked bool
 }
+
+// refusal is a request STS refuses with its code (403).
+type refusal struct{ code, message string }
+
+func (r *refusal) Error() string { return r.message }
 
 // issue is one set of credentials the stand-in issued.
 type issue struct {
@@ -123,7 +135,12 @@ func (s *stsStub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	who, err := s.verify(r, body)
 	if err != nil {
-		stsError(w, http.StatusForbidden, "SignatureDoesNotMatch", err.Error())
+		code := "SignatureDoesNotMatch"
+		if ref, ok := errors.AsType[*refusal](err); ok {
+			code = ref.code
+		}
+		s.record("refused:" + code)
+		stsError(w, http.StatusForbidden, code, err.Error())
 		return
 	}
 	switch action {
@@ -209,9 +226,11 @@ func (s *stsStub) issue(w http.ResponseWriter, action, role, session string) {
 		arn: strings.Replace(strings.Replace(role, ":iam:", ":sts:", 1), ":role/", ":assumed-role/", 1) + "/" + session,
 	}
 	expires := now.Add(s.lifetime)
+	p.expires = expires
 	s.mu.Lock()
-	s.keys[p.creds.AccessKeyID] = p
 	s.issued = append(s.issued, issue{at: now, expires: expires, keyID: p.creds.AccessKeyID, session: session})
+	p.revoked = len(s.issued) == s.revokeSession
+	s.keys[p.creds.AccessKeyID] = p
 	s.calls[action]++
 	s.mu.Unlock()
 	type credentials struct {
@@ -278,8 +297,11 @@ func (s *stsStub) verify(r *http.Request, body []byte) (principal, error) {
 	s.mu.Lock()
 	who, ok := s.keys[scope[0]]
 	s.mu.Unlock()
-	if !ok {
-		return principal{}, fmt.Errorf("the security token included in the request is invalid")
+	switch {
+	case !ok || who.revoked:
+		return principal{}, &refusal{"InvalidClientTokenId", "the security token included in the request is invalid"}
+	case !who.expires.IsZero() && !time.Now().Before(who.expires):
+		return principal{}, &refusal{"ExpiredToken", "the security token included in the request is expired"}
 	}
 
 	// The copy has the signed headers only: the client's transport adds

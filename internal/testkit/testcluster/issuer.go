@@ -1,7 +1,9 @@
 // Package testcluster runs a real kube-apiserver and etcd (controller-runtime's
 // envtest, with binaries from hack/envtest.sh) whose bearer tokens come from a
 // token issuer of its own: a webhook token authenticator that tests and the
-// rotation demo use to issue, expire and revoke tokens at will.
+// rotation demo use to issue, expire and revoke tokens at will, and that asks
+// a test's own authenticator (a cloud's, against the cloud's stand-in) about
+// the tokens it did not issue.
 package testcluster
 
 import (
@@ -19,13 +21,15 @@ import (
 
 // Issuer issues bearer tokens and answers the API server's TokenReviews
 // for them (authentication.k8s.io/v1). A token is valid from its issue until
-// it expires or is revoked, while the issuer is not in an outage.
+// it expires or is revoked, while the issuer is not in an outage. A token it
+// did not issue is refused, unless SetAccept gave it someone to ask.
 type Issuer struct {
 	srv *httptest.Server
 
 	mu     sync.Mutex // guards tokens
 	tokens map[string]token
 
+	accept   atomic.Pointer[AcceptFunc] // nil: tokens of others are refused
 	outage   atomic.Bool
 	issued   atomic.Int64
 	reviews  atomic.Int64
@@ -73,6 +77,25 @@ func (i *Issuer) Revoke(tok string) {
 	}
 }
 
+// AcceptFunc decides on a token the issuer did not issue: ok says the
+// token is valid, user is who it authenticates as.
+type AcceptFunc func(token string) (user string, ok bool)
+
+// SetAccept makes the issuer ask accept about every token it did not issue,
+// from the next review on (nil: refuse them, the default): a test's own
+// authenticator behind the same webhook, such as one that asks a cloud's
+// stand-in whether the token is good, as a cloud's authenticator asks the
+// cloud. A token accepted so is in the groups User is in. accept is called
+// from the webhook's handler, concurrently with itself, and never during an
+// outage; tokens the issuer issued never reach it, revoked or not.
+func (i *Issuer) SetAccept(accept AcceptFunc) {
+	if accept == nil {
+		i.accept.Store(nil)
+		return
+	}
+	i.accept.Store(&accept)
+}
+
 // SetOutage makes every review fail with an error (true), or work again
 // (false).
 func (i *Issuer) SetOutage(down bool) { i.outage.Store(down) }
@@ -83,11 +106,20 @@ func (i *Issuer) Issued() int64   { return i.issued.Load() }
 func (i *Issuer) Reviews() int64  { return i.reviews.Load() }
 func (i *Issuer) Rejected() int64 { return i.rejected.Load() }
 
-func (i *Issuer) valid(tok string) bool {
+// authenticate says who tok authenticates as, if anyone: User for a valid
+// token of the issuer's, else whom the AcceptFunc names for a token it did
+// not issue.
+func (i *Issuer) authenticate(tok string) (user string, ok bool) {
 	i.mu.Lock()
-	defer i.mu.Unlock()
-	t, ok := i.tokens[tok]
-	return ok && !t.revoked && (t.expires.IsZero() || time.Now().Before(t.expires))
+	t, issued := i.tokens[tok]
+	i.mu.Unlock()
+	if issued {
+		return User, !t.revoked && (t.expires.IsZero() || time.Now().Before(t.expires))
+	}
+	if accept := i.accept.Load(); accept != nil {
+		return (*accept)(tok)
+	}
+	return "", false
 }
 
 func (i *Issuer) review(w http.ResponseWriter, r *http.Request) {
@@ -104,11 +136,14 @@ func (i *Issuer) review(w http.ResponseWriter, r *http.Request) {
 		// at once (an HTTP 5xx it would retry for seconds first).
 		i.rejected.Add(1)
 		tr.Status.Error = "authenticator outage"
-	case i.valid(tr.Spec.Token):
-		tr.Status.Authenticated = true
-		tr.Status.User = authenticationv1.UserInfo{Username: User, Groups: []string{"system:masters", "system:authenticated"}}
 	default:
-		i.rejected.Add(1)
+		user, ok := i.authenticate(tr.Spec.Token)
+		if !ok {
+			i.rejected.Add(1)
+			break
+		}
+		tr.Status.Authenticated = true
+		tr.Status.User = authenticationv1.UserInfo{Username: user, Groups: []string{"system:masters", "system:authenticated"}}
 	}
 	tr.Spec = authenticationv1.TokenReviewSpec{}
 	w.Header().Set("Content-Type", "application/json")

@@ -63,27 +63,28 @@ func (l *loginRun) run(reason login.Reason) {
 		}
 		start := time.Now()
 		cred, err := l.call(logr.NewContext(ctx, log))
+		// The attempt's metric and log lines come before its effects are
+		// applied: whoever the credential or the failure wakes sees them.
 		v.mu.Lock()
 		var e effects
 		if err == nil {
 			var unsound bool
 			if e, unsound, err = v.core.returnedCredential(v.clock.Now(), h, cred); err == nil {
+				v.metrics.attempt(h.settings.ID, result(nil), time.Since(start))
 				l.loggedIn(cred, unsound, log)
 				v.applyLocked(e)
 				v.mu.Unlock()
-				v.metrics.attempt(h.settings.ID, result(nil), time.Since(start))
 				return
 			}
 			v.pool.releaseRoute(cred.route)
 		}
+		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
 		e, retry, delay, again := v.core.attemptFailed(v.clock.Now(), h, n, err)
-		v.applyLocked(e)
 		if !retry {
-			// In the event's lock, as the state it describes is seen.
 			l.endLocked(err, again).log(log)
 		}
+		v.applyLocked(e)
 		v.mu.Unlock()
-		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
 		if !retry {
 			return
 		}
@@ -188,8 +189,8 @@ func (l *loginRun) stop(log logr.Logger, err error) {
 	v := l.v
 	v.mu.Lock()
 	e, again := v.core.stopped(v.clock.Now(), l.h, err)
+	l.endLocked(err, again).log(log) // before the callers it wakes look
 	v.applyLocked(e)
-	l.endLocked(err, again).log(log)
 	v.mu.Unlock()
 }
 

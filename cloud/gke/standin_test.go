@@ -53,16 +53,25 @@ type standIn struct {
 	release chan struct{} // closed when the test ends: no handler outlives it
 
 	issued    atomic.Int64
-	mu        sync.Mutex // guards assertion
-	assertion string     // the last assertion /token got
+	revokeAt  atomic.Int64 // the token of this number is revoked as it is issued; 0: none
+	mu        sync.Mutex   // guards assertion and tokens
+	assertion string       // the last assertion /token got
+	tokens    map[string]grant
+}
+
+// grant is what the stand-in knows of a token it issued, for /tokeninfo.
+type grant struct {
+	expiry  time.Time
+	revoked bool
 }
 
 func newStandIn(t *testing.T) *standIn {
-	g := &standIn{t: t, subjectToken: "subject-token-from-another-cloud", release: make(chan struct{})}
+	g := &standIn{t: t, subjectToken: "subject-token-from-another-cloud", release: make(chan struct{}), tokens: map[string]grant{}}
 	g.expiresIn.Store(3600)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /token", g.token)
 	mux.HandleFunc("POST /sts", g.sts)
+	mux.HandleFunc("GET /tokeninfo", g.tokenInfo)
 	g.srv = httptest.NewServer(mux)
 	t.Cleanup(g.srv.Close)
 	t.Cleanup(func() { close(g.release) }) // before Close, which waits for handlers
@@ -149,13 +158,34 @@ func (g *standIn) fail(w http.ResponseWriter, format string, args ...any) {
 
 func (g *standIn) issue(w http.ResponseWriter, prefix string) {
 	n := g.issued.Add(1)
+	tok := fmt.Sprintf("%s%d", prefix, n)
+	g.mu.Lock()
+	g.tokens[tok] = grant{expiry: g.expiry(), revoked: n == g.revokeAt.Load()}
+	g.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"access_token":      fmt.Sprintf("%s%d", prefix, n),
+		"access_token":      tok,
 		"token_type":        "Bearer",
 		"expires_in":        g.expiresIn.Load(),
 		"issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
 	})
+}
+
+// tokenInfo answers as Google's tokeninfo endpoint does for an access
+// token: who it speaks for and for how long, or 400 invalid_token for one
+// it did not issue, one expired and one revoked.
+func (g *standIn) tokenInfo(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	gr, ok := g.tokens[r.URL.Query().Get("access_token")]
+	g.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	left := time.Until(gr.expiry)
+	if !ok || gr.revoked || left <= 0 {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = fmt.Fprint(w, `{"error":"invalid_token"}`)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"email": saEmail, "expires_in": int(left.Seconds())})
 }
 
 func (g *standIn) lastAssertion() string {

@@ -127,4 +127,5 @@ var kubeconfigPlugins = kubeconf.Plugins{
 	TokenFile: func(ctx context.Context, path string, cluster login.ConnectionInfo) (*login.ConnectionInfo, error) {
 		return TokenFile(path, cluster)(ctx)
 	},
+	Native: ServedNatively,
 }

@@ -82,6 +82,14 @@ func nativeFor(exec clientcmdapi.ExecConfig) (Native, bool) {
 	return Native{}, false
 }
 
+// ServedNatively tells whether a native login (UseNative) serves exec's
+// plugin, so that Exec runs no process for it: an image that only meets
+// such kubeconfigs needs no plugin binary.
+func ServedNatively(exec clientcmdapi.ExecConfig) bool {
+	_, ok := nativeFor(exec)
+	return ok
+}
+
 // nativePrefix marks a native login's name in a plugin policy's allowlist.
 const nativePrefix = "native:"
 

@@ -26,6 +26,9 @@ import (
 type Plugins struct {
 	Exec      func(ctx context.Context, exec clientcmdapi.ExecConfig, cluster login.ConnectionInfo, disableCompression bool) (*login.ConnectionInfo, error)
 	TokenFile func(ctx context.Context, path string, cluster login.ConnectionInfo) (*login.ConnectionInfo, error)
+	// Native tells whether Exec serves exec in process, without running
+	// it (handlers.ServedNatively): then client-go must not run it either.
+	Native func(exec clientcmdapi.ExecConfig) bool
 }
 
 // Source is a loaded kubeconfig and what to take from it.

@@ -33,12 +33,7 @@ func FromREST(ctx context.Context, cfg *rest.Config, proxyURL, namespace string,
 		ProxyURL:         proxyURL,
 	}
 	if onlyClientGo(cfg, proxyURL) {
-		rt, err := rest.TransportFor(cfg)
-		if err != nil {
-			return nil, login.Permanent(fmt.Errorf("client-go transport for %s: %w", redact.Value(info.Server), err))
-		}
-		info.Transport, info.ProxyURL = rt, ""
-		return &info, nil
+		return clientGoTransport(ctx, cfg, info, plugins)
 	}
 
 	tls := cfg.TLSClientConfig
@@ -48,20 +43,54 @@ func FromREST(ctx context.Context, cfg *rest.Config, proxyURL, namespace string,
 	info.CertificateData, info.CertificatePath = dataOrFile(tls.CertData, tls.CertFile)
 	info.PrivateKeyData, info.PrivateKeyPath = dataOrFile(tls.KeyData, tls.KeyFile)
 
-	// client-go's precedence: its exec authenticator steps aside when the
-	// config has a token (or token file), a username or a client
-	// certificate with its key, and the plugin never runs.
-	hasCert := (len(tls.CertData) > 0 || tls.CertFile != "") && (len(tls.KeyData) > 0 || tls.KeyFile != "")
 	switch {
 	case cfg.BearerTokenFile != "":
 		return plugins.TokenFile(ctx, cfg.BearerTokenFile, info)
 	case cfg.BearerToken != "":
 		info.Token = cfg.BearerToken
-	case cfg.ExecProvider != nil && cfg.Username == "" && !hasCert:
+	case execRuns(cfg):
 		return plugins.Exec(ctx, *cfg.ExecProvider, info, cfg.DisableCompression)
 	case cfg.Username != "" || cfg.Password != "":
 		info.Username, info.Password = cfg.Username, cfg.Password
 	}
+	return &info, nil
+}
+
+// execRuns follows client-go's precedence: its exec authenticator steps
+// aside when the config has a token (or token file), a username or a
+// client certificate with its key, and the plugin never runs.
+func execRuns(cfg *rest.Config) bool {
+	tls := cfg.TLSClientConfig
+	hasCert := (len(tls.CertData) > 0 || tls.CertFile != "") && (len(tls.KeyData) > 0 || tls.KeyFile != "")
+	return cfg.ExecProvider != nil && cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.Username == "" && !hasCert
+}
+
+// clientGoTransport is info with client-go's own round tripper for cfg. An
+// exec plugin that a native login serves is not left to client-go, which
+// would run it (with impersonation, say): the native login's credential
+// takes its place in a copy of cfg, with the endpoint and CA the login
+// chose, and its expiry is the credential's.
+func clientGoTransport(ctx context.Context, cfg *rest.Config, info login.ConnectionInfo, plugins Plugins) (*login.ConnectionInfo, error) {
+	if execRuns(cfg) && plugins.Native != nil && plugins.Native(*cfg.ExecProvider) {
+		cluster := info
+		cluster.Insecure, cluster.TLSServerName = cfg.Insecure, cfg.ServerName
+		cluster.CAData, cluster.CAPath = dataOrFile(cfg.CAData, cfg.CAFile)
+		got, err := plugins.Exec(ctx, *cfg.ExecProvider, cluster, cfg.DisableCompression)
+		if err != nil || got == nil {
+			return nil, err
+		}
+		cfg = rest.CopyConfig(cfg)
+		cfg.ExecProvider = nil
+		cfg.Host, cfg.BearerToken = got.Server, got.Token
+		cfg.Insecure, cfg.CAData, cfg.CAFile = got.Insecure, got.CAData, got.CAPath
+		cfg.CertData, cfg.KeyData, cfg.CertFile, cfg.KeyFile = got.CertificateData, got.PrivateKeyData, "", ""
+		info.Server, info.Expiration = got.Server, got.Expiration
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, login.Permanent(fmt.Errorf("client-go transport for %s: %w", redact.Value(info.Server), err))
+	}
+	info.Transport, info.ProxyURL = rt, ""
 	return &info, nil
 }
 

@@ -22,4 +22,5 @@ var Plugins = kubeconf.Plugins{
 	TokenFile: func(ctx context.Context, path string, cluster login.ConnectionInfo) (*login.ConnectionInfo, error) {
 		return handlers.TokenFile(path, cluster)(ctx)
 	},
+	Native: handlers.ServedNatively,
 }

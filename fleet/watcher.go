@@ -51,3 +51,32 @@ func (w *SecretsWatcher) Start(ctx context.Context) error {
 func (w *SecretsWatcher) NeedLeaderElection() bool {
 	return !w.opts.EveryReplica
 }
+
+// ProfilesWatcher is WatchClusterProfiles as a runnable of a
+// controller-runtime manager, on the leader only unless
+// ProfilesOptions.EveryReplica is set, for the reasons SecretsWatcher
+// gives:
+//
+//	err := mgr.Add(f.ProfilesWatcher(fleet.ProfilesOptions{Config: mgr.GetConfig(), Providers: providers}))
+type ProfilesWatcher struct {
+	fleet *Fleet
+	opts  ProfilesOptions
+}
+
+// ProfilesWatcher returns a runnable that runs WatchClusterProfiles with
+// opts.
+func (f *Fleet) ProfilesWatcher(opts ProfilesOptions) *ProfilesWatcher {
+	return &ProfilesWatcher{fleet: f, opts: opts}
+}
+
+// Start runs WatchClusterProfiles until ctx ends. It returns at once with
+// an error when the options are wrong, which stops the manager.
+func (w *ProfilesWatcher) Start(ctx context.Context) error {
+	return w.fleet.WatchClusterProfiles(ctx, w.opts)
+}
+
+// NeedLeaderElection tells a manager whether to start the watch on the
+// leader only: true unless ProfilesOptions.EveryReplica is set.
+func (w *ProfilesWatcher) NeedLeaderElection() bool {
+	return !w.opts.EveryReplica
+}

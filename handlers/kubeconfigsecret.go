@@ -127,5 +127,8 @@ var kubeconfigPlugins = kubeconf.Plugins{
 	TokenFile: func(ctx context.Context, path string, cluster login.ConnectionInfo) (*login.ConnectionInfo, error) {
 		return TokenFile(path, cluster)(ctx)
 	},
-	Native: ServedNatively,
+	Native: func(exec clientcmdapi.ExecConfig) bool {
+		_, ok := ServedNatively(exec)
+		return ok
+	},
 }

@@ -83,11 +83,11 @@ func nativeFor(exec clientcmdapi.ExecConfig) (Native, bool) {
 }
 
 // ServedNatively tells whether a native login (UseNative) serves exec's
-// plugin, so that Exec runs no process for it: an image that only meets
-// such kubeconfigs needs no plugin binary.
-func ServedNatively(exec clientcmdapi.ExecConfig) bool {
-	_, ok := nativeFor(exec)
-	return ok
+// plugin, and which: Exec runs no process for it, so an image that only
+// meets such kubeconfigs needs no plugin binary.
+func ServedNatively(exec clientcmdapi.ExecConfig) (name string, ok bool) {
+	n, ok := nativeFor(exec)
+	return n.Name, ok
 }
 
 // nativePrefix marks a native login's name in a plugin policy's allowlist.

@@ -22,5 +22,8 @@ var Plugins = kubeconf.Plugins{
 	TokenFile: func(ctx context.Context, path string, cluster login.ConnectionInfo) (*login.ConnectionInfo, error) {
 		return handlers.TokenFile(path, cluster)(ctx)
 	},
-	Native: handlers.ServedNatively,
+	Native: func(exec clientcmdapi.ExecConfig) bool {
+		_, ok := handlers.ServedNatively(exec)
+		return ok
+	},
 }

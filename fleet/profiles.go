@@ -1,0 +1,350 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/internal/kubeplugins"
+	"github.com/authvault/authvault/login"
+)
+
+// ProfileGroup is the API group of SIG-Multicluster's ClusterProfile.
+const ProfileGroup = "multicluster.x-k8s.io"
+
+// ProfileVersions are the versions of ClusterProfile the watch reads: the
+// fields it uses are the same in both.
+var ProfileVersions = []string{"v1alpha1", "v1beta1"}
+
+// ProfilesOptions choose the ClusterProfiles of a hub cluster that make up
+// a fleet, and how this process reaches their clusters.
+type ProfilesOptions struct {
+	// Config is the hub's: WatchClusterProfiles builds its client from it,
+	// to list and watch ClusterProfiles in Namespace. Config or Client is
+	// required; not both.
+	Config *rest.Config
+	// Client lists and watches the hub's ClusterProfiles, as Config's
+	// dynamic client would.
+	Client dynamic.Interface
+	// Version is the ClusterProfile version to read, one of
+	// ProfileVersions. Default: the version the hub prefers for
+	// ProfileGroup, asked of Config's discovery; v1alpha1 with a Client,
+	// or when the hub serves no ClusterProfile yet.
+	Version string
+	// Namespace is where the profiles are (a cluster inventory is a
+	// namespace, its clusterset). Default: every namespace.
+	Namespace string
+	// LabelSelector chooses the profiles, in the syntax of
+	// metav1.ListOptions ("x-k8s.io/cluster-manager=ocm"). Default: all.
+	LabelSelector string
+	// Providers are the access providers this process can use, as its
+	// provider file lists them (ReadProviderFile), in order of
+	// preference: a profile's cluster is reached through the first of them
+	// it offers. Required.
+	Providers []AccessProvider
+	// PluginPolicy says which plugins the providers may run. Default: an
+	// allowlist of the providers' commands, and of the native cloud logins
+	// (handlers.UseNative) that serve them. Whatever the policy, a
+	// profile never chooses a command: it chooses a provider of the file
+	// by name.
+	PluginPolicy handlers.PluginPolicy
+	// Login are the options of every cluster's login handler, as for
+	// vault.OnLogin. Default: login's defaults, with a timeout of 30 s.
+	Login []login.Option
+	// EveryReplica makes ProfilesWatcher run on every replica of a
+	// manager, not on the leader only (see SecretsWatcher).
+	EveryReplica bool
+}
+
+// WatchClusterProfiles keeps the fleet in step with the hub's
+// ClusterProfiles (SIG-Multicluster's Cluster Inventory API) until ctx
+// ends: it blocks until then, and returns nil then. A profile that appears
+// adds its cluster, named "<namespace>/<name>", reached through the first
+// of opts.Providers that its status offers (accessProviders, or the
+// deprecated credentialProviders): the provider's plugin runs, through
+// handlers.Exec, with the profile's server and CA as its cluster, the
+// cluster information KEP-5339 gives it (the profile's
+// client.authentication.k8s.io/exec extension when the provider sets
+// provideClusterInfo) and the arguments and environment the profile adds
+// where the provider's policies allow. A plugin that a native cloud login
+// serves runs in process; the login takes the profile for what it is,
+// someone else's (handlers.NativeRequest.Untrusted).
+//
+// A profile whose provider's cluster data changes refreshes its cluster's
+// vault; one that goes, or that no longer offers a provider of the file,
+// removes its cluster, closing its vault and connections. A profile that
+// offers none of the file's providers, or whose cluster data is unusable
+// (no https server, a CA file, insecure-skip-tls-verify), is not added and
+// runs nothing; it is logged once, by its name, and so is a change that
+// makes a served profile's data unusable, which keeps the data that
+// served. Nothing a profile holds appears in a log line or an error
+// beyond its name and the names of the providers it offers.
+//
+// The clusters stay in the fleet when WatchClusterProfiles returns; Close
+// removes them. A failing list or watch (RBAC, no ClusterProfile API yet)
+// is logged through Options.Logger and retried.
+func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) error {
+	client, version, err := profileClient(opts)
+	if err != nil {
+		return err
+	}
+	if err := checkProviders(opts.Providers); err != nil {
+		return fmt.Errorf("fleet: WatchClusterProfiles: Providers: %w", err)
+	}
+	opts.Providers = slices.Clone(opts.Providers)
+	if opts.PluginPolicy.PolicyType == "" {
+		opts.PluginPolicy = providersPolicy(opts.Providers)
+	}
+	gvr := schema.GroupVersionResource{Group: ProfileGroup, Version: version, Resource: "clusterprofiles"}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, opts.Namespace,
+		func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector })
+	informer := factory.ForResource(gvr).Informer()
+	w := &profileWatch{fleet: f, opts: opts, served: map[string]*profileMember{}, logged: map[string]string{}}
+	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		f.opts.Logger.Error(err, "watching ClusterProfiles failed; retrying", "version", version, "namespace", opts.Namespace)
+	}); err != nil {
+		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
+	}
+	if err := informer.SetTransform(slimProfile); err != nil {
+		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.upsert,
+		UpdateFunc: func(_, obj any) { w.upsert(obj) },
+		DeleteFunc: w.delete,
+	}); err != nil {
+		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
+	}
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	factory.Shutdown()
+	w.closing.Wait()
+	return nil
+}
+
+// profileClient is the dynamic client opts ask for, and the version to read.
+func profileClient(opts ProfilesOptions) (dynamic.Interface, string, error) {
+	version := opts.Version
+	if version != "" && !slices.Contains(ProfileVersions, version) {
+		return nil, "", fmt.Errorf("fleet: WatchClusterProfiles: Version %q is not one of %q", version, ProfileVersions)
+	}
+	switch {
+	case opts.Config != nil && opts.Client != nil:
+		return nil, "", errors.New("fleet: WatchClusterProfiles takes a Config or a Client, not both")
+	case opts.Client != nil:
+		if version == "" {
+			version = ProfileVersions[0]
+		}
+		return opts.Client, version, nil
+	case opts.Config == nil:
+		return nil, "", errors.New("fleet: WatchClusterProfiles needs a Config or a Client")
+	}
+	client, err := dynamic.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, "", fmt.Errorf("fleet: WatchClusterProfiles: a client from Config: %w", err)
+	}
+	if version == "" {
+		version = preferredVersion(opts.Config)
+	}
+	return client, version, nil
+}
+
+// preferredVersion is the ClusterProfile version the hub prefers, among
+// those the watch reads; the first of them when discovery cannot tell.
+func preferredVersion(cfg *rest.Config) string {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return ProfileVersions[0]
+	}
+	groups, err := dc.ServerGroups()
+	if err != nil {
+		return ProfileVersions[0]
+	}
+	for _, g := range groups.Groups {
+		if g.Name != ProfileGroup {
+			continue
+		}
+		if slices.Contains(ProfileVersions, g.PreferredVersion.Version) {
+			return g.PreferredVersion.Version
+		}
+		for _, v := range g.Versions {
+			if slices.Contains(ProfileVersions, v.Version) {
+				return v.Version
+			}
+		}
+	}
+	return ProfileVersions[0]
+}
+
+// providersPolicy allows the providers' commands, and the native logins
+// that serve them.
+func providersPolicy(providers []AccessProvider) handlers.PluginPolicy {
+	var commands, natives []string
+	for _, p := range providers {
+		commands = append(commands, p.ExecConfig.Command)
+		if name, ok := handlers.ServedNatively(*p.ExecConfig); ok {
+			natives = append(natives, name)
+		}
+	}
+	return handlers.AllowNative(handlers.Allowlist(commands...), natives...)
+}
+
+// slimProfile is the informer's transform: of a profile, the cache keeps
+// its identity, labels and access providers. It is idempotent.
+func slimProfile(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetNamespace(u.GetNamespace())
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetLabels(u.GetLabels())
+	if status, ok := u.Object["status"].(map[string]any); ok {
+		kept := map[string]any{}
+		for _, k := range []string{"accessProviders", "credentialProviders"} {
+			if v, ok := status[k]; ok {
+				kept[k] = v
+			}
+		}
+		out.Object["status"] = kept
+	}
+	return out, nil
+}
+
+// profileTimeout bounds each login of a profile's cluster: its plugin's run.
+const profileTimeout = 30 * time.Second
+
+// profileWatch is WatchClusterProfiles' state. The informer calls its
+// handlers one at a time, from one goroutine.
+type profileWatch struct {
+	fleet   *Fleet
+	opts    ProfilesOptions
+	closing sync.WaitGroup // vaults of removed clusters being closed
+
+	served map[string]*profileMember // by cluster name
+	logged map[string]string         // by cluster name: what was last logged of a profile not served as it is, once
+}
+
+// profileMember is a cluster a profile added.
+type profileMember struct {
+	member *Member
+	access atomic.Pointer[access] // read at every login
+}
+
+func (w *profileWatch) upsert(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	name := u.GetNamespace() + "/" + u.GetName()
+	a, err := accessFor(u, w.opts.Providers)
+	pm, held := w.served[name]
+	if held && !w.fleet.holds(pm.member) {
+		delete(w.served, name) // removed by hand (Fleet.Remove): a change brings it back
+		held = false
+	}
+	switch {
+	case err != nil && held && !errors.Is(err, errNoProvider):
+		w.logOnce(name, err.Error(), func() {
+			w.fleet.opts.Logger.Error(err, "ClusterProfile changed to data that cannot serve; its cluster keeps the data that served", "profile", name)
+		})
+	case err != nil:
+		if held {
+			w.remove(name, pm)
+		}
+		w.logOnce(name, err.Error(), func() {
+			w.fleet.opts.Logger.Error(err, "ClusterProfile not added to the fleet", "profile", name)
+		})
+	case held:
+		delete(w.logged, name)
+		if pm.access.Load().digest != a.digest {
+			pm.access.Store(a)
+			w.fleet.opts.Logger.V(1).Info("ClusterProfile's access changed: refreshing the cluster's credentials", "profile", name)
+			pm.member.vault.Refresh()
+		}
+	default:
+		w.add(name, a)
+	}
+}
+
+func (w *profileWatch) delete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	name := u.GetNamespace() + "/" + u.GetName()
+	delete(w.logged, name)
+	if pm, ok := w.served[name]; ok {
+		w.remove(name, pm)
+	}
+}
+
+// logOnce runs log unless what was the last thing logged of the profile.
+func (w *profileWatch) logOnce(name, what string, log func()) {
+	if w.logged[name] != what {
+		w.logged[name] = what
+		log()
+	}
+}
+
+// add adds the cluster name, reached as a says.
+func (w *profileWatch) add(name string, a *access) {
+	pm := &profileMember{}
+	pm.access.Store(a)
+	policy := w.opts.PluginPolicy
+	h := func(ctx context.Context) (*login.ConnectionInfo, error) {
+		a := pm.access.Load()
+		info, err := kubeconf.Connection(ctx, kubeconf.Source{Config: a.kubeconfig(), Where: a.where, Policy: policy, Inline: true}, kubeplugins.Plugins)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: %w", err)
+		}
+		return info, nil
+	}
+	opts := append([]login.Option{login.ID("ClusterProfile " + name), login.Timeout(profileTimeout)}, w.opts.Login...)
+	m, err := w.fleet.add(name, h, opts)
+	if err != nil {
+		w.logOnce(name, "not added: "+err.Error(), func() {
+			w.fleet.opts.Logger.Error(err, "ClusterProfile not added to the fleet", "profile", name)
+		})
+		return
+	}
+	delete(w.logged, name)
+	pm.member = m
+	w.served[name] = pm
+	w.fleet.added(m)
+	w.fleet.opts.Logger.V(1).Info("cluster added from its ClusterProfile", "profile", name, "provider", a.where)
+}
+
+// remove takes the cluster out of the fleet, as secretWatch.remove does.
+func (w *profileWatch) remove(name string, pm *profileMember) {
+	delete(w.served, name)
+	if !w.fleet.detachMember(pm.member) {
+		return
+	}
+	w.fleet.opts.Logger.V(1).Info("cluster removed: its ClusterProfile is gone or no longer offers a provider of the file", "profile", name)
+	w.fleet.removed(pm.member)
+	w.closing.Go(pm.member.vault.Close)
+}

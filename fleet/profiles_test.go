@@ -1,0 +1,367 @@
+package fleet
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/login"
+)
+
+var profilesV1alpha1 = schema.GroupVersionResource{Group: ProfileGroup, Version: "v1alpha1", Resource: "clusterprofiles"}
+
+// profile is a ClusterProfile whose status offers the providers given, each
+// a name and its cluster (as the API lays it out: server,
+// certificate-authority-data, extensions...).
+func profile(namespace, name string, offered ...any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": ProfileGroup + "/v1alpha1",
+		"kind":       "ClusterProfile",
+		"metadata":   map[string]any{"namespace": namespace, "name": name},
+		"spec":       map[string]any{"clusterManager": map[string]any{"name": "test"}},
+	}}
+	var list []any
+	for i := 0; i+1 < len(offered); i += 2 {
+		list = append(list, map[string]any{"name": offered[i], "cluster": offered[i+1]})
+	}
+	u.Object["status"] = map[string]any{"accessProviders": list}
+	return u
+}
+
+// testProvider is a provider whose plugin (a shell script) counts its runs,
+// answers the token "tok-<run>", and writes its KUBERNETES_EXEC_INFO and
+// the variable PROFILE_VAR to info.
+type testProvider struct {
+	AccessProvider
+	count, info string
+}
+
+func newTestProvider(t *testing.T, name string) *testProvider {
+	dir := t.TempDir()
+	p := &testProvider{count: filepath.Join(dir, "count"), info: filepath.Join(dir, "info")}
+	script := filepath.Join(dir, "plugin-"+name)
+	body := "#!/bin/sh\nn=$(( $(cat " + p.count + " 2>/dev/null || echo 0) + 1 ))\necho $n > " + p.count + "\n" +
+		"printf '%s\\n%s' \"$PROFILE_VAR\" \"$KUBERNETES_EXEC_INFO\" > " + p.info + "\n" +
+		"echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"tok-'$n'\"}}'\n"
+	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p.AccessProvider = AccessProvider{Name: name, ProfileSourcedEnvVarsPolicy: EnvAppendIfNotExists,
+		ExecConfig: &clientcmdapi.ExecConfig{Command: script, APIVersion: execAPIVersionV1, ProvideClusterInfo: true}}
+	return p
+}
+
+func (p *testProvider) runs() int {
+	b, _ := os.ReadFile(p.count)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+func (p *testProvider) lastInfo() string {
+	b, _ := os.ReadFile(p.info)
+	return string(b)
+}
+
+// spoke is a cluster's API server: it records the Authorization it gets.
+type spoke struct {
+	srv *httptest.Server
+	ca  string // base64 PEM, as certificate-authority-data
+	mu  sync.Mutex
+	got []string
+}
+
+func newSpoke(t *testing.T) *spoke {
+	s := &spoke{}
+	s.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.got = append(s.got, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+	}))
+	t.Cleanup(s.srv.Close)
+	s.ca = base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw}))
+	return s
+}
+
+func (s *spoke) cluster(ext ...any) map[string]any {
+	c := map[string]any{"server": s.srv.URL, "certificate-authority-data": s.ca}
+	var list []any
+	for i := 0; i+1 < len(ext); i += 2 {
+		list = append(list, map[string]any{"name": ext[i], "extension": ext[i+1]})
+	}
+	if list != nil {
+		c["extensions"] = list
+	}
+	return c
+}
+
+func (s *spoke) lastAuth() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.got) == 0 {
+		return ""
+	}
+	return s.got[len(s.got)-1]
+}
+
+// profileHub is a fake hub's ClusterProfiles with WatchClusterProfiles
+// running on them.
+type profileHub struct {
+	client *dynamicfake.FakeDynamicClient
+	fleet  *Fleet
+	logs   *testlog.Buffer
+
+	mu             sync.Mutex
+	added, removed []string
+}
+
+func newProfileHub(t *testing.T, opts ProfilesOptions) *profileHub {
+	h := &profileHub{logs: &testlog.Buffer{}}
+	h.client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{profilesV1alpha1: "ClusterProfileList"})
+	h.fleet = New(Options{
+		Logger:   h.logs.Logger(1),
+		OnAdd:    func(_ context.Context, m *Member) { h.mu.Lock(); h.added = append(h.added, m.Name()); h.mu.Unlock() },
+		OnRemove: func(m *Member) { h.mu.Lock(); h.removed = append(h.removed, m.Name()); h.mu.Unlock() },
+	})
+	opts.Client = h.client
+	opts.Login = append([]login.Option{login.Backoff(10*time.Millisecond, time.Second)}, opts.Login...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- h.fleet.WatchClusterProfiles(ctx, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		h.fleet.Close()
+	})
+	return h
+}
+
+func (h *profileHub) put(t *testing.T, u *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	c := h.client.Resource(profilesV1alpha1).Namespace(u.GetNamespace())
+	if _, err := c.Get(ctx, u.GetName(), metav1.GetOptions{}); err == nil {
+		_, err = c.Update(ctx, u, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := c.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *profileHub) events() (added, removed []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.added...), append([]string(nil), h.removed...)
+}
+
+// get sends a GET through the cluster's config.
+func get(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(cfg.Host + "/api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// A profile adds its cluster, reached through the provider's plugin with
+// the profile's server, CA and exec extension as its cluster information
+// and the profile's environment; a change of the profile's data refreshes
+// the vault (the plugin runs again, with the new data); a profile that
+// goes removes its cluster.
+func TestWatchClusterProfilesLifecycle(t *testing.T) {
+	s := newSpoke(t)
+	p := newTestProvider(t, "test")
+	h := newProfileHub(t, ProfilesOptions{Providers: []AccessProvider{p.AccessProvider}})
+
+	h.put(t, profile("inv", "east", "other", map[string]any{"server": "https://elsewhere.example"},
+		"test", s.cluster(ExecExtension, map[string]any{"region": "eu"}, ExtraEnvExtension, map[string]any{"PROFILE_VAR": "v1"})))
+	eventually(t, "the cluster is added", func() bool { return h.fleet.Vault("inv/east") != nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := h.fleet.RESTConfig(ctx, "inv/east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, cfg)
+	if got := s.lastAuth(); got != "Bearer tok-1" {
+		t.Errorf("the cluster got %q, want the plugin's first token", got)
+	}
+	info := p.lastInfo()
+	if !strings.HasPrefix(info, "v1\n") || !strings.Contains(info, `"server":"`+s.srv.URL+`"`) || !strings.Contains(info, `"config":{"region":"eu"}`) {
+		t.Errorf("the plugin got PROFILE_VAR and KUBERNETES_EXEC_INFO:\n%s\nwant v1, the profile's server and its exec extension", info)
+	}
+
+	h.put(t, profile("inv", "east", "test", s.cluster(ExecExtension, map[string]any{"region": "eu"}, ExtraEnvExtension, map[string]any{"PROFILE_VAR": "v2"})))
+	eventually(t, "the plugin runs again with the profile's new data", func() bool { return strings.HasPrefix(p.lastInfo(), "v2\n") })
+	eventually(t, "the new token serves", func() bool { get(t, cfg); return s.lastAuth() == "Bearer tok-2" })
+	again, err := h.fleet.RESTConfig(ctx, "inv/east")
+	if err != nil || again != cfg {
+		t.Errorf("the cluster's config after the change: %p, %v, want the same %p", again, err, cfg)
+	}
+
+	runs := p.runs()
+	h.put(t, profile("inv", "east", "test", s.cluster(ExecExtension, map[string]any{"region": "eu"}, ExtraEnvExtension, map[string]any{"PROFILE_VAR": "v2"})))
+	time.Sleep(100 * time.Millisecond) // a resync's worth: nothing is to happen
+	if p.runs() != runs {
+		t.Errorf("an update that changes nothing ran the plugin")
+	}
+
+	if err := h.client.Resource(profilesV1alpha1).Namespace("inv").Delete(ctx, "east", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster is removed", func() bool { return h.fleet.Vault("inv/east") == nil })
+	added, removed := h.events()
+	if strings.Join(added, ",") != "inv/east" || strings.Join(removed, ",") != "inv/east" {
+		t.Errorf("OnAdd %v, OnRemove %v, want inv/east once each", added, removed)
+	}
+}
+
+// A profile that offers no provider of the file, or whose data cannot
+// serve, is not added and runs nothing; the log names the profile and what
+// is wrong, never the profile's server, user info or CA. A served profile
+// whose data turns bad keeps the data that served.
+func TestWatchClusterProfilesRefusesWhatCannotServe(t *testing.T) {
+	s := newSpoke(t)
+	p := newTestProvider(t, "test")
+	h := newProfileHub(t, ProfilesOptions{Providers: []AccessProvider{p.AccessProvider}})
+
+	bad := map[string]map[string]any{
+		"other-provider": nil,
+		"http":           {"server": "http://plain.example:8080"},
+		"userinfo":       {"server": "https://admin:hunter2@userinfo.example"},
+		"cafile":         {"server": s.srv.URL, "certificate-authority": "/etc/kubernetes/pki/ca.crt"},
+		"insecure":       {"server": s.srv.URL, "insecure-skip-tls-verify": true},
+		"proxy":          {"server": s.srv.URL, "proxy-url": "http://u:proxypass@proxy.example"},
+		"args":           s.cluster(ExtraArgsExtension, map[string]any{"not": "a list"}),
+	}
+	for name, cluster := range bad {
+		if cluster == nil {
+			h.put(t, profile("inv", name, "unknown", s.cluster()))
+			continue
+		}
+		h.put(t, profile("inv", name, "test", cluster))
+	}
+	eventually(t, "every bad profile is logged", func() bool { return strings.Count(h.logs.String(), "ClusterProfile not added") >= len(bad) })
+	want := map[string]string{
+		"other-provider": "none of its access providers is in the provider file (it offers",
+		"http":           "not an https:// URL",
+		"userinfo":       "carries user info",
+		"cafile":         "names a file of this machine",
+		"insecure":       "insecure-skip-tls-verify is set",
+		"proxy":          "proxy-url is not a URL without user info",
+		"args":           "is not a list of strings",
+	}
+	out := h.logs.String()
+	for name, text := range want {
+		if !strings.Contains(out, "ClusterProfile inv/"+name) || !strings.Contains(out, text) {
+			t.Errorf("the log does not say that inv/%s is refused because %q", name, text)
+		}
+	}
+	for _, secret := range []string{"hunter2", "proxypass", "plain.example", "/etc/kubernetes", s.ca[:40]} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log shows %q", secret)
+		}
+	}
+	if n := len(h.fleet.Names()); n != 0 || p.runs() != 0 {
+		t.Errorf("%d clusters added, the plugin ran %d times: want none", n, p.runs())
+	}
+
+	// Served, then broken: it keeps serving with the data that served.
+	h.put(t, profile("inv", "good", "test", s.cluster()))
+	eventually(t, "the good profile is added", func() bool { return h.fleet.Vault("inv/good") != nil })
+	h.put(t, profile("inv", "good", "test", map[string]any{"server": "http://plain.example:8080"}))
+	eventually(t, "the change is logged", func() bool { return strings.Contains(h.logs.String(), "keeps the data that served") })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := h.fleet.RESTConfig(ctx, "inv/good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, cfg)
+	if s.lastAuth() != "Bearer tok-1" {
+		t.Errorf("the cluster got %q, want the plugin's token at the server that served", s.lastAuth())
+	}
+}
+
+// The access provider chosen is the file's first that the profile offers;
+// an accessProviders entry wins over a credentialProviders one of its name;
+// the profile's arguments and environment are used as the provider's
+// policies say.
+func TestAccessFor(t *testing.T) {
+	exec := func(args ...string) *clientcmdapi.ExecConfig {
+		return &clientcmdapi.ExecConfig{Command: "p", APIVersion: execAPIVersionV1, Args: args,
+			Env: []clientcmdapi.ExecEnvVar{{Name: "OWN", Value: "own"}}}
+	}
+	cluster := func(server string) map[string]any {
+		return map[string]any{"server": server, "extensions": []any{
+			map[string]any{"name": ExtraArgsExtension, "extension": []any{"--cluster=x"}},
+			map[string]any{"name": ExtraEnvExtension, "extension": map[string]any{"OWN": "profile's", "NEW": "new"}},
+		}}
+	}
+	u := profile("ns", "p", "b", cluster("https://b.example"), "a", cluster("https://a.example"))
+	u.Object["status"].(map[string]any)["credentialProviders"] = []any{
+		map[string]any{"name": "a", "cluster": cluster("https://old-a.example")},
+		map[string]any{"name": "c", "cluster": cluster("https://c.example")},
+	}
+	for _, tt := range []struct {
+		providers  []AccessProvider
+		server     string
+		args, envs string
+	}{
+		{[]AccessProvider{{Name: "a", ExecConfig: exec()}, {Name: "b", ExecConfig: exec()}}, "https://a.example", "", "OWN=own"},
+		{[]AccessProvider{{Name: "z", ExecConfig: exec()}, {Name: "c", ExecConfig: exec("--v")}}, "https://c.example", "--v", "OWN=own"},
+		{[]AccessProvider{{Name: "b", ExecConfig: exec("--v"), ProfileSourcedCLIArgsPolicy: ArgsAppend, ProfileSourcedEnvVarsPolicy: EnvAppendIfNotExists}},
+			"https://b.example", "--v --cluster=x", "OWN=own NEW=new"},
+		{[]AccessProvider{{Name: "b", ExecConfig: exec(), ProfileSourcedCLIArgsPolicy: ArgsIgnore, ProfileSourcedEnvVarsPolicy: EnvReplace}},
+			"https://b.example", "", "OWN=profile's NEW=new"},
+	} {
+		a, err := accessFor(u, tt.providers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var envs []string
+		for _, e := range a.exec.Env {
+			envs = append(envs, e.Name+"="+e.Value)
+		}
+		if a.cluster.Server != tt.server || strings.Join(a.exec.Args, " ") != tt.args || strings.Join(envs, " ") != tt.envs {
+			t.Errorf("%s: got %s, args %q, env %q; want %s, %q, %q", tt.providers[0].Name, a.cluster.Server, a.exec.Args, envs, tt.server, tt.args, tt.envs)
+		}
+		if _, ok := a.cluster.Extensions[ExtraArgsExtension]; ok {
+			t.Error("the reserved extensions reach the kubeconfig's cluster")
+		}
+	}
+	if tt := exec(); tt.Env[0].Value != "own" {
+		t.Error("the provider's own env was changed")
+	}
+}

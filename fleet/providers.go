@@ -1,0 +1,119 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ProviderFileFlag is the flag by which SIG-Multicluster's controllers take
+// their provider file (KEP-5339): a flag of this name keeps yours familiar.
+const ProviderFileFlag = "clusterprofile-provider-file"
+
+// AccessProvider is an entry of a provider file (KEP-5339): how this process
+// reaches the clusters whose ClusterProfile offers an access provider of
+// this name. It is the process's own configuration, trusted as a kubeconfig
+// file is: its plugin runs with the cluster's information from the profile.
+type AccessProvider struct {
+	// Name matches the name of an access provider in a ClusterProfile's
+	// status ("google", "eks", "secretreader"…).
+	Name string `json:"name"`
+	// ExecConfig is the credential plugin to run, as a kubeconfig's exec
+	// user: command, args, env, apiVersion (client.authentication.k8s.io/v1
+	// or v1beta1), provideClusterInfo. A plugin that a native cloud login
+	// serves (handlers.UseNative) runs in process instead.
+	ExecConfig *clientcmdapi.ExecConfig `json:"execConfig"`
+	// ProfileSourcedCLIArgsPolicy says what to do with the arguments a
+	// profile adds (its extension ExtraArgsExtension): "Append" them to
+	// the plugin's, or "Ignore" them (the default).
+	ProfileSourcedCLIArgsPolicy string `json:"profileSourcedCLIArgsPolicy,omitempty"`
+	// ProfileSourcedEnvVarsPolicy says what to do with the environment a
+	// profile adds (ExtraEnvExtension): "AppendIfNotExists" (the
+	// plugin's own values win), "Replace" (the profile's win), or "Ignore"
+	// (the default). Under the watch's plugin policy, a variable that
+	// steers a plugin (PATH, LD_PRELOAD, AWS_ENDPOINT_URL_*…) is refused
+	// whoever set it.
+	ProfileSourcedEnvVarsPolicy string `json:"profileSourcedEnvVarsPolicy,omitempty"`
+}
+
+// The values of the profile-sourced policies.
+const (
+	ArgsAppend            = "Append"
+	ArgsIgnore            = "Ignore"
+	EnvAppendIfNotExists  = "AppendIfNotExists"
+	EnvReplace            = "Replace"
+	EnvIgnore             = "Ignore"
+	execAPIVersionV1      = "client.authentication.k8s.io/v1"
+	execAPIVersionV1beta1 = "client.authentication.k8s.io/v1beta1"
+)
+
+// providerFile is a provider file's content.
+type providerFile struct {
+	Providers []AccessProvider `json:"providers"`
+}
+
+// ReadProviderFile reads a provider file, as KEP-5339 lays it out:
+//
+//	{"providers": [{"name": "google", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1beta1",
+//	  "command": "gke-gcloud-auth-plugin", "provideClusterInfo": true}}]}
+//
+// A field it does not know, a provider without a name or command, two of
+// one name, an apiVersion that is not client.authentication.k8s.io's or a
+// policy value not listed is an error naming the file and the provider: a
+// typo is never ignored.
+func ReadProviderFile(path string) ([]AccessProvider, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: provider file: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f providerFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("fleet: provider file %s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("fleet: provider file %s: more than one JSON value", path)
+	}
+	if err := checkProviders(f.Providers); err != nil {
+		return nil, fmt.Errorf("fleet: provider file %s: %w", path, err)
+	}
+	return f.Providers, nil
+}
+
+// checkProviders tells what is wrong with providers, if anything.
+func checkProviders(providers []AccessProvider) error {
+	if len(providers) == 0 {
+		return errors.New("no providers")
+	}
+	seen := map[string]bool{}
+	for i, p := range providers {
+		switch {
+		case p.Name == "":
+			return fmt.Errorf("provider %d has no name", i)
+		case seen[p.Name]:
+			return fmt.Errorf("two providers are named %q", p.Name)
+		case p.ExecConfig == nil || p.ExecConfig.Command == "":
+			return fmt.Errorf("provider %q has no execConfig with a command", p.Name)
+		case p.ExecConfig.APIVersion != execAPIVersionV1 && p.ExecConfig.APIVersion != execAPIVersionV1beta1:
+			return fmt.Errorf("provider %q: execConfig apiVersion %q is neither %s nor %s", p.Name, p.ExecConfig.APIVersion, execAPIVersionV1, execAPIVersionV1beta1)
+		}
+		switch p.ProfileSourcedCLIArgsPolicy {
+		case "", ArgsAppend, ArgsIgnore:
+		default:
+			return fmt.Errorf("provider %q: profileSourcedCLIArgsPolicy %q is not %s or %s", p.Name, p.ProfileSourcedCLIArgsPolicy, ArgsAppend, ArgsIgnore)
+		}
+		switch p.ProfileSourcedEnvVarsPolicy {
+		case "", EnvAppendIfNotExists, EnvReplace, EnvIgnore:
+		default:
+			return fmt.Errorf("provider %q: profileSourcedEnvVarsPolicy %q is not %s, %s or %s", p.Name, p.ProfileSourcedEnvVarsPolicy,
+				EnvAppendIfNotExists, EnvReplace, EnvIgnore)
+		}
+		seen[p.Name] = true
+	}
+	return nil
+}

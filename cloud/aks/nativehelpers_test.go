@@ -73,11 +73,10 @@ func (e *entra) msi(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.record(r, tokenRequest{client: cmpOr(q.Get("client_id"), q.Get("mi_res_id")), scope: want, grant: "msi"})
-	n := e.issued.Add(1)
-	exp := time.Now().Add(time.Duration(e.expiresIn.Load()) * time.Second)
+	tok, exp := e.issue(e.issued.Add(1))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"access_token": fmt.Sprintf("eyJ.aks-%d", n),
+		"access_token": tok,
 		"expires_on":   fmt.Sprint(exp.Unix()),
 		"resource":     want,
 		"token_type":   "Bearer",

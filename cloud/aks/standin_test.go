@@ -51,9 +51,48 @@ type entra struct {
 	release   chan struct{}
 	issued    atomic.Int64
 
-	mu       sync.Mutex // guards scope and requests
+	revokeNth atomic.Int64 // the token, counted from 1, revoked as it is issued; 0: none
+
+	mu       sync.Mutex // guards scope, requests and tokens
 	scope    string     // the scope a request must ask for: wantScope unless a test says
 	requests []tokenRequest
+	tokens   map[string]issuedToken
+}
+
+// issuedToken is a token the stand-in issued.
+type issuedToken struct {
+	expires time.Time
+	revoked bool
+}
+
+// issue makes the n-th token, valid for the stand-in's lifetime.
+func (e *entra) issue(n int64) (string, time.Time) {
+	tok := fmt.Sprintf("eyJ.aks-%d", n)
+	exp := time.Now().Add(time.Duration(e.expiresIn.Load()) * time.Second)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tokens == nil {
+		e.tokens = map[string]issuedToken{}
+	}
+	e.tokens[tok] = issuedToken{expires: exp, revoked: n == e.revokeNth.Load()}
+	return tok, exp
+}
+
+// check says why tok is not good, as Entra ID's keys and revocation list
+// would: "" when it is.
+func (e *entra) check(tok string) string {
+	e.mu.Lock()
+	t, ok := e.tokens[tok]
+	e.mu.Unlock()
+	switch {
+	case !ok:
+		return "not issued by the stand-in"
+	case t.revoked:
+		return "revoked"
+	case !time.Now().Before(t.expires):
+		return "expired"
+	}
+	return ""
 }
 
 // tokenRequest is what the stand-in was asked for, no secret in it.
@@ -190,13 +229,13 @@ func (e *entra) token(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	e.record(r, tokenRequest{client: f.Get("client_id"), scope: want, grant: grant})
-	n := e.issued.Add(1)
+	tok, _ := e.issue(e.issued.Add(1))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"token_type":     "Bearer",
 		"expires_in":     e.expiresIn.Load(),
 		"ext_expires_in": e.expiresIn.Load(),
-		"access_token":   fmt.Sprintf("eyJ.aks-%d", n),
+		"access_token":   tok,
 	})
 }
 

@@ -376,3 +376,21 @@ func TestNativeKeepsSecretsOut(t *testing.T) {
 		}
 	}
 }
+
+// --timeout bounds the login, as it bounds a kubelogin run.
+func TestNativeTimeout(t *testing.T) {
+	e := newEntra(t)
+	e.hang.Store(true)
+	useNative(t, e)
+	cleanEnv(t, nil)
+	x := kubelogin("--login", "spn", "--server-id", aks.DefaultServerID, "--client-id", client, "--tenant-id", tenant,
+		"--client-secret", secret, "--timeout", "200ms")
+	start := time.Now()
+	_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: x, Cluster: login.ConnectionInfo{Server: server, CAData: testCA()}})(context.Background())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v, want the deadline's error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the login took %v with --timeout 200ms", d)
+	}
+}

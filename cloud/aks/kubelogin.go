@@ -90,7 +90,7 @@ var flags = map[string]flag{
 		g.timeout = d
 		return nil
 	}},
-	// Read before the others: see read.
+	// Read by boolFlag, before the environment is.
 	"--disable-environment-override": {boolean: true, set: noEffect},
 	"--use-azurerm-env-vars":         {boolean: true, set: noEffect},
 	"--cache-dir":                    {set: noEffect},

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -78,6 +79,11 @@ func Native() handlers.Native {
 				if opts.CAData, err = os.ReadFile(req.Cluster.CAPath); err != nil {
 					return nil, fmt.Errorf("aks: the cluster's CA: %w", err)
 				}
+			}
+			if len(opts.CAData) == 0 || req.Cluster.Insecure {
+				// As Login: an Entra ID token is never sent to a server this
+				// process cannot verify.
+				return nil, fmt.Errorf("aks: the kubeconfig's cluster %s has no CA to verify it with", redact.URL(opts.Server))
 			}
 			key := sha256.Sum256(fmt.Appendf(nil, "%q|%q|%+v", opts.Server, opts.CAData, *g))
 			if h, ok := cache.Load(key); ok {

@@ -170,6 +170,12 @@ func TestNativeRefusesWhatItDoesNotUnderstand(t *testing.T) {
 			t.Errorf("the error quotes a secret: %v", err)
 		}
 	}
+	for _, cluster := range []login.ConnectionInfo{{Server: server}, {Server: server, CAData: testCA(), Insecure: true}} {
+		_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: kubelogin("--login", "msi", "--server-id", aks.DefaultServerID), Cluster: cluster})(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "has no CA to verify it with") {
+			t.Errorf("a cluster with no CA, or insecure: %v, want a refusal", err)
+		}
+	}
 	if n := len(e.asked()); n != 0 {
 		t.Errorf("%d requests reached the stand-in", n)
 	}

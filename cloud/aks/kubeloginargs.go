@@ -105,4 +105,3 @@ func parseArgs(args []string) (words []string, out []arg, err error) {
 	}
 	return words, out, nil
 }
-

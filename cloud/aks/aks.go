@@ -44,7 +44,7 @@ func newSource(opts Options, now func() time.Time) *source {
 	if opts.ServerID == "" {
 		opts.ServerID = DefaultServerID
 	}
-	return &source{opts: opts, now: now, newDefault: newDefaultCredential}
+	return &source{opts: opts, now: now, scope: opts.ServerID + "/.default", newDefault: newDefaultCredential}
 }
 
 // login is the handler.

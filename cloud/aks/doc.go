@@ -33,6 +33,51 @@
 // that comes earlier finds the token unchanged, and the vault asks again
 // after its backoff, before the token ends.
 //
+// Native's logins (below) make a new credential of the kind the
+// kubeconfig names for every login but a first one, as Login does with
+// DefaultAzureCredential. For managed identity that is not enough: MSAL
+// keeps managed identity tokens in one cache for the whole process, so
+// Native's managed identity asks with a claims challenge ("a token issued
+// from now on"), which MSAL does not answer from its cache. The endpoint
+// is then asked as kubelogin, a new process each time, asks it; IMDS may
+// still answer the token it has. (DefaultAzureCredential's managed
+// identity shares that process-wide cache: there a refresh gets a new
+// token only once MSAL's own refresh time has come.)
+//
+// # Kubeconfigs that run kubelogin
+//
+// With handlers.UseNative(aks.Native()), a kubeconfig whose user runs
+// `kubelogin get-token` — as `kubelogin convert-kubeconfig` writes it — in
+// a mode of a process with an identity of its own logs in in process,
+// with the kubeconfig's server and CA, and no kubelogin runs:
+//
+//	--login msi               managed identity, system-assigned or --client-id / --identity-resource-id
+//	--login workloadidentity  AKS workload identity: client, tenant, token file, authority host
+//	--login spn               a service principal: client secret or certificate (PEM or PKCS#12)
+//
+// Flags and environment are read as kubelogin v0.2.22 reads them, the
+// environment (the kubeconfig's, then this process's) winning over the
+// flags unless --disable-environment-override says not to; the token's
+// scope is --server-id followed by "/.default"; --environment names one of
+// the clouds azidentity knows, anything else is an error.
+//
+// Not served, so those kubeconfigs run kubelogin as before: the modes that
+// ask a person or a tool (devicecode, kubelogin's default, interactive,
+// azurecli, azd, ropc, azurepipelines), workload identity from GitHub
+// Actions, proof-of-possession tokens (--pop-enabled) and ADAL's
+// (--legacy). In a served mode, an argument or a variable of the
+// kubeconfig's environment this login does not understand is an error
+// that names it, never its value, and no token is asked for.
+//
+// What is checked for a kubeconfig from elsewhere (a Secret, a fleet's
+// cluster): nothing can be, so it is refused, whatever its plugin policy
+// (handlers.AllowNative included). kubelogin names no cluster — the server
+// ID is the same for every AKS cluster — so a token this process's
+// identity gets for a Secret's kubeconfig would be good for every AKS
+// cluster that identity may use, and its server, the Secret writer's
+// choice, could replay it there. Such a kubeconfig can still run kubelogin
+// itself where its policy allows that.
+//
 // # Errors
 //
 // A failed login names the cloud, the server and the credential source,

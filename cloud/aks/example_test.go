@@ -12,7 +12,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/authvault/authvault/cloud/aks"
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -55,4 +57,15 @@ func ExampleLogin() {
 	}
 	fmt.Println(c.Handler, c.Info.Server, time.Until(c.Info.Expiration).Round(time.Hour))
 	// Output: aks https://prod-dns-1a2b3c.hcp.westeurope.azmk8s.io:443 1h0m0s
+}
+
+// Kubeconfigs whose user runs `kubelogin get-token --login
+// workloadidentity` (or msi, or spn) log in in process: no kubelogin in
+// the image, one token for every caller, refreshed before it expires. (It
+// needs a cluster: it does not run.)
+func ExampleNative() {
+	handlers.UseNative(aks.Native())
+	v := vault.New(vault.Options{})
+	defer v.Close()
+	v.OnLogin(piggyback.Kubeconfig) // the kubeconfig kubelogin convert-kubeconfig wrote
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/authvault/authvault/login"
 )
@@ -14,4 +15,12 @@ func LoginWith(opts Options, now func() time.Time, newDefault func() (azcore.Tok
 	s := newSource(opts, now)
 	s.newDefault = newDefault
 	return s.login
+}
+
+// UseTransport makes Native's credentials send their requests through tr,
+// until restore.
+func UseTransport(tr policy.Transporter) (restore func()) {
+	old := transport
+	transport = tr
+	return func() { transport = old }
 }

@@ -21,9 +21,17 @@ import (
 // source fetches tokens for one handler, and keeps the last one for the
 // next first login (see the package doc's "Fresh tokens").
 type source struct {
+	// Set before the first login, then read only.
 	opts       Options
 	now        func() time.Time
+	scope      string // the server ID and "/.default"
 	newDefault func() (azcore.TokenCredential, error)
+	// newCred, when set, makes the credential of each login that does not
+	// take the kept token, in place of Options.Credential or
+	// DefaultAzureCredential, and says where it comes from.
+	newCred func() (azcore.TokenCredential, string, error)
+	// secrets, when set, are more secrets to mask in the SDK's text.
+	secrets func() []string
 
 	mu       sync.Mutex // guards last, lastFrom, fetched
 	last     *azcore.AccessToken
@@ -44,16 +52,12 @@ func (s *source) token(ctx context.Context, kind login.ReasonKind) (*azcore.Acce
 			return tok, from, nil
 		}
 	}
-	cred, from := s.opts.Credential, fmt.Sprintf("the given %T", s.opts.Credential)
-	if cred == nil {
-		from = defaultSource()
-		var err error
-		if cred, err = s.newDefault(); err != nil {
-			return nil, from, s.failed(ctx, from, err)
-		}
+	cred, from, err := s.credential()
+	if err != nil {
+		return nil, from, s.failed(ctx, from, err)
 	}
 	fetched := s.now()
-	tok, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{s.opts.ServerID + "/.default"}})
+	tok, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{s.scope}})
 	if err != nil {
 		return nil, from, s.failed(ctx, from, err)
 	}
@@ -64,6 +68,20 @@ func (s *source) token(ctx context.Context, kind login.ReasonKind) (*azcore.Acce
 	s.last, s.lastFrom, s.fetched = &tok, from, fetched
 	s.mu.Unlock()
 	return &tok, from, nil
+}
+
+// credential is the credential of a login that does not take the kept
+// token, and where it comes from: a new one for each login, unless
+// Options gave one.
+func (s *source) credential() (azcore.TokenCredential, string, error) {
+	switch {
+	case s.newCred != nil:
+		return s.newCred()
+	case s.opts.Credential != nil:
+		return s.opts.Credential, fmt.Sprintf("the given %T", s.opts.Credential), nil
+	}
+	cred, err := s.newDefault()
+	return cred, defaultSource(), err
 }
 
 // kept returns the last token while more than half its lifetime is left.
@@ -115,11 +133,11 @@ func (s *source) failed(ctx context.Context, from string, err error) error {
 	case errors.As(err, &auth):
 		// No answer (an endpoint not found, a transport error): the
 		// text quotes no body.
-		e.What = localText(err, true)
+		e.What = s.localText(err, true)
 	default:
 		// No credential found: DefaultAzureCredential's lines say why
 		// for each credential it tried.
-		e.What = localText(err, false)
+		e.What = s.localText(err, false)
 		permanent = true
 	}
 	if permanent {
@@ -128,11 +146,15 @@ func (s *source) failed(ctx context.Context, from string, err error) error {
 	return e
 }
 
-// localText is azidentity's text (its first line only, when firstLine) of a failure that got no answer (no
-// credential found, a tool missing): bounded, URL user info hidden, and the
-// environment's client secret and federated token masked.
-func localText(err error, firstLine bool) string {
+// localText is azidentity's text (its first line only, when firstLine) of a
+// failure that got no answer (no credential found, a tool missing):
+// bounded, URL user info hidden, and the environment's client secret and
+// federated token masked, with the source's own secrets.
+func (s *source) localText(err error, firstLine bool) string {
 	secrets := []string{os.Getenv("AZURE_CLIENT_SECRET"), os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD")}
+	if s.secrets != nil {
+		secrets = append(secrets, s.secrets()...)
+	}
 	if f := os.Getenv("AZURE_FEDERATED_TOKEN_FILE"); f != "" {
 		if b, rerr := os.ReadFile(f); rerr == nil {
 			secrets = append(secrets, strings.TrimSpace(string(b)))

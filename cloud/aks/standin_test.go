@@ -50,6 +50,94 @@ type entra struct {
 	hang      atomic.Bool  // answer only when the request's context ends
 	release   chan struct{}
 	issued    atomic.Int64
+
+	revokeNth atomic.Int64 // the token, counted from 1, revoked as it is issued; 0: none
+
+	mu       sync.Mutex // guards scope, requests and tokens
+	scope    string     // the scope a request must ask for: wantScope unless a test says
+	requests []tokenRequest
+	tokens   map[string]issuedToken
+}
+
+// issuedToken is a token the stand-in issued.
+type issuedToken struct {
+	expires time.Time
+	revoked bool
+}
+
+// issue makes the n-th token, valid for the stand-in's lifetime.
+func (e *entra) issue(n int64) (string, time.Time) {
+	tok := fmt.Sprintf("eyJ.aks-%d", n)
+	exp := time.Now().Add(time.Duration(e.expiresIn.Load()) * time.Second)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tokens == nil {
+		e.tokens = map[string]issuedToken{}
+	}
+	e.tokens[tok] = issuedToken{expires: exp, revoked: n == e.revokeNth.Load()}
+	return tok, exp
+}
+
+// check says why tok is not good, as Entra ID's keys and revocation list
+// would: "" when it is.
+func (e *entra) check(tok string) string {
+	e.mu.Lock()
+	t, ok := e.tokens[tok]
+	e.mu.Unlock()
+	switch {
+	case !ok:
+		return "not issued by the stand-in"
+	case t.revoked:
+		return "revoked"
+	case !time.Now().Before(t.expires):
+		return "expired"
+	}
+	return ""
+}
+
+// tokenRequest is what the stand-in was asked for, no secret in it.
+type tokenRequest struct {
+	host   string // the host the client meant (see redirect)
+	client string
+	scope  string // the resource, for managed identity
+	grant  string // "secret", "assertion", "certificate", "msi"
+}
+
+// msiHeader is App Service's managed identity secret, IDENTITY_HEADER.
+const msiHeader = "msi-header-never-shown"
+
+// setScope sets the scope the stand-in wants.
+func (e *entra) setScope(scope string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.scope = scope
+}
+
+// asked returns the requests answered so far.
+func (e *entra) asked() []tokenRequest {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.requests)
+}
+
+func (e *entra) record(r *http.Request, req tokenRequest) {
+	req.host = cmpOr(r.Header.Get(meantHost), r.Host)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.requests = append(e.requests, req)
+}
+
+func (e *entra) wantScope() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return cmpOr(e.scope, wantScope)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func newEntra(t *testing.T) *entra {
@@ -58,6 +146,8 @@ func newEntra(t *testing.T) *entra {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /"+tenant+"/v2.0/.well-known/openid-configuration", e.metadata)
 	mux.HandleFunc("POST /"+tenant+"/oauth2/v2.0/token", e.token)
+	mux.HandleFunc("GET /common/discovery/instance", e.discovery)
+	mux.HandleFunc("GET /msi/token", e.msi)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("entra stand-in: unexpected %s %s", r.Method, r.URL)
 		http.NotFound(w, r)
@@ -68,8 +158,8 @@ func newEntra(t *testing.T) *entra {
 	return e
 }
 
-func (e *entra) metadata(w http.ResponseWriter, _ *http.Request) {
-	base := e.srv.URL + "/" + tenant
+func (e *entra) metadata(w http.ResponseWriter, r *http.Request) {
+	base := "https://" + cmpOr(r.Header.Get(meantHost), r.Host) + "/" + tenant
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"token_endpoint":         base + "/oauth2/v2.0/token",
@@ -110,25 +200,42 @@ func (e *entra) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// MSAL adds OpenID Connect's scopes to the one asked for.
-	if scopes := strings.Fields(f.Get("scope")); !slices.Contains(scopes, wantScope) {
-		e.t.Errorf("entra stand-in: scope: got %q, want %q among them", scopes, wantScope)
+	want := e.wantScope()
+	if scopes := strings.Fields(f.Get("scope")); !slices.Contains(scopes, want) {
+		e.t.Errorf("entra stand-in: scope: got %q, want %q among them", scopes, want)
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	if f.Has("client_assertion") {
-		if !check("client_assertion", assertion) || !check("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer") {
+	grant := "secret"
+	switch {
+	case f.Has("client_assertion") && f.Get("client_assertion") != assertion:
+		grant = "certificate"
+		if !check("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer") {
 			return
 		}
-	} else if !check("client_secret", secret) {
-		return
+		if err := verifyCertAssertion(f.Get("client_assertion")); err != nil {
+			e.t.Errorf("entra stand-in: the client assertion: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+	case f.Has("client_assertion"):
+		grant = "assertion"
+		if !check("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer") {
+			return
+		}
+	default:
+		if !check("client_secret", secret) {
+			return
+		}
 	}
-	n := e.issued.Add(1)
+	e.record(r, tokenRequest{client: f.Get("client_id"), scope: want, grant: grant})
+	tok, _ := e.issue(e.issued.Add(1))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"token_type":     "Bearer",
 		"expires_in":     e.expiresIn.Load(),
 		"ext_expires_in": e.expiresIn.Load(),
-		"access_token":   fmt.Sprintf("eyJ.aks-%d", n),
+		"access_token":   tok,
 	})
 }
 

@@ -60,6 +60,8 @@ var _ = Describe("A fleet", Ordered, func() {
 		}
 	})
 
+	profileSpecs(&workloads)
+
 	// watch runs WatchSecrets on ns of the hub for the rest of the spec.
 	watch := func(f *fleet.Fleet, ns string) {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,285 @@
+package integration
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/authvault/authvault/fleet"
+	"github.com/authvault/authvault/internal/testkit/rotation"
+	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/vault"
+)
+
+// profileCRD is a ClusterProfile CRD of this suite's own: the fields of the
+// published schema (sigs.k8s.io/cluster-inventory-api, v1alpha1) that the
+// fleet reads, the rest kept as they come.
+const profileCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: clusterprofiles.multicluster.x-k8s.io}
+spec:
+  group: multicluster.x-k8s.io
+  names: {kind: ClusterProfile, listKind: ClusterProfileList, plural: clusterprofiles, singular: clusterprofile}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+          status:
+            type: object
+            properties:
+              accessProviders: &providers
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string}
+                    cluster:
+                      type: object
+                      x-kubernetes-preserve-unknown-fields: true
+              credentialProviders: *providers
+            x-kubernetes-preserve-unknown-fields: true
+`
+
+var (
+	profilesGVR = schema.GroupVersionResource{Group: fleet.ProfileGroup, Version: "v1alpha1", Resource: "clusterprofiles"}
+	crdGVR      = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	installCRD  sync.Once
+)
+
+// profiles is the hub's ClusterProfile client, the CRD installed and
+// established the first time.
+func profiles(ctx context.Context) dynamic.Interface {
+	client, err := dynamic.NewForConfig(cluster.Admin)
+	Expect(err).NotTo(HaveOccurred())
+	installCRD.Do(func() {
+		var crd unstructured.Unstructured
+		Expect(yaml.Unmarshal([]byte(profileCRD), &crd.Object)).To(Succeed())
+		_, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(func() error {
+			_, err := client.Resource(profilesGVR).List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+	return client
+}
+
+// putProfile writes the ClusterProfile ns/name offering the provider named
+// with wl's server and CA, and extensions (name, value pairs).
+func putProfile(ctx context.Context, ns, name, provider string, wl *testcluster.Cluster, extensions ...any) {
+	client := profiles(ctx).Resource(profilesGVR).Namespace(ns)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": fleet.ProfileGroup + "/v1alpha1",
+		"kind":       "ClusterProfile",
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec":       map[string]any{"clusterManager": map[string]any{"name": "integration"}},
+	}}
+	created, err := client.Create(ctx, u, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var exts []any
+	for i := 0; i+1 < len(extensions); i += 2 {
+		exts = append(exts, map[string]any{"name": extensions[i], "extension": extensions[i+1]})
+	}
+	c := map[string]any{"server": wl.Server, "certificate-authority-data": base64.StdEncoding.EncodeToString(wl.CAData)}
+	if exts != nil {
+		c["extensions"] = exts
+	}
+	created.Object["status"] = map[string]any{"accessProviders": []any{map[string]any{"name": provider, "cluster": c}}}
+	_, err = client.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// fetchProvider is the provider file's entry of the suite's test plugin,
+// fetching its token from the URL a profile gives in PLUGIN_FETCH_URL.
+func fetchProvider() fleet.AccessProvider {
+	return fleet.AccessProvider{
+		Name: "test-plugin",
+		ExecConfig: &clientcmdapi.ExecConfig{Command: plugin, APIVersion: "client.authentication.k8s.io/v1",
+			Env: []clientcmdapi.ExecEnvVar{{Name: "PLUGIN_MODE", Value: "fetch"}}},
+		ProfileSourcedEnvVarsPolicy: fleet.EnvAppendIfNotExists,
+	}
+}
+
+// profileSpecs are the fleet's specs on ClusterProfiles, for the two
+// workload clusters the fleet's Describe starts.
+func profileSpecs(workloads *[2]*testcluster.Cluster) {
+	// watchProfiles runs WatchClusterProfiles on ns of the hub for the
+	// rest of the spec, with the hub's config (and so its discovery).
+	watchProfiles := func(f *fleet.Fleet, ns string, providers ...fleet.AccessProvider) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			done <- f.WatchClusterProfiles(ctx, fleet.ProfilesOptions{Config: cluster.Admin, Namespace: ns, Providers: providers})
+		}()
+		DeferCleanup(func() {
+			cancel()
+			Expect(<-done).To(Succeed())
+		})
+	}
+
+	It("keeps two clusters from their ClusterProfiles serving under load while the plugin's tokens are revoked 3 s after issue, one informer start each", func(ctx SpecContext) {
+		const duration = 30 * time.Second
+		ns := newNamespace("profiles")
+		reg := prometheus.NewRegistry()
+		f := fleet.New(fleet.Options{Registerer: reg})
+		DeferCleanup(f.Close)
+		profiles(ctx)
+		watchProfiles(f, ns, fetchProvider())
+
+		type member struct {
+			name           string
+			cfg            *rest.Config
+			hits           *atomic.Int64
+			lists, watches atomic.Int64
+			events         atomic.Int64
+			stats          rotation.Stats
+		}
+		members := make([]*member, len(workloads))
+		for i, wl := range workloads {
+			url, hits, stop := wl.Issuer.TokenEndpoint(time.Hour, 3*time.Second)
+			DeferCleanup(stop)
+			putProfile(ctx, ns, fmt.Sprintf("wl%d", i), "test-plugin", wl, fleet.ExtraEnvExtension, map[string]any{"PLUGIN_FETCH_URL": url})
+			m := &member{name: fmt.Sprintf("%s/wl%d", ns, i), hits: hits}
+			members[i] = m
+			Eventually(func() *vault.Vault { return f.Vault(m.name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+			var err error
+			m.cfg, err = f.RESTConfig(ctx, m.name)
+			Expect(err).NotTo(HaveOccurred())
+
+			counted := rest.CopyConfig(m.cfg)
+			counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+				return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+					if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configmaps") {
+						if r.URL.Query().Get("watch") == "true" {
+							m.watches.Add(1)
+						} else {
+							m.lists.Add(1)
+						}
+					}
+					return rt.RoundTrip(r)
+				})
+			})
+			cs, err := kubernetes.NewForConfig(counted)
+			Expect(err).NotTo(HaveOccurred())
+			factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("default"))
+			informer := factory.Core().V1().ConfigMaps().Informer()
+			_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { m.events.Add(1) }})
+			Expect(err).NotTo(HaveOccurred())
+			informerCtx, stopInformer := context.WithCancel(context.Background())
+			factory.Start(informerCtx.Done())
+			DeferCleanup(func() { stopInformer(); factory.Shutdown() })
+			Expect(cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)).To(BeTrue())
+		}
+
+		var load sync.WaitGroup
+		for _, m := range members {
+			load.Go(func() {
+				cfg := rest.CopyConfig(m.cfg)
+				cfg.QPS, cfg.Burst = -1, 0
+				cs, err := kubernetes.NewForConfig(cfg)
+				Expect(err).NotTo(HaveOccurred())
+				m.stats = rotation.Run(ctx, cs, "default", 4, duration, nil)
+			})
+		}
+		load.Wait()
+
+		for _, m := range members {
+			report("fleet from ClusterProfiles, cluster %s: %d requests in %v while each token was revoked 3 s after issue, %d caller-visible 401s, %d other errors, %d plugin runs, informer: %d list(s), %d watch start(s), %d add events; p50 %v, p99 %v, longest %v",
+				m.name, m.stats.Requests, duration, m.stats.Unauthorized, m.stats.OtherErrors, m.hits.Load(), m.lists.Load(), m.watches.Load(), m.events.Load(),
+				m.stats.P50, m.stats.P99, m.stats.Longest)
+			Expect(m.stats.FirstError).NotTo(HaveOccurred(), m.name)
+			Expect(m.stats.Unauthorized).To(BeZero(), m.name)
+			Expect(m.stats.Requests).To(BeNumerically(">", 100), m.name)
+			// A revoked token is refused once the API server's review cache
+			// lets go of it, ReviewCacheTTL after it was last accepted.
+			Expect(m.hits.Load()).To(BeNumerically(">=", int64(duration/testcluster.ReviewCacheTTL)-1), "%s: the plugin ran again as its tokens were refused", m.name)
+			Expect(m.lists.Load()+m.watches.Load()).To(BeNumerically("<=", 2), "%s: the informer was started once", m.name)
+			Expect(m.watches.Load()).To(Equal(int64(1)), "%s: its watch was started once, and never again", m.name)
+			Expect(m.events.Load()).To(BeNumerically(">", 50), "%s: the watch kept delivering through the rotations", m.name)
+			again, err := f.RESTConfig(ctx, m.name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(again).To(BeIdenticalTo(m.cfg), "the cluster's config is the same object after the rotations")
+		}
+	}, NodeTimeout(3*time.Minute))
+
+	It("closes a cluster's vault and its connections when its ClusterProfile is deleted", func(ctx SpecContext) {
+		ns := newNamespace("profiles-delete")
+		f := fleet.New(fleet.Options{})
+		DeferCleanup(f.Close)
+		wl := workloads[0]
+		port := portOf(wl.Server)
+		before := socketsTo(port)
+		profiles(ctx)
+		watchProfiles(f, ns, fetchProvider())
+		url, _, stop := wl.Issuer.TokenEndpoint(time.Hour, 0)
+		DeferCleanup(stop)
+		putProfile(ctx, ns, "gone", "test-plugin", wl, fleet.ExtraEnvExtension, map[string]any{"PLUGIN_FETCH_URL": url})
+		name := ns + "/gone"
+		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		cfg, err := f.RESTConfig(ctx, name)
+		Expect(err).NotTo(HaveOccurred())
+		cs, err := kubernetes.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(newSockets(socketsTo(port), before)).NotTo(BeEmpty(), "the vault's connection to the cluster")
+
+		Expect(profiles(ctx).Resource(profilesGVR).Namespace(ns).Delete(ctx, "gone", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).Should(BeNil())
+		Eventually(func() []string { return newSockets(socketsTo(port), before) }).WithTimeout(10*time.Second).Should(BeEmpty(),
+			"this process's connections to the cluster, beyond those it had before the fleet")
+		_, err = cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		Expect(err).To(MatchError(vault.ErrClosed))
+	}, NodeTimeout(time.Minute))
+
+	It("refuses a ClusterProfile whose access provider is not in the provider file, running nothing", func(ctx SpecContext) {
+		ns := newNamespace("profiles-unknown")
+		f := fleet.New(fleet.Options{})
+		DeferCleanup(f.Close)
+		wl := workloads[1]
+		url, hits, stop := wl.Issuer.TokenEndpoint(time.Hour, 0)
+		DeferCleanup(stop)
+		profiles(ctx)
+		watchProfiles(f, ns, fetchProvider())
+		putProfile(ctx, ns, "stranger", "someone-elses-plugin", wl, fleet.ExtraEnvExtension, map[string]any{"PLUGIN_FETCH_URL": url})
+		putProfile(ctx, ns, "known", "test-plugin", wl, fleet.ExtraEnvExtension, map[string]any{"PLUGIN_FETCH_URL": url})
+		// The known one is the mark that the watch has seen both.
+		Eventually(func() *vault.Vault { return f.Vault(ns + "/known") }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		Consistently(func() []string { return f.Names() }).WithTimeout(2 * time.Second).Should(Equal([]string{ns + "/known"}))
+		Expect(hits.Load()).To(BeZero(), "nothing ran: the known cluster is not used yet, the stranger not added")
+	}, NodeTimeout(time.Minute))
+}

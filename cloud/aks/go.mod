@@ -12,6 +12,7 @@ require (
 	github.com/authvault/authvault v0.0.0
 	github.com/go-logr/logr v1.4.4
 	go.uber.org/goleak v1.3.0
+	k8s.io/client-go v0.37.2
 )
 
 require (
@@ -67,7 +68,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/api v0.37.2 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
-	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/streaming v0.37.2 // indirect

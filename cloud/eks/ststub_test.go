@@ -42,7 +42,7 @@ const (
 // SDK's signer, and answers GetCallerIdentity (signed by header or
 // presigned), AssumeRole and AssumeRoleWithWebIdentity as STS does, in XML.
 type stsStub struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	// Set before the first request.
@@ -82,7 +82,7 @@ type issue struct {
 	session     string
 }
 
-func newSTSStub(t *testing.T) *stsStub {
+func newSTSStub(t testing.TB) *stsStub {
 	s := &stsStub{
 		t:        t,
 		lifetime: time.Hour,

@@ -67,6 +67,9 @@ func BenchmarkLogin(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/login")
 			b.ReportMetric(float64(bm.processes), "processes/login")
+			if bm.processes > 0 {
+				b.ReportMetric(childMaxRSS(b), "plugin-max-RSS-MiB")
+			}
 		})
 	}
 }

@@ -40,3 +40,15 @@ func cpuTime(tb testing.TB) time.Duration {
 	}
 	return total
 }
+
+// childMaxRSS is the peak resident memory, in MiB, of the largest child
+// this process has waited for so far: a plugin's own memory, which the
+// benchmarks' B/op (this process's allocations) leave out.
+func childMaxRSS(tb testing.TB) float64 {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return float64(ru.Maxrss) / 1024 // KiB on Linux
+}

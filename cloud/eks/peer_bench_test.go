@@ -54,6 +54,9 @@ func BenchmarkLogin(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/login")
 			b.ReportMetric(float64(h.processes), "processes/login")
+			if h.processes > 0 {
+				b.ReportMetric(childMaxRSS(b), "plugin-max-RSS-MiB")
+			}
 		})
 	}
 }

@@ -61,8 +61,8 @@ gotest:
 # The fleet's scale benchmark takes about 4 min a run, past go test's
 # default timeout at -count 5: it runs once, on its own. So do the cloud
 # modules' (native logins against the peers' exec plugins, which need
-# hack/peers.sh's binaries; a thousand EKS clusters' rotation takes about a
-# minute of CPU through the plugin).
+# hack/peers.sh's binaries; a rotation of a thousand EKS clusters through
+# the plugin takes about 30 s).
 bench:
 	@assets=$$(bash hack/envtest.sh) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -skip BenchmarkFleetRotation -benchmem -count 5 $(PKGS) && \

@@ -42,7 +42,7 @@ const (
 // for the AKS server application's scope. It answers a new token, valid
 // for expiresIn.
 type entra struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	expiresIn atomic.Int64 // seconds
@@ -140,7 +140,7 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-func newEntra(t *testing.T) *entra {
+func newEntra(t testing.TB) *entra {
 	e := &entra{t: t, release: make(chan struct{})}
 	e.expiresIn.Store(3600)
 	mux := http.NewServeMux()
@@ -279,7 +279,7 @@ func setEnv(t *testing.T) {
 
 // setWorkloadEnv is the environment AKS's workload identity webhook gives
 // a pod: a federated token in a file.
-func setWorkloadEnv(t *testing.T) {
+func setWorkloadEnv(t testing.TB) {
 	path := filepath.Join(t.TempDir(), "azure-identity-token")
 	if err := os.WriteFile(path, []byte(assertion), 0o600); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ func TestAWSIAMAuthenticatorVerifies(t *testing.T) {
 // routeDefaultTransportTo makes http.DefaultTransport dial the stand-in
 // whatever the host, and trust its certificate (issued for example.com),
 // until the test ends.
-func routeDefaultTransportTo(t *testing.T, s *stsStub) {
+func routeDefaultTransportTo(t testing.TB, s *stsStub) {
 	roots := x509.NewCertPool()
 	roots.AddCert(s.srv.Certificate())
 	addr := s.srv.Listener.Addr().String()

@@ -31,6 +31,8 @@ const (
 	testKeyID     = "AKIDTESTBASE"
 	testSecret    = "base-secret-Zq8vW3"
 	testUserARN   = "arn:aws:iam::111122223333:user/operator"
+	testUserID    = "AIDATESTOPERATOR" // STS's UserId of testUserARN
+	testRoleID    = "AROATESTEKSADMIN" // of the roles the stand-in assumes
 	testRoleARN   = "arn:aws:iam::111122223333:role/eks-admin"
 	testWebRole   = "arn:aws:iam::111122223333:role/irsa"
 	testWebToken  = "eyJ-web-identity-token-Kp2x"
@@ -42,7 +44,7 @@ const (
 // SDK's signer, and answers GetCallerIdentity (signed by header or
 // presigned), AssumeRole and AssumeRoleWithWebIdentity as STS does, in XML.
 type stsStub struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	// Set before the first request.
@@ -66,6 +68,7 @@ type stsStub struct {
 type principal struct {
 	creds   aws.Credentials
 	arn     string
+	userID  string    // GetCallerIdentity's UserId: the user's ID, or the role's and the session name
 	expires time.Time // of an issued session; zero: never
 	revoked bool
 }
@@ -82,13 +85,14 @@ type issue struct {
 	session     string
 }
 
-func newSTSStub(t *testing.T) *stsStub {
+func newSTSStub(t testing.TB) *stsStub {
 	s := &stsStub{
 		t:        t,
 		lifetime: time.Hour,
 		keys: map[string]principal{testKeyID: {
-			creds: aws.Credentials{AccessKeyID: testKeyID, SecretAccessKey: testSecret},
-			arn:   testUserARN,
+			creds:  aws.Credentials{AccessKeyID: testKeyID, SecretAccessKey: testSecret},
+			arn:    testUserARN,
+			userID: testUserID,
 		}},
 		calls: map[string]int{},
 	}
@@ -149,7 +153,7 @@ func (s *stsStub) serve(w http.ResponseWriter, r *http.Request) {
 		type result struct {
 			Arn, UserId, Account string
 		}
-		res := result{Arn: who.arn, UserId: who.creds.AccessKeyID, Account: testAccount}
+		res := result{Arn: who.arn, UserId: who.userID, Account: testAccount}
 		if strings.Contains(r.Header.Get("Accept"), "application/json") {
 			// As STS answers aws-iam-authenticator's server.
 			w.Header().Set("Content-Type", "application/json")
@@ -223,7 +227,8 @@ func (s *stsStub) issue(w http.ResponseWriter, action, role, session string) {
 			SecretAccessKey: "issued-secret-" + randomHex(12),
 			SessionToken:    "issued-session-" + randomHex(24),
 		},
-		arn: strings.Replace(strings.Replace(role, ":iam:", ":sts:", 1), ":role/", ":assumed-role/", 1) + "/" + session,
+		arn:    strings.Replace(strings.Replace(role, ":iam:", ":sts:", 1), ":role/", ":assumed-role/", 1) + "/" + session,
+		userID: testRoleID + ":" + session, // aws-iam-authenticator's Verifier requires the form
 	}
 	expires := now.Add(s.lifetime)
 	p.expires = expires
@@ -246,7 +251,7 @@ func (s *stsStub) issue(w http.ResponseWriter, action, role, session string) {
 			AccessKeyId: p.creds.AccessKeyID, SecretAccessKey: p.creds.SecretAccessKey,
 			SessionToken: p.creds.SessionToken, Expiration: expires.UTC().Format("2006-01-02T15:04:05.000Z"),
 		},
-		AssumedRoleUser: user{Arn: p.arn, AssumedRoleId: "AROA:" + session},
+		AssumedRoleUser: user{Arn: p.arn, AssumedRoleId: p.userID},
 	})
 }
 

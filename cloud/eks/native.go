@@ -113,11 +113,12 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 	}
 	var c nativeCall
 	var words []string
+	var places []int // of words in args, from 1, for errors
 	args := req.Exec.Args
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if !strings.HasPrefix(arg, "-") {
-			words = append(words, arg)
+			words, places = append(words, arg), append(places, i+1)
 			continue
 		}
 		name, value, inline := strings.Cut(arg, "=")
@@ -137,8 +138,8 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 		}
 		set(&c, value)
 	}
-	if !slices.Equal(words, p.words) {
-		return nativeCall{}, fmt.Errorf("eks: %s: arguments %q are not %q and its flags", command, words, strings.Join(p.words, " "))
+	if err := sameWords(command, words, places, p.words); err != nil {
+		return nativeCall{}, err
 	}
 	for _, env := range req.Exec.Env {
 		switch {
@@ -168,6 +169,24 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 		c.CheckServer, c.CAData = true, nil
 	}
 	return c, nil
+}
+
+// sameWords returns nil when words, the positional arguments (at places in
+// the arguments), are want, and otherwise an error that quotes only want:
+// an argument of the kubeconfig's may be a secret, and errors reach logs.
+func sameWords(command string, words []string, places []int, want []string) error {
+	for i, w := range want {
+		if i >= len(words) {
+			return fmt.Errorf("eks: %s: the arguments lack %q (want %q and its flags)", command, w, strings.Join(want, " "))
+		}
+		if words[i] != w {
+			return fmt.Errorf("eks: %s: argument %d is not %q (want %q and its flags)", command, places[i], w, strings.Join(want, " "))
+		}
+	}
+	if len(words) > len(want) {
+		return fmt.Errorf("eks: %s: argument %d is neither a flag this login understands nor part of %q", command, places[len(want)], strings.Join(want, " "))
+	}
+	return nil
 }
 
 // cmpOr is a when set, else b: a flag wins over the environment.

@@ -108,7 +108,9 @@ func TestNativeRefusesUnknownParameters(t *testing.T) {
 		{[]string{"eks", "get-token", "--cluster-name", testCluster, "--cluster-id", "x"}, nil, `argument "--cluster-id" is not one`},
 		{[]string{"eks", "get-token", "--cluster-name", testCluster, "--output", "yaml"}, nil, `--output "yaml"`},
 		{[]string{"eks", "get-token", "--cluster-name"}, nil, `"--cluster-name" has no value`},
-		{[]string{"eks", "get-token", "extra", "--cluster-name", testCluster}, nil, `are not "eks get-token"`},
+		{[]string{"eks", "get-token", "extra", "--cluster-name", testCluster}, nil, `argument 3 is neither a flag this login understands nor part of "eks get-token"`},
+		// A positional argument may be a secret: the error gives its place, not its text.
+		{[]string{"from-the-kubeconfig", "eks", "get-token", "--cluster-name", testCluster}, nil, `argument 1 is not "eks"`},
 		{[]string{"eks", "get-token", "--region", testRegion}, nil, "no cluster name"},
 		{[]string{"eks", "get-token", "--cluster-name", testCluster}, []clientcmdapi.ExecEnvVar{{Name: "AWS_SECRET_ACCESS_KEY", Value: "from-the-kubeconfig"}},
 			"environment variable AWS_SECRET_ACCESS_KEY is not one"},
@@ -120,7 +122,7 @@ func TestNativeRefusesUnknownParameters(t *testing.T) {
 			t.Errorf("%q %v: %v, want a permanent error with %q", tt.args, tt.env, err, tt.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "from-the-kubeconfig") {
-			t.Errorf("the error quotes a value of the environment: %v", err)
+			t.Errorf("the error quotes a value of the environment or the arguments: %v", err)
 		}
 	}
 	if n := s.count("GetCallerIdentity") + s.count("AssumeRole"); n != 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -73,5 +74,30 @@ func sameServer(server, endpoint string) bool {
 	plain := func(u *url.URL) bool {
 		return u.Scheme == "https" && u.User == nil && strings.Trim(u.Path, "/") == "" && u.RawQuery == "" && u.Fragment == ""
 	}
-	return plain(a) && plain(b) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+	return plain(a) && plain(b) && asciiFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// asciiFold tells whether a and b are the same host name, as DNS compares
+// them: ASCII letters case aside. strings.EqualFold folds Unicode too, and
+// would take the KELVIN SIGN for a k.
+func asciiFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if x >= utf8.RuneSelf || y >= utf8.RuneSelf {
+			return false
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }

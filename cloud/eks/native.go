@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -25,7 +24,9 @@ import (
 // environment AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION and
 // AWS_STS_REGIONAL_ENDPOINTS=regional. Any other argument or variable is
 // an error: a parameter is never ignored. Credentials are this process's
-// (the SDK's default chain, in the named profile).
+// (the SDK's default chain, in the named profile), loaded once per region
+// and profile and shared by the logins of every cluster there: one web
+// identity exchange serves a fleet, not one per cluster.
 //
 // From a kubeconfig someone else wrote (a Secret whose policy allows it:
 // handlers.AllowNative(policy, "eks")), every login first asks
@@ -35,7 +36,10 @@ import (
 // a profile: which of this machine's identities logs in is not its
 // writer's choice.
 func Native() handlers.Native {
-	var cache sync.Map // request key → login.Handler, so the SDK's credential cache lasts
+	// A handler per login (the vault asks for one each time) is cheap; the
+	// SDK's configuration, with its credential cache and HTTP client, is
+	// what the logins of every cluster share.
+	shared := &sharedConfigs{}
 	return handlers.Native{
 		Name:   "eks",
 		Serves: serves,
@@ -44,12 +48,7 @@ func Native() handlers.Native {
 			if err != nil {
 				return nil, err
 			}
-			key := fmt.Sprintf("%+v|%t|%s", opts, req.Untrusted, opts.profile)
-			if h, ok := cache.Load(key); ok {
-				return h.(login.Handler), nil
-			}
-			h, _ := cache.LoadOrStore(key, opts.login())
-			return h.(login.Handler), nil
+			return opts.login(shared), nil
 		},
 	}
 }
@@ -197,11 +196,9 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// login is Login with c's options, in c's profile when it names one.
-func (c nativeCall) login() login.Handler {
-	if c.profile == "" {
-		return Login(c.Options)
-	}
-	h := &handler{opts: c.Options, turn: make(chan struct{}, 1), profile: c.profile}
+// login is Login with c's options, in c's profile when it names one, with
+// the SDK configuration of shared.
+func (c nativeCall) login(shared *sharedConfigs) login.Handler {
+	h := &handler{opts: c.Options, turn: make(chan struct{}, 1), profile: c.profile, shared: shared}
 	return h.login
 }

@@ -40,7 +40,8 @@ type NativeRequest struct {
 	// The handler's credentials go with it.
 	Cluster login.ConnectionInfo
 	// Untrusted tells that someone else wrote the kubeconfig (a Secret:
-	// its plugin policy is not AllowAll): a token minted from this
+	// its plugin policy is not AllowAll; a Secret read under AllowAll is
+	// trusted as a file is): a token minted from this
 	// process's cloud identity for the cluster it names is a credential
 	// for that cluster, and its server is the writer's choice. Where the
 	// cloud can say what the cluster's endpoint is, the handler must

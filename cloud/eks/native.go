@@ -34,7 +34,12 @@ import (
 // endpoint (Options.CheckServer), and sends no token otherwise; the CA is
 // then the cluster's, not the kubeconfig's. Such a kubeconfig may not name
 // a profile: which of this machine's identities logs in is not its
-// writer's choice.
+// writer's choice. It does choose the cluster, the region and the role
+// (--role-arn, -r, Argo CD's roleARN): this process assumes any role its
+// identity may assume, and logs in to that role's cluster of that name,
+// so allow it only for Secrets whose writers may act as each such role, or
+// let the identity assume no other. Under AllowAll a Secret is trusted as
+// a file is: no check, its profile and its CA.
 func Native() handlers.Native {
 	// A handler per login (the vault asks for one each time) is cheap; the
 	// SDK's configuration, with its credential cache and HTTP client, is

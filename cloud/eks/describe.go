@@ -101,3 +101,38 @@ func asciiFold(a, b string) bool {
 	}
 	return true
 }
+
+// endpointRegion is the region in the host name of an EKS endpoint,
+// <id>.<label>.<region>.eks.amazonaws.com (.com.cn in China), or "" when
+// server is no such URL.
+func endpointRegion(server string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return ""
+	}
+	host := strings.ToLower(u.Hostname())
+	for _, suffix := range []string{".eks.amazonaws.com", ".eks.amazonaws.com.cn"} {
+		rest, ok := strings.CutSuffix(host, suffix)
+		if !ok {
+			continue
+		}
+		if labels := strings.Split(rest, "."); len(labels) == 3 && regionName(labels[2]) {
+			return labels[2]
+		}
+	}
+	return ""
+}
+
+// regionName tells whether s looks like an AWS region: lower-case letters,
+// digits and dashes, as us-east-1 or cn-northwest-1.
+func regionName(s string) bool {
+	if s == "" || len(s) > 32 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '-' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

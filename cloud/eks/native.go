@@ -22,8 +22,11 @@ import (
 //
 // (flags as `--flag value` or `--flag=value`), and of the plugin's
 // environment AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION and
-// AWS_STS_REGIONAL_ENDPOINTS=regional. Any other argument or variable is
-// an error: a parameter is never ignored. Credentials are this process's
+// AWS_STS_REGIONAL_ENDPOINTS=regional. Without a region there, the region
+// is the one in the server's name when it is an EKS endpoint
+// (<id>.gr7.<region>.eks.amazonaws.com), else this process's. Any other
+// argument or variable is an error: a parameter is never ignored.
+// Credentials are this process's
 // (the SDK's default chain, in the named profile), loaded once per region
 // and profile and shared by the logins of every cluster there: one web
 // identity exchange serves a fleet, not one per cluster.
@@ -160,6 +163,12 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 		return nativeCall{}, fmt.Errorf("eks: %s: no cluster name", command)
 	}
 	c.Server, c.CAData = req.Cluster.Server, req.Cluster.CAData
+	if c.Region == "" {
+		// Argo CD's awsAuthConfig names no region, and a hub's clusters
+		// are in many: this process's own would have DescribeCluster
+		// look for the cluster in the wrong one.
+		c.Region = endpointRegion(c.Server)
+	}
 	if req.Untrusted {
 		if c.Server == "" {
 			return nativeCall{}, fmt.Errorf("eks: cluster %q: a kubeconfig from elsewhere without a server", c.Cluster)

@@ -189,3 +189,26 @@ current-context: c
 		t.Errorf("the token does not verify: %d", code)
 	}
 }
+
+// An Argo CD Secret's awsAuthConfig names no region, and a hub's clusters
+// are in several: the region is the one in the endpoint's name, not this
+// process's, so DescribeCluster finds the cluster where it is.
+func TestNativeTakesTheRegionFromTheEndpoint(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	t.Setenv("AWS_REGION", "us-east-1") // this process's; the cluster is in testRegion
+	useNative(t)
+	info, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{
+		Command: "argocd-k8s-auth", Args: []string{"aws", "--cluster-name", testCluster},
+		APIVersion: "client.authentication.k8s.io/v1beta1", PluginPolicy: handlers.AllowNative(handlers.DenyAll, "eks"),
+	}, Cluster: login.ConnectionInfo{Server: testEndpoint}})(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Server != testEndpoint || s.count("DescribeCluster") != 1 {
+		t.Errorf("got %v after %d DescribeCluster calls, want the endpoint after 1", info, s.count("DescribeCluster"))
+	}
+	if code, _ := s.callPresigned(t, presignedURL(t, info.Token), testCluster); code != http.StatusOK {
+		t.Errorf("the token does not verify: %d", code)
+	}
+}

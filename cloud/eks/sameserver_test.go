@@ -33,3 +33,23 @@ func TestSameServer(t *testing.T) {
 		}
 	}
 }
+
+// endpointRegion reads the region of an EKS endpoint's name, and nothing
+// else's.
+func TestEndpointRegion(t *testing.T) {
+	for server, want := range map[string]string{
+		"https://0123ABCD.gr7.eu-west-1.eks.amazonaws.com":      "eu-west-1",
+		"https://0123abcd.yl4.us-east-1.eks.amazonaws.com:443":  "us-east-1",
+		"https://0123abcd.gr7.cn-north-1.eks.amazonaws.com.cn":  "cn-north-1",
+		"https://0123abcd.gr7.eu-west-1.eks.amazonaws.com.evil": "",
+		"https://x.eu-west-1.eks.amazonaws.com":                 "",
+		"https://a.b.c.eu-west-1.eks.amazonaws.com":             "",
+		"https://0123abcd.gr7.eu_west-1.eks.amazonaws.com":      "",
+		"https://prod.example":                                  "",
+		"://nonsense":                                           "",
+	} {
+		if got := endpointRegion(server); got != want {
+			t.Errorf("endpointRegion(%q) = %q, want %q", server, got, want)
+		}
+	}
+}

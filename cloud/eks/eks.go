@@ -127,7 +127,7 @@ func (h *handler) login(ctx context.Context) (*login.ConnectionInfo, error) {
 		if err != nil {
 			return nil, err
 		}
-		who = fmt.Sprintf("role %s assumed with credentials from %s", h.opts.RoleARN, h.source)
+		who = fmt.Sprintf("role %q assumed with credentials from %s", h.opts.RoleARN, h.source)
 	}
 
 	ep := endpoint{server: h.opts.Server, caData: h.opts.CAData}
@@ -219,7 +219,7 @@ func (h *handler) assume(ctx context.Context, cfg aws.Config, base aws.Credentia
 	})
 	creds, err := p.Retrieve(ctx)
 	if err != nil {
-		return aws.Credentials{}, h.errorf("assuming role %s with credentials from %s: %w",
+		return aws.Credentials{}, h.errorf("assuming role %q with credentials from %s: %w",
 			h.opts.RoleARN, h.source, redact.Secrets(err, base.SecretAccessKey, base.SessionToken))
 	}
 	return creds, nil

@@ -212,3 +212,19 @@ func TestNativeTakesTheRegionFromTheEndpoint(t *testing.T) {
 		t.Errorf("the token does not verify: %d", code)
 	}
 }
+
+// A role a kubeconfig names is quoted in errors, so that one from a Secret
+// cannot forge a log line.
+func TestNativeQuotesTheRole(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-key") // STS refuses: the error names the role
+	useNative(t)
+	forged := testRoleARN + "\nlevel=info msg=\"login succeeded\""
+	_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{
+		Command: "aws", Args: []string{"--region", testRegion, "eks", "get-token", "--cluster-name", testCluster, "--role-arn", forged},
+	}, Cluster: login.ConnectionInfo{Server: testServer}})(context.Background())
+	if err == nil || strings.Contains(err.Error(), "\nlevel=") || !strings.Contains(err.Error(), `assuming role "`) {
+		t.Errorf("error = %q, want the role quoted, its line break escaped", err)
+	}
+}

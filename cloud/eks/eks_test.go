@@ -264,7 +264,7 @@ func TestServerFromDescribeCluster(t *testing.T) {
 
 	opts.Cluster = "gone"
 	_, err = eks.Login(opts)(context.Background())
-	for _, want := range []string{`eks: cluster "gone": role ` + testRoleARN, "DescribeCluster", "ResourceNotFoundException"} {
+	for _, want := range []string{`eks: cluster "gone": role "` + testRoleARN + `"`, "DescribeCluster", "ResourceNotFoundException"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}

@@ -97,6 +97,20 @@
 // first login, a refresh, an expired credential or a rejection whose response
 // is unknown (a caller's Invalidate) send no response.
 //
+// # Cloud plugins served in process
+//
+// [UseNative] makes the cloud modules' logins (cloud/eks, cloud/gke) serve
+// the plugins they recognize, `aws eks get-token` say, in every kubeconfig
+// this process reads and every [Exec]: no process runs. A kubeconfig that
+// someone else wrote (a Secret: any policy but AllowAll) may use one only
+// when its policy names it ([AllowNative]; a policy that lists the plugin's
+// command is not enough, and the plugin does not run in its place); the
+// login then checks, where the cloud can, that the kubeconfig's server is
+// the cluster's, and the kubeconfig may set neither tls-server-name nor
+// proxy-url. A Secret read under AllowAll is trusted as a file is. A
+// kubeconfig that only client-go can serve (impersonation, an auth
+// provider) has client-go run the plugin, not the native login.
+//
 // # Files and fixed credentials
 //
 // [TokenFile] reads a bearer token from a file on every login and makes sure

@@ -2,12 +2,14 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/login"
 )
 
@@ -38,7 +40,8 @@ type NativeRequest struct {
 	// The handler's credentials go with it.
 	Cluster login.ConnectionInfo
 	// Untrusted tells that someone else wrote the kubeconfig (a Secret:
-	// its plugin policy is not AllowAll): a token minted from this
+	// its plugin policy is not AllowAll; a Secret read under AllowAll is
+	// trusted as a file is): a token minted from this
 	// process's cloud identity for the cluster it names is a credential
 	// for that cluster, and its server is the writer's choice. Where the
 	// cloud can say what the cluster's endpoint is, the handler must
@@ -59,8 +62,11 @@ var nativeLogins struct {
 //
 // A kubeconfig someone else wrote (a Secret, whose plugin policy is DenyAll
 // or an Allowlist) may use a native login only when its policy allows it
-// by name (AllowNative). A later login of the same name replaces an
-// earlier one.
+// by name (AllowNative); then it may not set tls-server-name nor proxy-url
+// (the login sends the token to the cloud's endpoint, verified with the
+// cloud's CA: set HTTPS_PROXY in this process's environment for a proxy),
+// and its environment is checked as a plugin's is. A later login of the
+// same name replaces an earlier one.
 func UseNative(logins ...Native) {
 	nativeLogins.Lock()
 	defer nativeLogins.Unlock()
@@ -133,7 +139,13 @@ func runNative(ctx context.Context, cfg ExecConfig, n Native) (*login.Connection
 	if err := nativeAllowed(cfg.PluginPolicy, n, cfg.Command); err != nil {
 		return nil, err
 	}
-	h, err := n.Handler(NativeRequest{Exec: cfg.ExecConfig, Cluster: clusterPart(cfg.Cluster), Untrusted: !trusted(cfg.PluginPolicy)})
+	untrusted := !trusted(cfg.PluginPolicy)
+	if untrusted {
+		if err := fromElsewhere(cfg); err != nil {
+			return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q, served by the native %s login: %w", cfg.Command, n.Name, err))
+		}
+	}
+	h, err := n.Handler(NativeRequest{Exec: cfg.ExecConfig, Cluster: clusterPart(cfg.Cluster), Untrusted: untrusted})
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q, served by the native %s login: %w", cfg.Command, n.Name, err))
 	}
@@ -156,4 +168,22 @@ func runNative(ctx context.Context, cfg ExecConfig, n Native) (*login.Connection
 	}
 	out.Token, out.CertificateData, out.PrivateKeyData, out.Expiration = info.Token, info.CertificateData, info.PrivateKeyData, info.Expiration
 	return &out, nil
+}
+
+// fromElsewhere refuses what a kubeconfig someone else wrote may not set
+// when a native login serves it. The login sends the token to the cloud's
+// endpoint and verifies it with the cloud's CA; a tls-server-name of the
+// kubeconfig's would have that CA vouch for another name (a kubelet's
+// serving certificate is signed by an EKS cluster's CA), and a proxy-url
+// of its choosing can connect the token to a server of its choosing. The
+// environment is checked as a plugin's is, whatever the native reads of it.
+func fromElsewhere(cfg ExecConfig) error {
+	switch {
+	case cfg.Cluster.TLSServerName != "":
+		return errors.New("a kubeconfig from elsewhere may not set tls-server-name: the login verifies the cloud's endpoint by its own name")
+	case cfg.Cluster.ProxyURL != "":
+		return errors.New("a kubeconfig from elsewhere may not set proxy-url: a proxy it chose could take the token elsewhere; " +
+			"set HTTPS_PROXY in this process's environment to reach the cloud through a proxy")
+	}
+	return kubeconf.PluginEnvAllowed(cfg.PluginPolicy, cfg.Env)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -73,5 +74,65 @@ func sameServer(server, endpoint string) bool {
 	plain := func(u *url.URL) bool {
 		return u.Scheme == "https" && u.User == nil && strings.Trim(u.Path, "/") == "" && u.RawQuery == "" && u.Fragment == ""
 	}
-	return plain(a) && plain(b) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+	return plain(a) && plain(b) && asciiFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// asciiFold tells whether a and b are the same host name, as DNS compares
+// them: ASCII letters case aside. strings.EqualFold folds Unicode too, and
+// would take the KELVIN SIGN for a k.
+func asciiFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if x >= utf8.RuneSelf || y >= utf8.RuneSelf {
+			return false
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// endpointRegion is the region in the host name of an EKS endpoint,
+// <id>.<label>.<region>.eks.amazonaws.com (.com.cn in China), or "" when
+// server is no such URL.
+func endpointRegion(server string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return ""
+	}
+	host := strings.ToLower(u.Hostname())
+	for _, suffix := range []string{".eks.amazonaws.com", ".eks.amazonaws.com.cn"} {
+		rest, ok := strings.CutSuffix(host, suffix)
+		if !ok {
+			continue
+		}
+		if labels := strings.Split(rest, "."); len(labels) == 3 && regionName(labels[2]) {
+			return labels[2]
+		}
+	}
+	return ""
+}
+
+// regionName tells whether s looks like an AWS region: lower-case letters,
+// digits and dashes, as us-east-1 or cn-northwest-1.
+func regionName(s string) bool {
+	if s == "" || len(s) > 32 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '-' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }

@@ -34,7 +34,9 @@
 // # Credentials
 //
 // Without [Options].AWS, credentials come from aws-sdk-go-v2's default chain,
-// loaded once per handler and cached by the SDK: the environment
+// loaded once per handler and cached by the SDK (handlers of many clusters
+// share one cache when given the same [Options].AWS; [Native]'s logins share
+// one per region and profile): the environment
 // (AWS_ACCESS_KEY_ID), a web identity token file (IRSA:
 // AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN), the shared config files, the
 // container credentials endpoint (EKS Pod Identity) and IMDS. With

@@ -88,6 +88,9 @@ type handler struct {
 	// profile is the shared config's profile to load, when a kubeconfig's
 	// plugin names one (see Native); empty: the SDK's own choice.
 	profile string
+	// shared, for Native's logins, holds the SDK configurations they
+	// share; nil: this handler loads its own.
+	shared *sharedConfigs
 
 	// Loaded by the first successful login, read by the later ones; only the
 	// login holding turn touches them.
@@ -124,7 +127,7 @@ func (h *handler) login(ctx context.Context) (*login.ConnectionInfo, error) {
 		if err != nil {
 			return nil, err
 		}
-		who = fmt.Sprintf("role %s assumed with credentials from %s", h.opts.RoleARN, h.source)
+		who = fmt.Sprintf("role %q assumed with credentials from %s", h.opts.RoleARN, h.source)
 	}
 
 	ep := endpoint{server: h.opts.Server, caData: h.opts.CAData}
@@ -177,22 +180,36 @@ func (h *handler) loadLocked(ctx context.Context) error {
 		h.cfg, h.source = &cfg, "Options.AWS"
 		return nil
 	}
-	var load []func(*config.LoadOptions) error
-	if h.opts.Region != "" {
-		load = append(load, config.WithRegion(h.opts.Region))
+	load := loadDefault
+	if h.shared != nil {
+		load = h.shared.load
 	}
-	source := defaultChainSource(envLookup)
-	if h.profile != "" {
-		// A kubeconfig's plugin named the profile (see Native).
-		load = append(load, config.WithSharedConfigProfile(h.profile))
-		source = fmt.Sprintf("the shared config (profile %q)", h.profile)
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, load...)
+	cfg, source, err := load(ctx, h.opts.Region, h.profile)
 	if err != nil {
 		return h.errorf("loading the AWS config (credentials from %s): %w", source, redact.Secrets(err))
 	}
-	h.cfg, h.source = &cfg, source
+	h.cfg, h.source = cfg, source
 	return nil
+}
+
+// loadDefault loads the SDK's default configuration, in region and profile
+// when they are set, and names where its credentials come from.
+func loadDefault(ctx context.Context, region, profile string) (*aws.Config, string, error) {
+	var load []func(*config.LoadOptions) error
+	if region != "" {
+		load = append(load, config.WithRegion(region))
+	}
+	source := defaultChainSource(envLookup)
+	if profile != "" {
+		// A kubeconfig's plugin named the profile (see Native).
+		load = append(load, config.WithSharedConfigProfile(profile))
+		source = fmt.Sprintf("the shared config (profile %q)", profile)
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, load...)
+	if err != nil {
+		return nil, source, err
+	}
+	return &cfg, source, nil
 }
 
 // assume assumes Options.RoleARN with base, the credentials of the chain.
@@ -202,7 +219,7 @@ func (h *handler) assume(ctx context.Context, cfg aws.Config, base aws.Credentia
 	})
 	creds, err := p.Retrieve(ctx)
 	if err != nil {
-		return aws.Credentials{}, h.errorf("assuming role %s with credentials from %s: %w",
+		return aws.Credentials{}, h.errorf("assuming role %q with credentials from %s: %w",
 			h.opts.RoleARN, h.source, redact.Secrets(err, base.SecretAccessKey, base.SessionToken))
 	}
 	return creds, nil

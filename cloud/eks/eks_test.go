@@ -167,7 +167,7 @@ func TestRefusedCredentialsNameTheirSource(t *testing.T) {
 		if err == nil {
 			t.Fatal("got no error")
 		}
-		for _, want := range []string{`eks: cluster "prod": `, "assuming role " + testRoleARN, "Options.AWS", "SignatureDoesNotMatch"} {
+		for _, want := range []string{`eks: cluster "prod": `, "assuming role \"" + testRoleARN + "\"", "Options.AWS", "SignatureDoesNotMatch"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
@@ -264,7 +264,7 @@ func TestServerFromDescribeCluster(t *testing.T) {
 
 	opts.Cluster = "gone"
 	_, err = eks.Login(opts)(context.Background())
-	for _, want := range []string{`eks: cluster "gone": role ` + testRoleARN, "DescribeCluster", "ResourceNotFoundException"} {
+	for _, want := range []string{`eks: cluster "gone": role "` + testRoleARN + `"`, "DescribeCluster", "ResourceNotFoundException"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}

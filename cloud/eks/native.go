@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -23,9 +22,14 @@ import (
 //
 // (flags as `--flag value` or `--flag=value`), and of the plugin's
 // environment AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION and
-// AWS_STS_REGIONAL_ENDPOINTS=regional. Any other argument or variable is
-// an error: a parameter is never ignored. Credentials are this process's
-// (the SDK's default chain, in the named profile).
+// AWS_STS_REGIONAL_ENDPOINTS=regional. Without a region there, the region
+// is the one in the server's name when it is an EKS endpoint
+// (<id>.gr7.<region>.eks.amazonaws.com), else this process's. Any other
+// argument or variable is an error: a parameter is never ignored.
+// Credentials are this process's
+// (the SDK's default chain, in the named profile), loaded once per region
+// and profile and shared by the logins of every cluster there: one web
+// identity exchange serves a fleet, not one per cluster.
 //
 // From a kubeconfig someone else wrote (a Secret whose policy allows it:
 // handlers.AllowNative(policy, "eks")), every login first asks
@@ -33,9 +37,17 @@ import (
 // endpoint (Options.CheckServer), and sends no token otherwise; the CA is
 // then the cluster's, not the kubeconfig's. Such a kubeconfig may not name
 // a profile: which of this machine's identities logs in is not its
-// writer's choice.
+// writer's choice. It does choose the cluster, the region and the role
+// (--role-arn, -r, Argo CD's roleARN): this process assumes any role its
+// identity may assume, and logs in to that role's cluster of that name,
+// so allow it only for Secrets whose writers may act as each such role, or
+// let the identity assume no other. Under AllowAll a Secret is trusted as
+// a file is: no check, its profile and its CA.
 func Native() handlers.Native {
-	var cache sync.Map // request key → login.Handler, so the SDK's credential cache lasts
+	// A handler per login (the vault asks for one each time) is cheap; the
+	// SDK's configuration, with its credential cache and HTTP client, is
+	// what the logins of every cluster share.
+	shared := &sharedConfigs{}
 	return handlers.Native{
 		Name:   "eks",
 		Serves: serves,
@@ -44,12 +56,7 @@ func Native() handlers.Native {
 			if err != nil {
 				return nil, err
 			}
-			key := fmt.Sprintf("%+v|%t|%s", opts, req.Untrusted, opts.profile)
-			if h, ok := cache.Load(key); ok {
-				return h.(login.Handler), nil
-			}
-			h, _ := cache.LoadOrStore(key, opts.login())
-			return h.(login.Handler), nil
+			return opts.login(shared), nil
 		},
 	}
 }
@@ -113,11 +120,12 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 	}
 	var c nativeCall
 	var words []string
+	var places []int // of words in args, from 1, for errors
 	args := req.Exec.Args
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if !strings.HasPrefix(arg, "-") {
-			words = append(words, arg)
+			words, places = append(words, arg), append(places, i+1)
 			continue
 		}
 		name, value, inline := strings.Cut(arg, "=")
@@ -137,8 +145,8 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 		}
 		set(&c, value)
 	}
-	if !slices.Equal(words, p.words) {
-		return nativeCall{}, fmt.Errorf("eks: %s: arguments %q are not %q and its flags", command, words, strings.Join(p.words, " "))
+	if err := sameWords(command, words, places, p.words); err != nil {
+		return nativeCall{}, err
 	}
 	for _, env := range req.Exec.Env {
 		switch {
@@ -155,6 +163,12 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 		return nativeCall{}, fmt.Errorf("eks: %s: no cluster name", command)
 	}
 	c.Server, c.CAData = req.Cluster.Server, req.Cluster.CAData
+	if c.Region == "" {
+		// Argo CD's awsAuthConfig names no region, and a hub's clusters
+		// are in many: this process's own would have DescribeCluster
+		// look for the cluster in the wrong one.
+		c.Region = endpointRegion(c.Server)
+	}
 	if req.Untrusted {
 		if c.Server == "" {
 			return nativeCall{}, fmt.Errorf("eks: cluster %q: a kubeconfig from elsewhere without a server", c.Cluster)
@@ -170,6 +184,24 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 	return c, nil
 }
 
+// sameWords returns nil when words, the positional arguments (at places in
+// the arguments), are want, and otherwise an error that quotes only want:
+// an argument of the kubeconfig's may be a secret, and errors reach logs.
+func sameWords(command string, words []string, places []int, want []string) error {
+	for i, w := range want {
+		if i >= len(words) {
+			return fmt.Errorf("eks: %s: the arguments lack %q (want %q and its flags)", command, w, strings.Join(want, " "))
+		}
+		if words[i] != w {
+			return fmt.Errorf("eks: %s: argument %d is not %q (want %q and its flags)", command, places[i], w, strings.Join(want, " "))
+		}
+	}
+	if len(words) > len(want) {
+		return fmt.Errorf("eks: %s: argument %d is neither a flag this login understands nor part of %q", command, places[len(want)], strings.Join(want, " "))
+	}
+	return nil
+}
+
 // cmpOr is a when set, else b: a flag wins over the environment.
 func cmpOr(a, b string) string {
 	if a != "" {
@@ -178,11 +210,9 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// login is Login with c's options, in c's profile when it names one.
-func (c nativeCall) login() login.Handler {
-	if c.profile == "" {
-		return Login(c.Options)
-	}
-	h := &handler{opts: c.Options, turn: make(chan struct{}, 1), profile: c.profile}
+// login is Login with c's options, in c's profile when it names one, with
+// the SDK configuration of shared.
+func (c nativeCall) login(shared *sharedConfigs) login.Handler {
+	h := &handler{opts: c.Options, turn: make(chan struct{}, 1), profile: c.profile, shared: shared}
 	return h.login
 }

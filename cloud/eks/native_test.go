@@ -108,7 +108,9 @@ func TestNativeRefusesUnknownParameters(t *testing.T) {
 		{[]string{"eks", "get-token", "--cluster-name", testCluster, "--cluster-id", "x"}, nil, `argument "--cluster-id" is not one`},
 		{[]string{"eks", "get-token", "--cluster-name", testCluster, "--output", "yaml"}, nil, `--output "yaml"`},
 		{[]string{"eks", "get-token", "--cluster-name"}, nil, `"--cluster-name" has no value`},
-		{[]string{"eks", "get-token", "extra", "--cluster-name", testCluster}, nil, `are not "eks get-token"`},
+		{[]string{"eks", "get-token", "extra", "--cluster-name", testCluster}, nil, `argument 3 is neither a flag this login understands nor part of "eks get-token"`},
+		// A positional argument may be a secret: the error gives its place, not its text.
+		{[]string{"from-the-kubeconfig", "eks", "get-token", "--cluster-name", testCluster}, nil, `argument 1 is not "eks"`},
 		{[]string{"eks", "get-token", "--region", testRegion}, nil, "no cluster name"},
 		{[]string{"eks", "get-token", "--cluster-name", testCluster}, []clientcmdapi.ExecEnvVar{{Name: "AWS_SECRET_ACCESS_KEY", Value: "from-the-kubeconfig"}},
 			"environment variable AWS_SECRET_ACCESS_KEY is not one"},
@@ -120,7 +122,7 @@ func TestNativeRefusesUnknownParameters(t *testing.T) {
 			t.Errorf("%q %v: %v, want a permanent error with %q", tt.args, tt.env, err, tt.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "from-the-kubeconfig") {
-			t.Errorf("the error quotes a value of the environment: %v", err)
+			t.Errorf("the error quotes a value of the environment or the arguments: %v", err)
 		}
 	}
 	if n := s.count("GetCallerIdentity") + s.count("AssumeRole"); n != 0 {
@@ -185,5 +187,44 @@ current-context: c
 	}
 	if code, _ := s.callPresigned(t, presignedURL(t, info.Token), testCluster); code != http.StatusOK {
 		t.Errorf("the token does not verify: %d", code)
+	}
+}
+
+// An Argo CD Secret's awsAuthConfig names no region, and a hub's clusters
+// are in several: the region is the one in the endpoint's name, not this
+// process's, so DescribeCluster finds the cluster where it is.
+func TestNativeTakesTheRegionFromTheEndpoint(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	t.Setenv("AWS_REGION", "us-east-1") // this process's; the cluster is in testRegion
+	useNative(t)
+	info, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{
+		Command: "argocd-k8s-auth", Args: []string{"aws", "--cluster-name", testCluster},
+		APIVersion: "client.authentication.k8s.io/v1beta1", PluginPolicy: handlers.AllowNative(handlers.DenyAll, "eks"),
+	}, Cluster: login.ConnectionInfo{Server: testEndpoint}})(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Server != testEndpoint || s.count("DescribeCluster") != 1 {
+		t.Errorf("got %v after %d DescribeCluster calls, want the endpoint after 1", info, s.count("DescribeCluster"))
+	}
+	if code, _ := s.callPresigned(t, presignedURL(t, info.Token), testCluster); code != http.StatusOK {
+		t.Errorf("the token does not verify: %d", code)
+	}
+}
+
+// A role a kubeconfig names is quoted in errors, so that one from a Secret
+// cannot forge a log line.
+func TestNativeQuotesTheRole(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-key") // STS refuses: the error names the role
+	useNative(t)
+	forged := testRoleARN + "\nlevel=info msg=\"login succeeded\""
+	_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{
+		Command: "aws", Args: []string{"--region", testRegion, "eks", "get-token", "--cluster-name", testCluster, "--role-arn", forged},
+	}, Cluster: login.ConnectionInfo{Server: testServer}})(context.Background())
+	if err == nil || strings.Contains(err.Error(), "\nlevel=") || !strings.Contains(err.Error(), `assuming role "`) {
+		t.Errorf("error = %q, want the role quoted, its line break escaped", err)
 	}
 }

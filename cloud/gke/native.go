@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -57,10 +58,16 @@ func nativeOptions(req handlers.NativeRequest) (Options, error) {
 	if req.Untrusted {
 		return Options{}, errors.New("gke: a kubeconfig from elsewhere may not use the native GKE login: gke-gcloud-auth-plugin names no cluster to check its server against")
 	}
-	for _, arg := range req.Exec.Args {
-		if arg != adcFlag {
-			return Options{}, fmt.Errorf("gke: gke-gcloud-auth-plugin: argument %q is not one this login understands", arg)
+	for i, arg := range req.Exec.Args {
+		if arg == adcFlag {
+			continue
 		}
+		// A flag by its name only, and a word by its place: a value may
+		// be a secret (a token), and errors reach logs.
+		if name, _, _ := strings.Cut(arg, "="); strings.HasPrefix(name, "-") {
+			return Options{}, fmt.Errorf("gke: gke-gcloud-auth-plugin: argument %q is not one this login understands", name)
+		}
+		return Options{}, fmt.Errorf("gke: gke-gcloud-auth-plugin: argument %d, not a flag, is not one this login understands", i+1)
 	}
 	for _, env := range req.Exec.Env {
 		return Options{}, fmt.Errorf("gke: gke-gcloud-auth-plugin: environment variable %s is not one this login understands", env.Name)

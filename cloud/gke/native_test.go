@@ -84,7 +84,10 @@ func TestNativeRefusesWhatItCannotServe(t *testing.T) {
 		policy handlers.PluginPolicy
 		want   string
 	}{
-		{pluginExec(t, marker, "--use_application_default_credentials", "--verbosity=debug"), handlers.AllowAll, `argument "--verbosity=debug" is not one`},
+		{pluginExec(t, marker, "--use_application_default_credentials", "--verbosity=debug"), handlers.AllowAll, `argument "--verbosity" is not one`},
+		// An argument's value may be a secret: it is never quoted.
+		{pluginExec(t, marker, "--use_application_default_credentials", "--access-token=ya29.in-the-kubeconfig"), handlers.AllowAll, `argument "--access-token" is not one`},
+		{pluginExec(t, marker, "--use_application_default_credentials", "ya29.in-the-kubeconfig"), handlers.AllowAll, `argument 2, not a flag, is not one`},
 		{withEnv, handlers.AllowAll, "environment variable CLOUDSDK_CONFIG is not one"},
 		{pluginExec(t, marker, "--use_application_default_credentials"), handlers.AllowNative(handlers.DenyAll, "gke"), "a kubeconfig from elsewhere may not use"},
 	} {
@@ -94,8 +97,8 @@ func TestNativeRefusesWhatItCannotServe(t *testing.T) {
 		if !errors.As(err, &perm) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v, want a permanent error with %q", tt.exec.Args, err, tt.want)
 		}
-		if strings.Contains(err.Error(), "/elsewhere") {
-			t.Errorf("the error quotes an environment value: %v", err)
+		if strings.Contains(err.Error(), "/elsewhere") || strings.Contains(err.Error(), "ya29.in-the-kubeconfig") {
+			t.Errorf("the error quotes an environment or argument value: %v", err)
 		}
 	}
 	if _, err := os.Stat(marker); err == nil {

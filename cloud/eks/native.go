@@ -41,9 +41,24 @@ import (
 // (--role-arn, -r, Argo CD's roleARN): this process assumes any role its
 // identity may assume, and logs in to that role's cluster of that name,
 // so allow it only for Secrets whose writers may act as each such role, or
-// let the identity assume no other. Under AllowAll a Secret is trusted as
-// a file is: no check, its profile and its CA.
-func Native() handlers.Native {
+// let the identity assume no other, or name the roles it may
+// (NativeWith). Under AllowAll a Secret is trusted as a file is: no check,
+// its profile and its CA.
+func Native() handlers.Native { return NativeWith(NativeOptions{}) }
+
+// NativeOptions refine Native.
+type NativeOptions struct {
+	// Roles, when set, tells whether a kubeconfig someone else wrote may
+	// have this process assume roleARN (--role-arn, -r, Argo CD's
+	// roleARN) to log in: a role it refuses is a permanent error, and
+	// nothing is asked of AWS. A kubeconfig of this machine's is not
+	// asked about. Default: every role this process's identity may
+	// assume, as Argo CD's argocd-k8s-auth does.
+	Roles func(roleARN string) bool
+}
+
+// NativeWith is Native with opts.
+func NativeWith(opts NativeOptions) handlers.Native {
 	// A handler per login (the vault asks for one each time) is cheap; the
 	// SDK's configuration, with its credential cache and HTTP client, is
 	// what the logins of every cluster share.
@@ -52,11 +67,15 @@ func Native() handlers.Native {
 		Name:   "eks",
 		Serves: serves,
 		Handler: func(req handlers.NativeRequest) (login.Handler, error) {
-			opts, err := nativeOptions(req)
+			call, err := nativeOptions(req)
 			if err != nil {
 				return nil, err
 			}
-			return opts.login(shared), nil
+			if req.Untrusted && call.RoleARN != "" && opts.Roles != nil && !opts.Roles(call.RoleARN) {
+				return nil, fmt.Errorf("eks: cluster %q: role %q is not one a kubeconfig from elsewhere may have this process assume (eks.NativeOptions.Roles)",
+					call.Cluster, call.RoleARN)
+			}
+			return call.login(shared), nil
 		},
 	}
 }

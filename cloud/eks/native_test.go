@@ -228,3 +228,43 @@ func TestNativeQuotesTheRole(t *testing.T) {
 		t.Errorf("error = %q, want the role quoted, its line break escaped", err)
 	}
 }
+
+// NativeOptions.Roles decides which roles a Secret's kubeconfig may have
+// this process assume: one it refuses is a permanent error and asks
+// nothing of AWS; one it allows logs in; a kubeconfig of this machine's is
+// not asked about.
+func TestNativeRolesFromASecret(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	var asked []string
+	handlers.UseNative(eks.NativeWith(eks.NativeOptions{Roles: func(arn string) bool {
+		asked = append(asked, arn)
+		return arn == testRoleARN
+	}}))
+	t.Cleanup(func() { handlers.UseNative(handlers.Native{Name: "eks"}) })
+	exec := func(role string, policy handlers.PluginPolicy) clientcmdapi.ExecConfig {
+		return clientcmdapi.ExecConfig{Command: "aws", APIVersion: "client.authentication.k8s.io/v1beta1", PluginPolicy: policy,
+			Args: []string{"--region", testRegion, "eks", "get-token", "--cluster-name", testCluster, "--role-arn", role}}
+	}
+	allowed := handlers.AllowNative(handlers.DenyAll, "eks")
+	other := "arn:aws:iam::111122223333:role/someone-elses"
+
+	_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: exec(other, allowed), Cluster: login.ConnectionInfo{Server: testEndpoint}})(context.Background())
+	var perm *login.PermanentError
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "eks.NativeOptions.Roles") {
+		t.Errorf("a role the option refuses: %v, want a permanent error naming the option", err)
+	}
+	if n := s.count("AssumeRole") + s.count("DescribeCluster"); n != 0 {
+		t.Errorf("%d calls to AWS for a refused role", n)
+	}
+	info, err := handlers.Exec(handlers.ExecConfig{ExecConfig: exec(testRoleARN, allowed), Cluster: login.ConnectionInfo{Server: testEndpoint}})(context.Background())
+	if err != nil || info.Token == "" {
+		t.Fatalf("a role the option allows: %v, %v", info, err)
+	}
+	if _, err := handlers.Exec(handlers.ExecConfig{ExecConfig: exec(other, handlers.AllowAll), Cluster: login.ConnectionInfo{Server: testEndpoint, CAData: s.caPEM()}})(context.Background()); err != nil {
+		t.Errorf("a kubeconfig of this machine's: %v", err)
+	}
+	if strings.Join(asked, ",") != other+","+testRoleARN {
+		t.Errorf("the option was asked about %q, want the two Secrets' roles only", asked)
+	}
+}

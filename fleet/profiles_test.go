@@ -365,3 +365,73 @@ func TestAccessFor(t *testing.T) {
 		t.Error("the provider's own env was changed")
 	}
 }
+
+// The version read is the one the hub prefers among those the watch reads;
+// v1alpha1 when the hub serves no ClusterProfile (yet), or only versions the
+// watch does not know.
+func TestPreferredProfileVersion(t *testing.T) {
+	for _, tt := range []struct {
+		name, groups, want string
+	}{
+		{"v1beta1 preferred", `[{"name":"multicluster.x-k8s.io","versions":[{"groupVersion":"multicluster.x-k8s.io/v1beta1","version":"v1beta1"},{"groupVersion":"multicluster.x-k8s.io/v1alpha1","version":"v1alpha1"}],"preferredVersion":{"groupVersion":"multicluster.x-k8s.io/v1beta1","version":"v1beta1"}}]`, "v1beta1"},
+		{"v1alpha1 only", `[{"name":"multicluster.x-k8s.io","versions":[{"groupVersion":"multicluster.x-k8s.io/v1alpha1","version":"v1alpha1"}],"preferredVersion":{"groupVersion":"multicluster.x-k8s.io/v1alpha1","version":"v1alpha1"}}]`, "v1alpha1"},
+		{"an unknown version preferred", `[{"name":"multicluster.x-k8s.io","versions":[{"groupVersion":"multicluster.x-k8s.io/v2","version":"v2"},{"groupVersion":"multicluster.x-k8s.io/v1beta1","version":"v1beta1"}],"preferredVersion":{"groupVersion":"multicluster.x-k8s.io/v2","version":"v2"}}]`, "v1beta1"},
+		{"no such group", `[]`, "v1alpha1"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch r.URL.Path {
+			case "/api":
+				_, _ = w.Write([]byte(`{"kind":"APIVersions","versions":["v1"]}`))
+			case "/apis":
+				_, _ = w.Write([]byte(`{"kind":"APIGroupList","apiVersion":"v1","groups":` + tt.groups + `}`))
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		got := preferredVersion(&rest.Config{Host: srv.URL})
+		srv.Close()
+		if got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A profile of v1beta1 serves as one of v1alpha1 does; a version the watch
+// does not know is refused at the start.
+func TestWatchClusterProfilesV1beta1(t *testing.T) {
+	s := newSpoke(t)
+	p := newTestProvider(t, "test")
+	gvr := schema.GroupVersionResource{Group: ProfileGroup, Version: "v1beta1", Resource: "clusterprofiles"}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ClusterProfileList"})
+	f := New(Options{})
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- f.WatchClusterProfiles(ctx, ProfilesOptions{Client: client, Version: "v1beta1", Providers: []AccessProvider{p.AccessProvider}})
+	}()
+	defer func() { cancel(); <-done }()
+	u := profile("inv", "beta", "test", s.cluster())
+	u.SetAPIVersion(ProfileGroup + "/v1beta1")
+	if _, err := client.Resource(gvr).Namespace("inv").Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the v1beta1 profile's cluster is added", func() bool { return f.Vault("inv/beta") != nil })
+	cfg, err := f.RESTConfig(ctx, "inv/beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, cfg)
+	if s.lastAuth() != "Bearer tok-1" {
+		t.Errorf("the cluster got %q", s.lastAuth())
+	}
+
+	err = f.WatchClusterProfiles(ctx, ProfilesOptions{Client: client, Version: "v2", Providers: []AccessProvider{p.AccessProvider}})
+	if err == nil || !strings.Contains(err.Error(), `Version "v2" is not one of`) {
+		t.Errorf("version v2: %v, want a refusal", err)
+	}
+	if err := f.WatchClusterProfiles(ctx, ProfilesOptions{Client: client}); err == nil || !strings.Contains(err.Error(), "no providers") {
+		t.Errorf("no providers: %v, want a refusal", err)
+	}
+}

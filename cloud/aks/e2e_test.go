@@ -2,17 +2,16 @@ package aks_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/authvault/authvault/cloud/aks"
+	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
@@ -49,8 +48,16 @@ func TestEndToEndNativeRotationAndRevocation(t *testing.T) {
 	e := newEntra(t)
 	e.expiresIn.Store(tokenLifetime)
 	e.revokeNth.Store(revoked)
-	auth := &aadAuthenticator{entra: e, accepted: map[string]bool{}}
-	c.Issuer.SetAccept(auth.accept)
+	// The API server's side of AKS, as its Entra ID authentication does
+	// it: a token is good when Entra ID issued it and it is neither
+	// expired nor revoked (here: the stand-in says so).
+	auth := testcluster.NewLedger(func(tok string) (string, error) {
+		if why := e.check(tok); why != "" {
+			return "", errors.New(why)
+		}
+		return "aad:" + client, nil
+	})
+	c.Issuer.SetAccept(auth.Accept)
 
 	useNative(t, e)
 	tokenFile := writeFile(t, "azure-identity-token", []byte(assertion))
@@ -72,45 +79,22 @@ func TestEndToEndNativeRotationAndRevocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// client-go's own limit (5 requests a second) would leave the callers
-	// idle; this one is load, and leaves the shared machine some room.
-	cfg.QPS, cfg.Burst = 50, 50
+	cfg.QPS, cfg.Burst = -1, 0 // load: no client-side limit, as the rotation scenario runs it
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	var (
-		requests atomic.Int64
-		mu       sync.Mutex // guards failures
-		failures []error
-		wg       sync.WaitGroup
-	)
-	end := time.Now().Add(loadFor)
-	for range workers {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				_, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{Limit: 1})
-				requests.Add(1)
-				if err != nil {
-					mu.Lock()
-					failures = append(failures, err)
-					mu.Unlock()
-				}
-				time.Sleep(20 * time.Millisecond) // a caller's pace, not an assertion
-			}
-		})
-	}
-	wg.Wait()
+	stats := rotation.Run(ctx, cs, "default", workers, loadFor, nil)
 
-	accepted, rejected, why := auth.counts()
+	accepted, rejected, why := auth.Counts()
 	t.Logf("%d requests by %d callers in %v; %d tokens issued; tokens accepted at the webhook: %d, rejected: %d (%s)",
-		requests.Load(), workers, loadFor, e.issued.Load(), accepted, rejected, strings.Join(why, "; "))
-	if len(failures) > 0 {
-		t.Errorf("%d of %d requests failed, want none; the first: %v", len(failures), requests.Load(), failures[0])
+		stats.Requests, workers, loadFor, e.issued.Load(), accepted, rejected, strings.Join(why, "; "))
+	if stats.FirstError != nil {
+		t.Errorf("%d of %d requests failed (%d 401s), want none; the first: %v", stats.Unauthorized+stats.OtherErrors, stats.Requests, stats.Unauthorized, stats.FirstError)
 	}
-	if requests.Load() < workers*10 {
-		t.Errorf("%d requests in %v, want at least %d: the load did not run", requests.Load(), loadFor, workers*10)
+	if stats.Requests < workers*10 {
+		t.Errorf("%d requests in %v, want at least %d: the load did not run", stats.Requests, loadFor, workers*10)
 	}
 	if accepted < 3 {
 		t.Errorf("%d tokens accepted, want at least 3: the tokens did not rotate as they expired", accepted)
@@ -123,7 +107,7 @@ func TestEndToEndNativeRotationAndRevocation(t *testing.T) {
 	}
 
 	out := logs.String()
-	for _, s := range append(auth.tokens(), assertion) {
+	for _, s := range append(auth.Tokens(), assertion) {
 		if strings.Contains(out, s) {
 			t.Errorf("the vault's log shows a token or the federated assertion")
 			break
@@ -132,49 +116,4 @@ func TestEndToEndNativeRotationAndRevocation(t *testing.T) {
 	if t.Failed() {
 		t.Logf("the vault's log:\n%s", out)
 	}
-}
-
-// aadAuthenticator is the API server's side of AKS, as its Entra ID
-// authentication does it: a token is good when Entra ID issued it and it
-// is neither expired nor revoked (here: the stand-in says so).
-type aadAuthenticator struct {
-	entra *entra
-
-	mu       sync.Mutex      // guards the fields below
-	accepted map[string]bool // tokens
-	rejected []string        // tokens, in order
-	why      []string        // why each was rejected, no secret
-}
-
-// accept is the testcluster.AcceptFunc.
-func (a *aadAuthenticator) accept(tok string) (string, bool) {
-	why := a.entra.check(tok)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if why != "" {
-		a.rejected = append(a.rejected, tok)
-		a.why = append(a.why, why)
-		return "", false
-	}
-	a.accepted[tok] = true
-	return "aad:" + client, true
-}
-
-// counts is how many different tokens were accepted and rejected, and why
-// those were.
-func (a *aadAuthenticator) counts() (accepted, rejected int, why []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.accepted), len(a.rejected), slices.Clone(a.why)
-}
-
-// tokens are every token the authenticator was asked about.
-func (a *aadAuthenticator) tokens() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	toks := slices.Clone(a.rejected)
-	for tok := range a.accepted {
-		toks = append(toks, tok)
-	}
-	return toks
 }

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/authvault/authvault/cloud/eks"
+	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
@@ -57,8 +56,8 @@ func TestEndToEndRotationAndRevocation(t *testing.T) {
 	s := newSTSStub(t)
 	s.lifetime = sessionLifetime
 	s.revokeSession = revoked
-	auth := &iamAuthenticator{sts: s, cluster: testCluster, accepted: map[string]bool{}}
-	c.Issuer.SetAccept(auth.accept)
+	auth := testcluster.NewLedger((&iamAuthenticator{sts: s, cluster: testCluster}).verify)
+	c.Issuer.SetAccept(auth.Accept)
 
 	opts := s.options(s.staticConfig(testKeyID, testSecret, ""))
 	opts.RoleARN = testRoleARN
@@ -74,46 +73,23 @@ func TestEndToEndRotationAndRevocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// client-go's own limit (5 requests a second) would leave the callers
-	// idle; this one is load, and leaves the shared machine some room.
-	cfg.QPS, cfg.Burst = 50, 50
+	cfg.QPS, cfg.Burst = -1, 0 // load: no client-side limit, as the rotation scenario runs it
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	var (
-		requests atomic.Int64
-		mu       sync.Mutex // guards failures
-		failures []error
-		wg       sync.WaitGroup
-	)
-	end := time.Now().Add(loadFor)
-	for range workers {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				_, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{Limit: 1})
-				requests.Add(1)
-				if err != nil {
-					mu.Lock()
-					failures = append(failures, err)
-					mu.Unlock()
-				}
-				time.Sleep(20 * time.Millisecond) // a caller's pace, not an assertion
-			}
-		})
-	}
-	wg.Wait()
+	stats := rotation.Run(ctx, cs, "default", workers, loadFor, nil)
 
-	accepted, rejected, why := auth.counts()
+	accepted, rejected, why := auth.Counts()
 	t.Logf("%d requests by %d callers in %v; %d sessions issued; tokens accepted at the webhook: %d, rejected: %d (%s); STS refusals: %d revoked, %d expired",
-		requests.Load(), workers, loadFor, len(s.issues()), accepted, rejected, strings.Join(why, "; "),
+		stats.Requests, workers, loadFor, len(s.issues()), accepted, rejected, strings.Join(why, "; "),
 		s.count("refused:InvalidClientTokenId"), s.count("refused:ExpiredToken"))
-	if len(failures) > 0 {
-		t.Errorf("%d of %d requests failed, want none; the first: %v", len(failures), requests.Load(), failures[0])
+	if stats.FirstError != nil {
+		t.Errorf("%d of %d requests failed (%d 401s), want none; the first: %v", stats.Unauthorized+stats.OtherErrors, stats.Requests, stats.Unauthorized, stats.FirstError)
 	}
-	if requests.Load() < workers*10 {
-		t.Errorf("%d requests in %v, want at least %d: the load did not run", requests.Load(), loadFor, workers*10)
+	if stats.Requests < workers*10 {
+		t.Errorf("%d requests in %v, want at least %d: the load did not run", stats.Requests, loadFor, workers*10)
 	}
 	if accepted < 3 {
 		t.Errorf("%d tokens accepted, want at least 3: the tokens did not rotate as their sessions ended", accepted)
@@ -134,7 +110,7 @@ func TestEndToEndRotationAndRevocation(t *testing.T) {
 	}
 
 	out := logs.String()
-	for _, tok := range auth.tokens() {
+	for _, tok := range auth.Tokens() {
 		if strings.Contains(out, tok) || strings.Contains(out, presignedURL(t, tok).Query().Get("X-Amz-Signature")) {
 			t.Errorf("the vault's log shows a token or its signature")
 			break
@@ -152,25 +128,6 @@ func TestEndToEndRotationAndRevocation(t *testing.T) {
 type iamAuthenticator struct {
 	sts     *stsStub
 	cluster string
-
-	mu       sync.Mutex      // guards the fields below
-	accepted map[string]bool // tokens
-	rejected []string        // tokens, in order
-	why      []string        // why each was rejected, no secret
-}
-
-// accept is the testcluster.AcceptFunc.
-func (a *iamAuthenticator) accept(tok string) (string, bool) {
-	arn, err := a.verify(tok)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil {
-		a.rejected = append(a.rejected, tok)
-		a.why = append(a.why, err.Error())
-		return "", false
-	}
-	a.accepted[tok] = true
-	return arn, true
 }
 
 // verify asks STS who signed tok.
@@ -229,23 +186,4 @@ func (a *iamAuthenticator) verify(tok string) (string, error) {
 		return "", errors.New("STS named no ARN")
 	}
 	return body.GetCallerIdentityResponse.GetCallerIdentityResult.Arn, nil
-}
-
-// counts is how many different tokens were accepted and rejected, and why
-// those were.
-func (a *iamAuthenticator) counts() (accepted, rejected int, why []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.accepted), len(a.rejected), slices.Clone(a.why)
-}
-
-// tokens are every token the authenticator was asked about.
-func (a *iamAuthenticator) tokens() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	toks := slices.Clone(a.rejected)
-	for tok := range a.accepted {
-		toks = append(toks, tok)
-	}
-	return toks
 }

@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
+	neturl "net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
@@ -59,8 +57,8 @@ func TestEndToEndRotationAndRevocation(t *testing.T) {
 	g := newStandIn(t)
 	g.expiresIn.Store(tokenLifetime)
 	g.revokeAt.Store(revoked)
-	auth := &googleAuthenticator{tokeninfo: g.srv.URL + "/tokeninfo", accepted: map[string]bool{}}
-	c.Issuer.SetAccept(auth.accept)
+	auth := testcluster.NewLedger(tokenInfo(g.srv.URL + "/tokeninfo"))
+	c.Issuer.SetAccept(auth.Accept)
 
 	key := filepath.Join(t.TempDir(), "key.json")
 	if err := os.WriteFile(key, g.keyJSON(), 0o600); err != nil {
@@ -81,43 +79,22 @@ func TestEndToEndRotationAndRevocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.QPS, cfg.Burst = 50, 50 // load, with room left on a shared machine
+	cfg.QPS, cfg.Burst = -1, 0 // load: no client-side limit, as the rotation scenario runs it
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	var (
-		requests atomic.Int64
-		mu       sync.Mutex // guards failures
-		failures []error
-		wg       sync.WaitGroup
-	)
-	end := time.Now().Add(loadFor)
-	for range workers {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				_, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{Limit: 1})
-				requests.Add(1)
-				if err != nil {
-					mu.Lock()
-					failures = append(failures, err)
-					mu.Unlock()
-				}
-				time.Sleep(20 * time.Millisecond) // a caller's pace, not an assertion
-			}
-		})
-	}
-	wg.Wait()
+	stats := rotation.Run(ctx, cs, "default", workers, loadFor, nil)
 
-	accepted, rejected, why := auth.counts()
+	accepted, rejected, why := auth.Counts()
 	t.Logf("%d requests by %d callers in %v; %d tokens issued; accepted at the webhook: %d, rejected: %d (%s)",
-		requests.Load(), workers, loadFor, g.issued.Load(), accepted, rejected, strings.Join(why, "; "))
-	if len(failures) > 0 {
-		t.Errorf("%d of %d requests failed, want none; the first: %v", len(failures), requests.Load(), failures[0])
+		stats.Requests, workers, loadFor, g.issued.Load(), accepted, rejected, strings.Join(why, "; "))
+	if stats.FirstError != nil {
+		t.Errorf("%d of %d requests failed (%d 401s), want none; the first: %v", stats.Unauthorized+stats.OtherErrors, stats.Requests, stats.Unauthorized, stats.FirstError)
 	}
-	if requests.Load() < workers*10 {
-		t.Errorf("%d requests in %v, want at least %d: the load did not run", requests.Load(), loadFor, workers*10)
+	if stats.Requests < workers*10 {
+		t.Errorf("%d requests in %v, want at least %d: the load did not run", stats.Requests, loadFor, workers*10)
 	}
 	if accepted < 3 {
 		t.Errorf("%d tokens accepted, want at least 3: the tokens did not rotate as they expired", accepted)
@@ -135,7 +112,7 @@ func TestEndToEndRotationAndRevocation(t *testing.T) {
 	}
 
 	out := logs.String()
-	for _, tok := range auth.tokens() {
+	for _, tok := range auth.Tokens() {
 		if strings.Contains(out, tok) {
 			t.Errorf("the vault's log shows a token")
 			break
@@ -171,68 +148,31 @@ func writeGKEKubeconfig(t *testing.T, server string, ca []byte) string {
 	return path
 }
 
-// googleAuthenticator is GKE's side: a token is good when Google's
-// tokeninfo says whom it speaks for and that it has time left.
-type googleAuthenticator struct {
-	tokeninfo string
-
-	mu       sync.Mutex      // guards the fields below
-	accepted map[string]bool // tokens
-	rejected []string        // tokens, in order
-	why      []string        // why each was rejected, no secret
-}
-
-// accept is the testcluster.AcceptFunc.
-func (a *googleAuthenticator) accept(tok string) (string, bool) {
-	email, err := a.verify(tok)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil {
-		a.rejected = append(a.rejected, tok)
-		a.why = append(a.why, err.Error())
-		return "", false
+// tokenInfo is GKE's side: a token is good when Google's tokeninfo at url
+// says whom it speaks for and that it has time left.
+func tokenInfo(url string) func(tok string) (string, error) {
+	return func(tok string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?access_token="+neturl.QueryEscape(tok), nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", fmt.Errorf("tokeninfo unreachable")
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("tokeninfo answered %d", resp.StatusCode)
+		}
+		var info struct {
+			Email     string `json:"email"`
+			ExpiresIn int    `json:"expires_in"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.Email == "" {
+			return "", fmt.Errorf("tokeninfo named no one")
+		}
+		return info.Email, nil
 	}
-	a.accepted[tok] = true
-	return email, true
-}
-
-func (a *googleAuthenticator) verify(tok string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.tokeninfo+"?access_token="+url.QueryEscape(tok), nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("tokeninfo unreachable")
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("tokeninfo answered %d", resp.StatusCode)
-	}
-	var info struct {
-		Email     string `json:"email"`
-		ExpiresIn int    `json:"expires_in"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.Email == "" {
-		return "", fmt.Errorf("tokeninfo named no one")
-	}
-	return info.Email, nil
-}
-
-func (a *googleAuthenticator) counts() (accepted, rejected int, why []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.accepted), len(a.rejected), slices.Clone(a.why)
-}
-
-func (a *googleAuthenticator) tokens() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	toks := slices.Clone(a.rejected)
-	for tok := range a.accepted {
-		toks = append(toks, tok)
-	}
-	return toks
 }

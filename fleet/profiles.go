@@ -120,7 +120,7 @@ func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) 
 	}); err != nil {
 		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
 	}
-	if err := informer.SetTransform(slimProfile); err != nil {
+	if err := informer.SetTransform(profileTransform(opts.Providers)); err != nil {
 		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -204,31 +204,91 @@ func providersPolicy(providers []AccessProvider) handlers.PluginPolicy {
 	return handlers.AllowNative(handlers.Allowlist(commands...), natives...)
 }
 
-// slimProfile is the informer's transform: of a profile, the cache keeps
-// its identity, labels and access providers. It is idempotent.
-func slimProfile(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
+// profileTransform is the informer's transform: of a profile, the cache
+// keeps its identity, its labels, the cluster data of the access
+// providers the file names, and only the names of the others (for the
+// log line of a profile that offers none). Whoever writes profiles chose
+// their size; this process keeps what it can use. It is idempotent.
+func profileTransform(providers []AccessProvider) cache.TransformFunc {
+	used := map[string]bool{}
+	for _, p := range providers {
+		used[p.Name] = true
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
-	out.SetNamespace(u.GetNamespace())
-	out.SetName(u.GetName())
-	out.SetUID(u.GetUID())
-	out.SetResourceVersion(u.GetResourceVersion())
-	out.SetLabels(u.GetLabels())
-	if status, ok := u.Object["status"].(map[string]any); ok {
-		kept := map[string]any{}
-		for _, k := range []string{"accessProviders", "credentialProviders"} {
-			if v, ok := status[k]; ok {
-				kept[k] = v
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		out := &unstructured.Unstructured{Object: map[string]any{}}
+		out.SetAPIVersion(u.GetAPIVersion())
+		out.SetKind(u.GetKind())
+		out.SetNamespace(u.GetNamespace())
+		out.SetName(u.GetName())
+		out.SetUID(u.GetUID())
+		out.SetResourceVersion(u.GetResourceVersion())
+		out.SetLabels(u.GetLabels())
+		if status, ok := u.Object["status"].(map[string]any); ok {
+			out.Object["status"] = slimStatus(status, used)
+		}
+		return out, nil
+	}
+}
+
+// slimStatus is status' accessProviders and credentialProviders with the
+// cluster data of an entry only where accessFor may use it: a provider of
+// the file, the last of its name in accessProviders, else the last in
+// credentialProviders (accessFor's choice). The others keep their names,
+// cut to what offeredNames shows of them. A list that is not one as the
+// API lays it out stays as it is, so that accessFor refuses it as it would
+// the whole profile.
+func slimStatus(status map[string]any, used map[string]bool) map[string]any {
+	type at struct {
+		list  string
+		index int
+	}
+	lists := []string{"credentialProviders", "accessProviders"} // accessFor's order: the last wins
+	kept := map[string]any{}
+	winner := map[string]at{}
+	for _, k := range lists {
+		if v, ok := status[k]; ok {
+			kept[k] = v
+		}
+		entries, _ := kept[k].([]any)
+		for i, e := range entries {
+			if name, ok := providerName(e); ok && used[name] {
+				winner[name] = at{k, i}
 			}
 		}
-		out.Object["status"] = kept
 	}
-	return out, nil
+	for _, k := range lists {
+		entries, ok := kept[k].([]any)
+		if !ok {
+			continue
+		}
+		out := slices.Clone(entries)
+		for i, e := range entries {
+			name, ok := providerName(e)
+			if !ok || used[name] && winner[name] == (at{k, i}) {
+				continue
+			}
+			if short := name[:min(len(name), maxShownName+1)]; !used[short] {
+				name = short // shown the same, and no provider of the file's
+			}
+			out[i] = map[string]any{"name": name}
+		}
+		kept[k] = out
+	}
+	return kept
+}
+
+// providerName is the name of e, an entry of a status' list of providers.
+func providerName(e any) (string, bool) {
+	entry, ok := e.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	name, ok := entry["name"].(string)
+	return name, ok
 }
 
 // profileTimeout bounds each login of a profile's cluster: its plugin's run.

@@ -1,13 +1,19 @@
 package fleet
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/login"
 )
 
 // The watch's cache keeps of a profile what the provider file can use: the
@@ -58,5 +64,87 @@ func TestProfileTransformKeepsWhatTheFileCanUse(t *testing.T) {
 			t.Errorf("%s: from the slim profile %s (digest %x), from the whole one %s (digest %x)",
 				u.GetName(), got.cluster.Server, got.digest[:4], want.cluster.Server, want.digest[:4])
 		}
+	}
+}
+
+// Under the watch's default plugin policy, a variable that steers a plugin
+// is refused when a profile sets it, whatever the provider's env policy
+// (Replace lets a profile override the provider's own variables): the
+// plugin never runs, and the error names the variable, not its value.
+func TestProfileEnvThatSteersIsRefused(t *testing.T) {
+	s := newSpoke(t)
+	p := newTestProvider(t, "test")
+	p.ProfileSourcedEnvVarsPolicy = EnvReplace
+	h := newProfileHub(t, ProfilesOptions{Providers: []AccessProvider{p.AccessProvider}})
+	for _, name := range []string{"LD_PRELOAD", "PATH", "BASH_ENV", "AWS_ENDPOINT_URL_STS", "KUBECONFIG"} {
+		profileName := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+		h.put(t, profile("inv", profileName, "test", s.cluster(ExtraEnvExtension, map[string]any{name: "/tmp/evil-value"})))
+		eventually(t, "the cluster is added", func() bool { return h.fleet.Vault("inv/"+profileName) != nil })
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := h.fleet.RESTConfig(ctx, "inv/"+profileName)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), `env "`+name+`" is not allowed`) || strings.Contains(err.Error(), "evil-value") {
+			t.Errorf("%s from a profile: %v, want it refused by name", name, err)
+		}
+	}
+	if n := p.runs(); n != 0 {
+		t.Errorf("the plugin ran %d times", n)
+	}
+	if strings.Contains(h.logs.String(), "evil-value") {
+		t.Error("the log shows a value of the profile's env")
+	}
+}
+
+// A native login (handlers.UseNative) that serves a provider's plugin
+// takes a profile for someone else's kubeconfig: NativeRequest.Untrusted,
+// with the profile's server and the arguments it appends. A native login
+// registered after the watch started is not in its default policy, which
+// is made when it starts: its profiles are refused, saying so.
+func TestProfileNativeLogin(t *testing.T) {
+	var mu sync.Mutex
+	var got []handlers.NativeRequest
+	native := func(name string) handlers.Native {
+		return handlers.Native{
+			Name:   name,
+			Serves: func(exec clientcmdapi.ExecConfig) bool { return exec.Command == name+"-plugin" },
+			Handler: func(req handlers.NativeRequest) (login.Handler, error) {
+				mu.Lock()
+				got = append(got, req)
+				mu.Unlock()
+				return func(context.Context) (*login.ConnectionInfo, error) {
+					return &login.ConnectionInfo{Token: "native-token"}, nil
+				}, nil
+			},
+		}
+	}
+	handlers.UseNative(native("fleet-test-early"))
+	provider := func(name string) AccessProvider {
+		return AccessProvider{Name: name, ProfileSourcedCLIArgsPolicy: ArgsAppend,
+			ExecConfig: &clientcmdapi.ExecConfig{Command: name + "-plugin", Args: []string{"get-token"}, APIVersion: execAPIVersionV1}}
+	}
+	s := newSpoke(t)
+	h := newProfileHub(t, ProfilesOptions{Providers: []AccessProvider{provider("fleet-test-early"), provider("fleet-test-late")}})
+	h.put(t, profile("inv", "early", "fleet-test-early", s.cluster(ExtraArgsExtension, []any{"--from-profile"})))
+	eventually(t, "the watch runs", func() bool { return h.fleet.Vault("inv/early") != nil })
+	handlers.UseNative(native("fleet-test-late"))
+	h.put(t, profile("inv", "late", "fleet-test-late", s.cluster()))
+	eventually(t, "the second is added", func() bool { return h.fleet.Vault("inv/late") != nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := h.fleet.RESTConfig(ctx, "inv/early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, cfg)
+	if s.lastAuth() != "Bearer native-token" {
+		t.Errorf("the cluster got %q, want the native login's token", s.lastAuth())
+	}
+	mu.Lock()
+	if len(got) != 1 || !got[0].Untrusted || got[0].Cluster.Server != s.srv.URL || strings.Join(got[0].Exec.Args, " ") != "get-token --from-profile" {
+		t.Errorf("the native login was asked %+v, want one untrusted request for the profile's server, with its argument appended", got)
+	}
+	mu.Unlock()
+	if _, err := h.fleet.RESTConfig(ctx, "inv/late"); err == nil || !strings.Contains(err.Error(), "handlers.AllowNative") {
+		t.Errorf("a native login registered after the watch started: %v, want refused by the policy", err)
 	}
 }

@@ -59,9 +59,15 @@ type ProfilesOptions struct {
 	Providers []AccessProvider
 	// PluginPolicy says which plugins the providers may run. Default: an
 	// allowlist of the providers' commands, and of the native cloud logins
-	// (handlers.UseNative) that serve them. Whatever the policy, a
-	// profile never chooses a command: it chooses a provider of the file
-	// by name.
+	// (handlers.UseNative) that serve them when WatchClusterProfiles
+	// starts: call UseNative before, or a provider it serves is refused.
+	// Whatever the policy, a profile never chooses a command: it chooses a
+	// provider of the file by name. Under any policy but AllowAll, the
+	// plugin's environment may not set a variable that steers it (see
+	// AccessProvider.ProfileSourcedEnvVarsPolicy), and a native login
+	// takes the profile for someone else's kubeconfig: the GKE and AKS
+	// logins refuse it (see "Clusters from ClusterProfiles" in the package
+	// doc).
 	PluginPolicy handlers.PluginPolicy
 	// Login are the options of every cluster's login handler, as for
 	// vault.OnLogin. Default: login's defaults, with a timeout of 30 s.
@@ -92,8 +98,11 @@ type ProfilesOptions struct {
 // (no https server, a CA file, insecure-skip-tls-verify), is not added and
 // runs nothing; it is logged once, by its name, and so is a change that
 // makes a served profile's data unusable, which keeps the data that
-// served. Nothing a profile holds appears in a log line or an error
-// beyond its name and the names of the providers it offers.
+// served. Of what a profile holds, the watch's log lines and errors show
+// its name and the names of the providers it offers; a login's errors may
+// name the variables and flags the profile adds to the plugin, never
+// their values; and the cluster's vault logs its server at each login, as
+// every vault does.
 //
 // The clusters stay in the fleet when WatchClusterProfiles returns; Close
 // removes them. A failing list or watch (RBAC, no ClusterProfile API yet)

@@ -99,10 +99,10 @@ type ProfilesOptions struct {
 // runs nothing; it is logged once, by its name, and so is a change that
 // makes a served profile's data unusable, which keeps the data that
 // served. Of what a profile holds, the watch's log lines and errors show
-// its name and the names of the providers it offers; a login's errors may
-// name the variables and flags the profile adds to the plugin, never
-// their values; and the cluster's vault logs its server at each login, as
-// every vault does.
+// its name and the names of the providers it offers; a login's errors and
+// the cluster's vault's log lines may also show its server (never user
+// info, which a profile may not carry) and the names of the variables and
+// flags it adds to the plugin, never their values.
 //
 // The clusters stay in the fleet when WatchClusterProfiles returns; Close
 // removes them. A failing list or watch (RBAC, no ClusterProfile API yet)

@@ -101,8 +101,8 @@ type ProfilesOptions struct {
 // served. Of what a profile holds, the watch's log lines and errors show
 // its name and the names of the providers it offers; a login's errors and
 // the cluster's vault's log lines may also show its server (never user
-// info, which a profile may not carry) and the names of the variables and
-// flags it adds to the plugin, never their values.
+// info, which a profile may not carry) and the variables and flags it
+// adds to the plugin, by name.
 //
 // The clusters stay in the fleet when WatchClusterProfiles returns; Close
 // removes them. A failing list or watch (RBAC, no ClusterProfile API yet)

@@ -47,7 +47,9 @@ type ProfilesOptions struct {
 	// or when the hub serves no ClusterProfile yet.
 	Version string
 	// Namespace is where the profiles are (a cluster inventory is a
-	// namespace, its clusterset). Default: every namespace.
+	// namespace, its clusterset). Default: every namespace, which trusts
+	// whoever may write a ClusterProfile's status in any namespace of the
+	// hub with this process's plugin credentials: name the inventory's.
 	Namespace string
 	// LabelSelector chooses the profiles, in the syntax of
 	// metav1.ListOptions ("x-k8s.io/cluster-manager=ocm"). Default: all.

@@ -76,7 +76,8 @@ func TestProfileEnvThatSteersIsRefused(t *testing.T) {
 	p := newTestProvider(t, "test")
 	p.ProfileSourcedEnvVarsPolicy = EnvReplace
 	h := newProfileHub(t, ProfilesOptions{Providers: []AccessProvider{p.AccessProvider}})
-	for _, name := range []string{"LD_PRELOAD", "PATH", "BASH_ENV", "AWS_ENDPOINT_URL_STS", "KUBECONFIG"} {
+	for _, name := range []string{"LD_PRELOAD", "PATH", "BASH_ENV", "AWS_ENDPOINT_URL_STS", "KUBECONFIG",
+		"ARM_CLIENT_CERTIFICATE_PATH", "ACTIONS_ID_TOKEN_REQUEST_URL", "SYSTEM_OIDCREQUESTURI"} {
 		profileName := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
 		h.put(t, profile("inv", profileName, "test", s.cluster(ExtraEnvExtension, map[string]any{name: "/tmp/evil-value"})))
 		eventually(t, "the cluster is added", func() bool { return h.fleet.Vault("inv/"+profileName) != nil })

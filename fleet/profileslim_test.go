@@ -149,3 +149,46 @@ func TestProfileNativeLogin(t *testing.T) {
 		t.Errorf("a native login registered after the watch started: %v, want refused by the policy", err)
 	}
 }
+
+// A status of odd types (what a CRD without a schema lets through) is
+// refused by the profile's name, and crashes nothing; a profile that lists
+// a provider twice is served by the last of them, as the reference
+// library chooses.
+func TestProfileStatusOfOddTypes(t *testing.T) {
+	s := newSpoke(t)
+	p := newTestProvider(t, "test")
+	h := newProfileHub(t, ProfilesOptions{Providers: []AccessProvider{p.AccessProvider}})
+	odd := map[string]any{
+		"string":       "accessProviders",
+		"list-map":     map[string]any{"accessProviders": map[string]any{"name": "test"}},
+		"entry-number": map[string]any{"accessProviders": []any{int64(42)}},
+		"name-null":    map[string]any{"accessProviders": []any{map[string]any{"name": nil, "cluster": s.cluster()}}},
+		"server-num":   map[string]any{"accessProviders": []any{map[string]any{"name": "test", "cluster": map[string]any{"server": int64(42)}}}},
+		"cluster-str":  map[string]any{"accessProviders": []any{map[string]any{"name": "test", "cluster": "https://x.example"}}},
+		"ext-str":      map[string]any{"accessProviders": []any{map[string]any{"name": "test", "cluster": map[string]any{"server": s.srv.URL, "extensions": "x"}}}},
+		"ext-null":     map[string]any{"accessProviders": []any{map[string]any{"name": "test", "cluster": s.cluster(ExtraEnvExtension, nil)}}},
+		"nested":       map[string]any{"credentialProviders": []any{[]any{[]any{map[string]any{"name": []any{"test"}}}}}},
+	}
+	for name, status := range odd {
+		u := profile("inv", name)
+		u.Object["status"] = status
+		h.put(t, u)
+	}
+	twice := profile("inv", "twice", "test", map[string]any{"server": "https://first.example"}, "test", s.cluster())
+	h.put(t, twice)
+	eventually(t, "every odd profile is logged", func() bool { return strings.Count(h.logs.String(), "ClusterProfile not added") >= len(odd) })
+	eventually(t, "the profile that lists its provider twice is added", func() bool { return h.fleet.Vault("inv/twice") != nil })
+	if names := h.fleet.Names(); len(names) != 1 {
+		t.Errorf("the fleet holds %v, want inv/twice alone", names)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := h.fleet.RESTConfig(ctx, "inv/twice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, cfg)
+	if s.lastAuth() != "Bearer tok-1" {
+		t.Errorf("the last entry's server got %q, want the plugin's token", s.lastAuth())
+	}
+}

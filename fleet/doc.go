@@ -48,10 +48,11 @@
 // CA as its cluster.
 //
 //	providers, err := fleet.ReadProviderFile(path) // the --clusterprofile-provider-file flag
-//	err = mgr.Add(f.ProfilesWatcher(fleet.ProfilesOptions{Config: mgr.GetConfig(), Providers: providers}))
-//	cfg, err := f.RESTConfig(ctx, "inventory/prod-eu") // from OnAdd's Member, rather
+//	err = mgr.Add(f.ProfilesWatcher(fleet.ProfilesOptions{Config: mgr.GetConfig(), Namespace: "inventory", Providers: providers}))
+//	cfg, err := f.RESTConfig(ctx, "inventory/prod-eu") // the cluster of the ClusterProfile inventory/prod-eu
 //
-// What runs, with which arguments and environment, is the provider file's;
+// What runs is the provider file's choice, with its arguments and
+// environment (and the profile's, where the provider's policies say so);
 // a profile chooses the provider by name, never a command or a file. But
 // whoever may write a profile's status chooses the server that provider's
 // credential is sent to, as a kubeconfig's writer does: the hub's RBAC on

@@ -82,6 +82,10 @@ func ReadProviderFile(path string) ([]AccessProvider, error) {
 	dec.DisallowUnknownFields()
 	var f providerFile
 	if err := dec.Decode(&f); err != nil {
+		if _, ok := errors.AsType[*json.SyntaxError](err); ok {
+			// A YAML file, most likely: kubeconfigs are.
+			return nil, fmt.Errorf("fleet: provider file %s is not JSON, which KEP-5339's provider file is: %w", path, err)
+		}
 		return nil, fmt.Errorf("fleet: provider file %s: %w", path, err)
 	}
 	if dec.More() {

@@ -35,7 +35,12 @@ type AccessProvider struct {
 	// --federated-token-file and --authority-host, a --kubeconfig, a
 	// --token-file) sends this machine's secrets where they choose, and a
 	// debug flag may print the token to the plugin's stderr. Set it only
-	// for a plugin none of whose flags can.
+	// for a plugin none of whose flags can. An EKS provider needs it (each
+	// profile gives its own --cluster-name), and its profiles' writers then
+	// choose every flag of aws (--endpoint-url, --profile, --debug…), or,
+	// served natively, the cluster, --role-arn and --region: whichever role
+	// this process can assume, for whichever cluster it can reach
+	// (DescribeCluster still keeps the token from other servers).
 	ProfileSourcedCLIArgsPolicy string `json:"profileSourcedCLIArgsPolicy,omitempty"`
 	// ProfileSourcedEnvVarsPolicy says what to do with the environment a
 	// profile adds (ExtraEnvExtension): "AppendIfNotExists" (the

@@ -30,7 +30,7 @@ func TestProfileTransformKeepsWhatTheFileCanUse(t *testing.T) {
 		"extensions": []any{map[string]any{"name": ExecExtension, "extension": map[string]any{"region": "eu"}}}}
 	bulky := map[string]any{"server": "https://other.example", "certificate-authority-data": big}
 
-	served := profile("inv", "served", "unused", bulky, "test", small)
+	served := profile("inv", "served", "unused", bulky, "test", bulky, "test", small) // the last of a name wins
 	served.Object["status"].(map[string]any)["credentialProviders"] = []any{
 		map[string]any{"name": "old-unused", "cluster": bulky},
 		map[string]any{"name": "test", "cluster": bulky},

@@ -106,6 +106,18 @@ type ProfilesOptions struct {
 // info, which a profile may not carry) and the variables and flags it
 // adds to the plugin, by name.
 //
+// Beside the reference library (sigs.k8s.io/cluster-inventory-api's
+// pkg/access, a rest.Config per call), on purpose: a profile's server must
+// be https and its CA inline; insecure-skip-tls-verify and a proxy-url with
+// user info are refused, tls-server-name and disable-compression are
+// honoured; the reserved extensions must be a list and a map of strings
+// (the reference's YAML decoding also takes numbers), and a malformed one
+// refuses the profile even when its policy ignores it; plugins run under a
+// policy (the reference runs whatever its file names, with any
+// environment); and a provider's own arguments and environment are never
+// changed by a profile's, where the reference appends to them, so that a
+// profile's arguments reach the next profile's plugin too.
+//
 // The clusters stay in the fleet when WatchClusterProfiles returns; Close
 // removes them. A failing list or watch (RBAC, no ClusterProfile API yet)
 // is logged through Options.Logger and retried.

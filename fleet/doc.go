@@ -1,7 +1,8 @@
 // Package fleet keeps many clusters authenticated in one process: one vault
 // per cluster, for controllers that manage a fleet (Cluster API's
-// management cluster, a GitOps hub) and read each cluster's kubeconfig from
-// a Secret that rotates.
+// management cluster, a GitOps hub, a multicluster controller) and read
+// each cluster's kubeconfig from a Secret that rotates, or find it in a
+// ClusterProfile.
 //
 //	f := fleet.New(fleet.Options{Logger: log, Registerer: metrics.Registry})
 //	defer f.Close()
@@ -37,6 +38,44 @@
 // plugins and auth providers are refused unless [SecretsOptions.PluginPolicy]
 // allows them, and entries that name a file of this machine are refused.
 //
+// # Clusters from ClusterProfiles
+//
+// [Fleet.WatchClusterProfiles] does the same for SIG-Multicluster's
+// ClusterProfiles (the Cluster Inventory API): a profile adds a cluster
+// named "<namespace>/<name>", reached through the first of your provider
+// file's access providers (KEP-5339, [ReadProviderFile]) that its status
+// offers: the provider's exec plugin runs with the profile's server and
+// CA as its cluster.
+//
+//	providers, err := fleet.ReadProviderFile(path) // the --clusterprofile-provider-file flag
+//	err = mgr.Add(f.ProfilesWatcher(fleet.ProfilesOptions{Config: mgr.GetConfig(), Namespace: "inventory", Providers: providers}))
+//	cfg, err := f.RESTConfig(ctx, "inventory/prod-eu") // the cluster of the ClusterProfile inventory/prod-eu
+//
+// What runs is the provider file's choice, with its arguments and
+// environment (and the profile's, where the provider's policies say so);
+// a profile chooses the provider by name, never a command or a file. But
+// whoever may write a profile's status chooses the server that provider's
+// credential is sent to, as a kubeconfig's writer does: the hub's RBAC on
+// clusterprofiles/status decides who receives this process's plugin
+// tokens. A provider whose profileSourcedCLIArgsPolicy is Append gives
+// that writer the plugin's command line as well ([AccessProvider]).
+//
+// A provider served by a native cloud login (handlers.UseNative, called
+// before the watch starts: its default policy is made then) takes a
+// profile for someone else's kubeconfig (handlers.NativeRequest.Untrusted):
+// the EKS login checks the profile's server against DescribeCluster and
+// refuses an AWS profile (--profile, AWS_PROFILE) even from the provider
+// file; the GKE and AKS logins refuse every profile, since their plugins
+// name no cluster to check the server against. Such a provider serves no
+// profile in a process that uses its native login, and its plugin does
+// not run in its place.
+//
+// Secrets and profiles name clusters alike: in a fleet that watches both,
+// a profile and a kubeconfig Secret for the same namespace and cluster
+// claim one name, and the one added first has it; the other is logged
+// and decided again at its next change. Watch a cluster through one of
+// them.
+//
 // # Lifecycle
 //
 // A cluster's vault logs in when its config is first used, not when it is
@@ -48,9 +87,9 @@
 // that ends when it leaves: start what runs against the cluster (a
 // cluster.Cluster and its controllers) on that context, and let that, not
 // OnAdd, call [Member.RESTConfig], which waits for the first login.
-// [Fleet.SecretsWatcher] runs WatchSecrets as a controller-runtime
-// manager's runnable, on the leader only unless told otherwise: the
-// controllers OnAdd starts write to their clusters.
+// [Fleet.SecretsWatcher] and [Fleet.ProfilesWatcher] run the watches as
+// a controller-runtime manager's runnables, on the leader only unless told
+// otherwise: the controllers OnAdd starts write to their clusters.
 //
 //	f := fleet.New(fleet.Options{OnAdd: func(ctx context.Context, m *fleet.Member) { go run(ctx, m) }})
 //	err := mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: mgr.GetConfig()}))

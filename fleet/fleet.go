@@ -43,17 +43,18 @@ type Options struct {
 	// remote cluster never gets this process's own kubeconfig or
 	// ServiceAccount.
 	Vault vault.Options
-	// OnAdd is called once a cluster is in the fleet (by Add or by a
-	// Secret), with the cluster and a context that ends when the cluster
-	// leaves the fleet (Remove, its Secret gone, Close): start what runs
-	// against the cluster there (a cluster.Cluster and its controllers)
-	// on that context, and it stops when it should. m.RESTConfig waits for
-	// the cluster's first login (a config names the cluster's server,
-	// known once its handler has logged in: a kubeconfig Secret is read at
-	// login, not when it is seen), so call it from what you start, not
-	// from OnAdd: OnAdd must not wait for long, since WatchSecrets calls
-	// it from its event handler, one cluster after another. ctx carries the
-	// fleet's Logger with the cluster's name (logr.FromContext), and
+	// OnAdd is called once a cluster is in the fleet (by Add, a Secret or
+	// a ClusterProfile), with the cluster and a context that ends when the
+	// cluster leaves the fleet (Remove, its Secret or profile gone,
+	// Close): start what runs against the cluster there (a
+	// cluster.Cluster and its controllers) on that context, and it stops
+	// when it should. m.RESTConfig waits for the cluster's first login (a
+	// config names the cluster's server, known once its handler has logged
+	// in: a kubeconfig Secret is read at login, not when it is seen), so
+	// call it from what you start, not from OnAdd: OnAdd must not wait for
+	// long, since WatchSecrets and WatchClusterProfiles call it from their
+	// event handlers, one cluster after another. ctx carries the fleet's
+	// Logger with the cluster's name (logr.FromContext), and
 	// context.Cause(ctx) says why it ended. It runs on the goroutine that
 	// added the cluster, without the fleet's lock. Default: none.
 	//
@@ -70,7 +71,7 @@ type Options struct {
 	// goroutine that removed the cluster (Close removes them
 	// concurrently), without the fleet's lock. OnRemove of a cluster
 	// returns before OnAdd of a cluster of the same name added later by
-	// the same goroutine or WatchSecrets. Like OnAdd, it must not wait for
+	// the same goroutine or watch. Like OnAdd, it must not wait for
 	// long. Default: none.
 	OnRemove func(m *Member)
 }

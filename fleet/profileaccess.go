@@ -108,8 +108,12 @@ func accessFor(obj *unstructured.Unstructured, providers []AccessProvider) (*acc
 	return nil, fmt.Errorf("%s: %w (it offers %s)", profile, errNoProvider, offeredNames(byName))
 }
 
-// maxShownNames bounds the names an error lists of those a profile offers.
-const maxShownNames = 8
+// maxShownNames bounds the names an error lists of those a profile
+// offers, and maxShownName the bytes it shows of each.
+const (
+	maxShownNames = 8
+	maxShownName  = 63
+)
 
 func offeredNames(byName map[string]offered) string {
 	names := slices.Sorted(maps.Keys(byName))
@@ -122,8 +126,8 @@ func offeredNames(byName map[string]offered) string {
 	}
 	quoted := make([]string, len(names))
 	for i, n := range names {
-		if len(n) > 63 {
-			n = n[:63] + "…"
+		if len(n) > maxShownName {
+			n = n[:maxShownName] + "…"
 		}
 		quoted[i] = fmt.Sprintf("%q", n)
 	}

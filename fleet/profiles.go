@@ -47,7 +47,9 @@ type ProfilesOptions struct {
 	// or when the hub serves no ClusterProfile yet.
 	Version string
 	// Namespace is where the profiles are (a cluster inventory is a
-	// namespace, its clusterset). Default: every namespace.
+	// namespace, its clusterset). Default: every namespace, which trusts
+	// whoever may write a ClusterProfile's status in any namespace of the
+	// hub with this process's plugin credentials: name the inventory's.
 	Namespace string
 	// LabelSelector chooses the profiles, in the syntax of
 	// metav1.ListOptions ("x-k8s.io/cluster-manager=ocm"). Default: all.
@@ -59,9 +61,15 @@ type ProfilesOptions struct {
 	Providers []AccessProvider
 	// PluginPolicy says which plugins the providers may run. Default: an
 	// allowlist of the providers' commands, and of the native cloud logins
-	// (handlers.UseNative) that serve them. Whatever the policy, a
-	// profile never chooses a command: it chooses a provider of the file
-	// by name.
+	// (handlers.UseNative) that serve them when WatchClusterProfiles
+	// starts: call UseNative before, or a provider it serves is refused.
+	// Whatever the policy, a profile never chooses a command: it chooses a
+	// provider of the file by name. Under any policy but AllowAll, the
+	// plugin's environment may not set a variable that steers it (see
+	// AccessProvider.ProfileSourcedEnvVarsPolicy), and a native login
+	// takes the profile for someone else's kubeconfig: the GKE and AKS
+	// logins refuse it (see "Clusters from ClusterProfiles" in the package
+	// doc).
 	PluginPolicy handlers.PluginPolicy
 	// Login are the options of every cluster's login handler, as for
 	// vault.OnLogin. Default: login's defaults, with a timeout of 30 s.
@@ -92,8 +100,23 @@ type ProfilesOptions struct {
 // (no https server, a CA file, insecure-skip-tls-verify), is not added and
 // runs nothing; it is logged once, by its name, and so is a change that
 // makes a served profile's data unusable, which keeps the data that
-// served. Nothing a profile holds appears in a log line or an error
-// beyond its name and the names of the providers it offers.
+// served. Of what a profile holds, the watch's log lines and errors show
+// its name and the names of the providers it offers; a login's errors and
+// the cluster's vault's log lines may also show its server (never user
+// info, which a profile may not carry) and the variables and flags it
+// adds to the plugin, by name.
+//
+// Beside the reference library (sigs.k8s.io/cluster-inventory-api's
+// pkg/access, a rest.Config per call), on purpose: a profile's server must
+// be https and its CA inline; insecure-skip-tls-verify and a proxy-url with
+// user info are refused, tls-server-name and disable-compression are
+// honoured; the reserved extensions must be a list and a map of strings
+// (the reference's YAML decoding also takes numbers), and a malformed one
+// refuses the profile even when its policy ignores it; plugins run under a
+// policy (the reference runs whatever its file names, with any
+// environment); and a provider's own arguments and environment are never
+// changed by a profile's, where the reference appends to them, so that a
+// profile's arguments reach the next profile's plugin too.
 //
 // The clusters stay in the fleet when WatchClusterProfiles returns; Close
 // removes them. A failing list or watch (RBAC, no ClusterProfile API yet)
@@ -120,7 +143,7 @@ func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) 
 	}); err != nil {
 		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
 	}
-	if err := informer.SetTransform(slimProfile); err != nil {
+	if err := informer.SetTransform(profileTransform(opts.Providers)); err != nil {
 		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -204,31 +227,91 @@ func providersPolicy(providers []AccessProvider) handlers.PluginPolicy {
 	return handlers.AllowNative(handlers.Allowlist(commands...), natives...)
 }
 
-// slimProfile is the informer's transform: of a profile, the cache keeps
-// its identity, labels and access providers. It is idempotent.
-func slimProfile(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
+// profileTransform is the informer's transform: of a profile, the cache
+// keeps its identity, its labels, the cluster data of the access
+// providers the file names, and only the names of the others (for the
+// log line of a profile that offers none). Whoever writes profiles chose
+// their size; this process keeps what it can use. It is idempotent.
+func profileTransform(providers []AccessProvider) cache.TransformFunc {
+	used := map[string]bool{}
+	for _, p := range providers {
+		used[p.Name] = true
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
-	out.SetNamespace(u.GetNamespace())
-	out.SetName(u.GetName())
-	out.SetUID(u.GetUID())
-	out.SetResourceVersion(u.GetResourceVersion())
-	out.SetLabels(u.GetLabels())
-	if status, ok := u.Object["status"].(map[string]any); ok {
-		kept := map[string]any{}
-		for _, k := range []string{"accessProviders", "credentialProviders"} {
-			if v, ok := status[k]; ok {
-				kept[k] = v
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		out := &unstructured.Unstructured{Object: map[string]any{}}
+		out.SetAPIVersion(u.GetAPIVersion())
+		out.SetKind(u.GetKind())
+		out.SetNamespace(u.GetNamespace())
+		out.SetName(u.GetName())
+		out.SetUID(u.GetUID())
+		out.SetResourceVersion(u.GetResourceVersion())
+		out.SetLabels(u.GetLabels())
+		if status, ok := u.Object["status"].(map[string]any); ok {
+			out.Object["status"] = slimStatus(status, used)
+		}
+		return out, nil
+	}
+}
+
+// slimStatus is status' accessProviders and credentialProviders with the
+// cluster data of an entry only where accessFor may use it: a provider of
+// the file, the last of its name in accessProviders, else the last in
+// credentialProviders (accessFor's choice). The others keep their names,
+// cut to what offeredNames shows of them. A list that is not one as the
+// API lays it out stays as it is, so that accessFor refuses it as it would
+// the whole profile.
+func slimStatus(status map[string]any, used map[string]bool) map[string]any {
+	type at struct {
+		list  string
+		index int
+	}
+	lists := []string{"credentialProviders", "accessProviders"} // accessFor's order: the last wins
+	kept := map[string]any{}
+	winner := map[string]at{}
+	for _, k := range lists {
+		if v, ok := status[k]; ok {
+			kept[k] = v
+		}
+		entries, _ := kept[k].([]any)
+		for i, e := range entries {
+			if name, ok := providerName(e); ok && used[name] {
+				winner[name] = at{k, i}
 			}
 		}
-		out.Object["status"] = kept
 	}
-	return out, nil
+	for _, k := range lists {
+		entries, ok := kept[k].([]any)
+		if !ok {
+			continue
+		}
+		out := slices.Clone(entries)
+		for i, e := range entries {
+			name, ok := providerName(e)
+			if !ok || used[name] && winner[name] == (at{k, i}) {
+				continue
+			}
+			if short := name[:min(len(name), maxShownName+1)]; !used[short] {
+				name = short // shown the same, and no provider of the file's
+			}
+			out[i] = map[string]any{"name": name}
+		}
+		kept[k] = out
+	}
+	return kept
+}
+
+// providerName is the name of e, an entry of a status' list of providers.
+func providerName(e any) (string, bool) {
+	entry, ok := e.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	name, ok := entry["name"].(string)
+	return name, ok
 }
 
 // profileTimeout bounds each login of a profile's cluster: its plugin's run.

@@ -29,14 +29,27 @@ type AccessProvider struct {
 	ExecConfig *clientcmdapi.ExecConfig `json:"execConfig"`
 	// ProfileSourcedCLIArgsPolicy says what to do with the arguments a
 	// profile adds (its extension ExtraArgsExtension): "Append" them to
-	// the plugin's, or "Ignore" them (the default).
+	// the plugin's, or "Ignore" them (the default). Append trusts whoever
+	// writes profiles with the plugin's command line, which no policy
+	// checks: a flag that names a file or an endpoint (kubelogin's
+	// --federated-token-file and --authority-host, a --kubeconfig, a
+	// --token-file) sends this machine's secrets where they choose, and a
+	// debug flag may print the token to the plugin's stderr. Set it only
+	// for a plugin none of whose flags can. An EKS provider needs it (each
+	// profile gives its own --cluster-name), and its profiles' writers then
+	// choose every flag of aws (--endpoint-url, --profile, --debug…), or,
+	// served natively, the cluster, --role-arn and --region: whichever role
+	// this process can assume, for whichever cluster it can reach
+	// (DescribeCluster still keeps the token from other servers).
 	ProfileSourcedCLIArgsPolicy string `json:"profileSourcedCLIArgsPolicy,omitempty"`
 	// ProfileSourcedEnvVarsPolicy says what to do with the environment a
 	// profile adds (ExtraEnvExtension): "AppendIfNotExists" (the
 	// plugin's own values win), "Replace" (the profile's win), or "Ignore"
 	// (the default). Under the watch's plugin policy, a variable that
-	// steers a plugin (PATH, LD_PRELOAD, AWS_ENDPOINT_URL_*…) is refused
-	// whoever set it.
+	// steers a plugin (PATH, HOME, LD_PRELOAD, AWS_ENDPOINT_URL_*…) is
+	// refused whoever set it, the provider file too: set those in this
+	// process's environment, which the plugin inherits. Such a profile's
+	// cluster is added, and its logins fail, naming the variable.
 	ProfileSourcedEnvVarsPolicy string `json:"profileSourcedEnvVarsPolicy,omitempty"`
 }
 
@@ -74,6 +87,10 @@ func ReadProviderFile(path string) ([]AccessProvider, error) {
 	dec.DisallowUnknownFields()
 	var f providerFile
 	if err := dec.Decode(&f); err != nil {
+		if _, ok := errors.AsType[*json.SyntaxError](err); ok {
+			// A YAML file, most likely: kubeconfigs are.
+			return nil, fmt.Errorf("fleet: provider file %s is not JSON, which KEP-5339's provider file is: %w", path, err)
+		}
 		return nil, fmt.Errorf("fleet: provider file %s: %w", path, err)
 	}
 	if dec.More() {

@@ -43,7 +43,7 @@ func TestReadProviderFile(t *testing.T) {
 		{"args.json", `{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "p"}, "profileSourcedCLIArgsPolicy": "append"}]}`, `profileSourcedCLIArgsPolicy "append"`},
 		{"env.json", `{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "p"}, "profileSourcedEnvVarsPolicy": "Merge"}]}`, `profileSourcedEnvVarsPolicy "Merge"`},
 		{"two.json", `{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "p"}}]} {}`, "more than one JSON value"},
-		{"yaml.json", "providers:\n- name: a\n", "invalid character"},
+		{"yaml.json", "providers:\n- name: a\n", "is not JSON"},
 	} {
 		_, err := ReadProviderFile(write(tt.name, tt.content))
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.name) {

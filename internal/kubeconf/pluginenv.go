@@ -60,7 +60,11 @@ var steeringEnv = map[string]bool{
 	"AWS_WEB_IDENTITY_TOKEN_FILE": true, "AWS_CONTAINER_CREDENTIALS_FULL_URI": true,
 	"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": true, "AWS_ENDPOINT_URL": true,
 	"AZURE_FEDERATED_TOKEN_FILE": true, "AZURE_AUTHORITY_HOST": true, "AZURE_CLIENT_CERTIFICATE_PATH": true,
-	"AAD_SERVICE_PRINCIPAL_CLIENT_CERTIFICATE": true,
+	"AAD_SERVICE_PRINCIPAL_CLIENT_CERTIFICATE": true, "ARM_CLIENT_CERTIFICATE_PATH": true,
+	// kubelogin (azidentity) sends the CI's own request token to these:
+	// GitHub Actions' ACTIONS_ID_TOKEN_REQUEST_TOKEN, Azure Pipelines'
+	// SYSTEM_ACCESSTOKEN.
+	"ACTIONS_ID_TOKEN_REQUEST_URL": true, "SYSTEM_OIDCREQUESTURI": true,
 	// Whom the plugin's TLS trusts, and a proxy that sees its plain-http
 	// requests (the instance metadata and EKS Pod Identity endpoints): Go
 	// and Python exempt only loopback from HTTP_PROXY.

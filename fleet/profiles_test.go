@@ -481,3 +481,32 @@ func TestWatchClusterProfilesUsesANativeLogin(t *testing.T) {
 		t.Errorf("the native login was asked %+v, want the profile's server and arguments, untrusted", asked)
 	}
 }
+
+// Under Append a profile adds flags, but sets none that the provider's own
+// arguments set: the operator's --region and --role-arn stay theirs.
+func TestProfileArgsDoNotOverrideTheProvidersOwn(t *testing.T) {
+	provider := AccessProvider{Name: "eks", ProfileSourcedCLIArgsPolicy: ArgsAppend, ExecConfig: &clientcmdapi.ExecConfig{
+		Command: "aws", APIVersion: execAPIVersionV1, Args: []string{"--region", "eu-west-1", "eks", "get-token", "--role-arn=arn:aws:iam::1:role/reader"}}}
+	for _, tt := range []struct {
+		args []any
+		want string // the error's flag, or "" for none
+	}{
+		{[]any{"--cluster-name", "prod"}, ""},
+		{[]any{"--cluster-name", "prod", "--region", "us-east-1"}, `"--region"`},
+		{[]any{"--role-arn=arn:aws:iam::1:role/admin"}, `"--role-arn"`},
+		{[]any{"--cluster-name", "--region=x"}, `"--region"`},
+	} {
+		u := profile("ns", "p", "eks", map[string]any{"server": "https://a.example", "extensions": []any{
+			map[string]any{"name": ExtraArgsExtension, "extension": tt.args},
+		}})
+		_, err := accessFor(u, []AccessProvider{provider})
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%q: %v", tt.args, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want+", which the provider's own arguments set")):
+			t.Errorf("%q: %v, want %s refused", tt.args, err, tt.want)
+		case err != nil && strings.Contains(err.Error(), "admin"):
+			t.Errorf("the error quotes the profile's value: %v", err)
+		}
+	}
+}

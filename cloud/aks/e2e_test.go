@@ -24,7 +24,7 @@ import (
 // if the Entra ID stand-in issued it and it is neither expired nor revoked:
 // a vault logs in through a kubeconfig file whose user runs `kubelogin
 // get-token --login workloadidentity`, served natively (no kubelogin on
-// PATH), and serves 4 callers listing ConfigMaps for 10 s while each token
+// PATH), and serves 4 callers creating, updating, listing and deleting ConfigMaps (rotation.Run) for 10 s while each token
 // lives 3 s, and the stand-in revokes one token the moment it issues it.
 // No caller sees an error: the revoked token meets its 401 at the webhook,
 // and the vault replays the request with a new one.

@@ -29,7 +29,7 @@ import (
 // End to end, on the embedded API server (KUBEBUILDER_ASSETS must name the
 // envtest binaries: make test sets it), whose webhook accepts an EKS token
 // only once the STS stand-in has answered its presigned GetCallerIdentity:
-// a vault with eks.Login serves 4 callers listing ConfigMaps for 10 s while
+// a vault with eks.Login serves 4 callers creating, updating, listing and deleting ConfigMaps (rotation.Run) for 10 s while
 // the role's 3-s sessions make each token expire within seconds, and the
 // stand-in revokes one session the moment it issues it. (A session revoked
 // while its token serves would be noticed only when the API server's review

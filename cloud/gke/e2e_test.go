@@ -33,7 +33,7 @@ import (
 // runs `gke-gcloud-auth-plugin --use_application_default_credentials`
 // (a command not on this machine: Native serves it, with Application
 // Default Credentials from a service-account key whose token_uri is the
-// stand-in) serves 4 callers listing ConfigMaps for 10 s while each token
+// stand-in) serves 4 callers creating, updating, listing and deleting ConfigMaps (rotation.Run) for 10 s while each token
 // lives 3 s, and the stand-in revokes one token the moment it issues it.
 // No caller sees an error: the revoked token meets its 401 at the webhook
 // and the vault replays the request with a new one.

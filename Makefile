@@ -80,6 +80,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./internal/pemdata
 	$(GO) test -run '^$$' -fuzz FuzzParseExecCredential -fuzztime $(FUZZTIME) ./handlers
 	$(GO) test -run '^$$' -fuzz FuzzJWTExpiry -fuzztime $(FUZZTIME) ./handlers
+	$(GO) test -run '^$$' -fuzz FuzzParseProviders -fuzztime $(FUZZTIME) ./fleet
+	$(GO) test -run '^$$' -fuzz FuzzAccessFor -fuzztime $(FUZZTIME) ./fleet
 
 # The rotation demo: three scenarios (revocation, expiry with a plugin that
 # takes 1 s, an issuer outage), each through a vault and through plain

@@ -86,21 +86,31 @@ func ReadProviderFile(path string) ([]AccessProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: provider file: %w", err)
 	}
+	providers, err := parseProviders(data)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: provider file %s%w", path, err)
+	}
+	return providers, nil
+}
+
+// parseProviders reads a provider file's content; its errors begin with
+// ": " or " ", to follow the file's name.
+func parseProviders(data []byte) ([]AccessProvider, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f providerFile
 	if err := dec.Decode(&f); err != nil {
 		if _, ok := errors.AsType[*json.SyntaxError](err); ok {
 			// A YAML file, most likely: kubeconfigs are.
-			return nil, fmt.Errorf("fleet: provider file %s is not JSON, which KEP-5339's provider file is: %w", path, err)
+			return nil, fmt.Errorf(" is not JSON, which KEP-5339's provider file is: %w", err)
 		}
-		return nil, fmt.Errorf("fleet: provider file %s: %w", path, err)
+		return nil, fmt.Errorf(": %w", err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("fleet: provider file %s: more than one JSON value", path)
+		return nil, errors.New(": more than one JSON value")
 	}
 	if err := checkProviders(f.Providers); err != nil {
-		return nil, fmt.Errorf("fleet: provider file %s: %w", path, err)
+		return nil, fmt.Errorf(": %w", err)
 	}
 	return f.Providers, nil
 }

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
@@ -434,51 +433,6 @@ func TestWatchClusterProfilesV1beta1(t *testing.T) {
 	}
 	if err := f.WatchClusterProfiles(ctx, ProfilesOptions{Client: client}); err == nil || !strings.Contains(err.Error(), "no providers") {
 		t.Errorf("no providers: %v, want a refusal", err)
-	}
-}
-
-// A provider whose plugin a native cloud login serves (handlers.UseNative)
-// logs in natively: no process runs (the command does not exist), the
-// native login gets the profile's cluster and the arguments the profile
-// appends, and is told the profile is someone else's; the default policy
-// allows it.
-func TestWatchClusterProfilesUsesANativeLogin(t *testing.T) {
-	s := newSpoke(t)
-	var mu sync.Mutex
-	var asked []handlers.NativeRequest
-	handlers.UseNative(handlers.Native{
-		Name:   "fakecloud",
-		Serves: func(exec clientcmdapi.ExecConfig) bool { return exec.Command == "fake-cloud-plugin" },
-		Handler: func(req handlers.NativeRequest) (login.Handler, error) {
-			mu.Lock()
-			asked = append(asked, req)
-			mu.Unlock()
-			return func(context.Context) (*login.ConnectionInfo, error) {
-				return &login.ConnectionInfo{Token: "native-token", Expiration: time.Now().Add(time.Hour)}, nil
-			}, nil
-		},
-	})
-	t.Cleanup(func() { handlers.UseNative(handlers.Native{Name: "fakecloud"}) })
-	provider := AccessProvider{Name: "cloud", ProfileSourcedCLIArgsPolicy: ArgsAppend,
-		ExecConfig: &clientcmdapi.ExecConfig{Command: "fake-cloud-plugin", APIVersion: execAPIVersionV1, Args: []string{"get-token"}}}
-	h := newProfileHub(t, ProfilesOptions{Providers: []AccessProvider{provider}})
-	h.put(t, profile("inv", "native", "cloud", s.cluster(ExtraArgsExtension, []any{"--cluster-name", "prod"})))
-	eventually(t, "the cluster is added", func() bool { return h.fleet.Vault("inv/native") != nil })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cfg, err := h.fleet.RESTConfig(ctx, "inv/native")
-	if err != nil {
-		t.Fatal(err)
-	}
-	get(t, cfg)
-	if s.lastAuth() != "Bearer native-token" {
-		t.Errorf("the cluster got %q, want the native login's token", s.lastAuth())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(asked) == 0 || !asked[0].Untrusted || asked[0].Cluster.Server != s.srv.URL ||
-		strings.Join(asked[0].Exec.Args, " ") != "get-token --cluster-name prod" {
-		t.Errorf("the native login was asked %+v, want the profile's server and arguments, untrusted", asked)
 	}
 }
 

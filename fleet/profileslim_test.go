@@ -119,6 +119,9 @@ func TestProfileNativeLogin(t *testing.T) {
 		}
 	}
 	handlers.UseNative(native("fleet-test-early"))
+	t.Cleanup(func() { // serve nothing, so that a run again (-count) starts as this one did
+		handlers.UseNative(handlers.Native{Name: "fleet-test-early"}, handlers.Native{Name: "fleet-test-late"})
+	})
 	provider := func(name string) AccessProvider {
 		return AccessProvider{Name: name, ProfileSourcedCLIArgsPolicy: ArgsAppend,
 			ExecConfig: &clientcmdapi.ExecConfig{Command: name + "-plugin", Args: []string{"get-token"}, APIVersion: execAPIVersionV1}}

@@ -139,6 +139,11 @@ func runNative(ctx context.Context, cfg ExecConfig, n Native) (*login.Connection
 	if err := nativeAllowed(cfg.PluginPolicy, n, cfg.Command); err != nil {
 		return nil, err
 	}
+	if cfg.APIVersion != execV1 && cfg.APIVersion != execV1beta1 {
+		// As the plugin would be refused: a kubeconfig that works while
+		// the native login serves it works when it does not.
+		return nil, login.Permanent(fmt.Errorf("handlers: exec plugin %q: apiVersion %q is not supported (want %s or %s)", cfg.Command, cfg.APIVersion, execV1, execV1beta1))
+	}
 	untrusted := !trusted(cfg.PluginPolicy)
 	if untrusted {
 		if err := fromElsewhere(cfg); err != nil {

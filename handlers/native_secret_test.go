@@ -49,7 +49,7 @@ func TestNativeFromElsewhereTakesNoProxyNorServerName(t *testing.T) {
 		{"proxy-url", login.ConnectionInfo{Server: "https://real.example", ProxyURL: "http://user:pr0xy-pass@proxy.example"}, "proxy-url"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{Command: "pinned-cloud", PluginPolicy: untrusted},
+			_, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{APIVersion: execV1, Command: "pinned-cloud", PluginPolicy: untrusted},
 				Cluster: tt.cluster})(context.Background())
 			var perm *login.PermanentError
 			if !errors.As(err, &perm) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "native pinned login") {
@@ -64,7 +64,7 @@ func TestNativeFromElsewhereTakesNoProxyNorServerName(t *testing.T) {
 		t.Errorf("%d tokens made for a kubeconfig from elsewhere with its own proxy or server name", n)
 	}
 
-	info, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{Command: "pinned-cloud", PluginPolicy: AllowAll},
+	info, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{APIVersion: execV1, Command: "pinned-cloud", PluginPolicy: AllowAll},
 		Cluster: login.ConnectionInfo{Server: "https://real.example", TLSServerName: "real.example", ProxyURL: "http://proxy.example"}})(context.Background())
 	if err != nil || info.TLSServerName != "real.example" || info.ProxyURL != "http://proxy.example" {
 		t.Errorf("a kubeconfig file: %v, %v; want its server name and proxy kept", info, err)
@@ -79,7 +79,7 @@ func TestNativeFromElsewhereChecksTheEnvironment(t *testing.T) {
 	cloud := &fakeCloud{} // reads its arguments only
 	useNative(t, cloud.native())
 	_, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{
-		Command: "fake-cloud", Args: []string{"get-token", "--cluster", "prod"}, PluginPolicy: AllowNative(DenyAll, "fake"),
+		APIVersion: execV1, Command: "fake-cloud", Args: []string{"get-token", "--cluster", "prod"}, PluginPolicy: AllowNative(DenyAll, "fake"),
 		Env: []clientcmdapi.ExecEnvVar{{Name: "AZURE_AUTHORITY_HOST", Value: "https://attacker.example"}},
 	}, Cluster: login.ConnectionInfo{Server: "https://c.example"}})(context.Background())
 	var perm *login.PermanentError

@@ -206,12 +206,31 @@ func TestNativeEndpointWinsOverTheKubeconfig(t *testing.T) {
 			}, nil
 		},
 	})
-	info, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{Command: "pinned-cloud"},
+	info, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{APIVersion: execV1, Command: "pinned-cloud"},
 		Cluster: login.ConnectionInfo{Server: "https://chosen.example", Insecure: true, ProxyURL: "http://proxy.example"}})(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Server != "https://real.example" || string(info.CAData) != string(ca) || info.Insecure || info.ProxyURL != "http://proxy.example" {
 		t.Errorf("got %v, want the login's server and CA, verified, through the kubeconfig's proxy", info)
+	}
+}
+
+// A native login refuses an exec section that the plugin path would
+// refuse for its apiVersion: a kubeconfig that works natively works when
+// the plugin runs, and the other way round.
+func TestNativeRefusesAnUnknownAPIVersion(t *testing.T) {
+	cloud := &fakeCloud{}
+	useNative(t, cloud.native())
+	for _, v := range []string{"", "client.authentication.k8s.io/v1alpha1"} {
+		_, err := Exec(ExecConfig{ExecConfig: clientcmdapi.ExecConfig{APIVersion: v, Command: "fake-cloud", Args: []string{"get-token", "--cluster", "prod"}},
+			Cluster: login.ConnectionInfo{Server: "https://c.example"}})(context.Background())
+		var perm *login.PermanentError
+		if !errors.As(err, &perm) || !strings.Contains(err.Error(), "is not supported") {
+			t.Errorf("apiVersion %q: %v, want a permanent error", v, err)
+		}
+	}
+	if cloud.calls != 0 || len(cloud.requests) != 0 {
+		t.Errorf("the native login was asked %d times", len(cloud.requests))
 	}
 }

@@ -44,6 +44,10 @@ func FuzzNativeGetToken(f *testing.F) {
 		{0, spn, "AZURE_CLIENT_SECRET=" + secretMark + "-env\x00AZURE_PASSWORD=" + secretMark + "-env2"},
 		{0, "get-token\x00--login\x00msi\x00--server-id\x00" + aks.DefaultServerID + "\x00--client-secret\x00" + secretMark + "-msi", ""},
 		{0, "get-token\x00--server-id\x00" + aks.DefaultServerID, "AAD_LOGIN_METHOD=msi\x00AZURE_CLI_TIMEOUT=10s"},
+		{0, "get-token\x00--server-id\x00" + aks.DefaultServerID, "AAD_LOGIN_METHOD=" + secretMark + "-mode"},
+		{0, "get-token\x00--login\x00workloadidentity\x00--server-id\x00" + aks.DefaultServerID + "\x00--federated-token-file\x00/f",
+			"AZURE_CLIENT_ID=c\x00AZURE_TENANT_ID=t\x00AZURE_AUTHORITY_HOST=" + secretMark + "-host"},
+		{0, "--client-secret\x00" + secretMark + "-not-get-token", ""},
 		{0, "get-token\x00--login\x00msi\x00--server-id\x00" + aks.DefaultServerID + "\x00" + secretMark + "-word\x00--subscription\x00x", ""},
 	} {
 		f.Add(s.command, s.args, s.env, false)

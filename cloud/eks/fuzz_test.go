@@ -41,6 +41,9 @@ func FuzzNativeOptions(f *testing.F) {
 		{0, "eks\x00get-token\x00--cluster-name\x00prod\x00--client-secret=" + secretMark + "-inline", ""},
 		{0, "eks\x00get-token\x00--cluster-name\x00prod", "AWS_SECRET_ACCESS_KEY=" + secretMark + "-env\x00AWS_SESSION_TOKEN=" + secretMark + "-env2"},
 		{3, secretMark + "-word\x00aws\x00--cluster-name", "AWS_REGION=" + secretMark + "-region"},
+		{0, "eks\x00get-token\x00--cluster-name\x00prod\x00--output\x00--token=" + secretMark + "-output", ""},
+		{0, "eks\x00get-token\x00--cluster-name\x00prod\x00--role-arn\x00--client-secret=" + secretMark + "-role", ""},
+		{0, "eks\x00get-token\x00--cluster-name\x00--token=" + secretMark + "-cluster\x00--profile\x00ops", ""},
 	} {
 		f.Add(s.command, s.args, s.env, false)
 		f.Add(s.command, s.args, s.env, true)

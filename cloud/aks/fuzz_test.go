@@ -48,6 +48,9 @@ func FuzzNativeGetToken(f *testing.F) {
 		{0, "get-token\x00--login\x00workloadidentity\x00--server-id\x00" + aks.DefaultServerID + "\x00--federated-token-file\x00/f",
 			"AZURE_CLIENT_ID=c\x00AZURE_TENANT_ID=t\x00AZURE_AUTHORITY_HOST=" + secretMark + "-host"},
 		{0, "--client-secret\x00" + secretMark + "-not-get-token", ""},
+		{0, "get-token\x00--login\x00--client-secret=" + secretMark + "-login\x00--server-id\x00" + aks.DefaultServerID, ""},
+		{0, "get-token\x00--login\x00msi\x00--server-id\x00" + aks.DefaultServerID + "\x00--environment\x00--client-secret=" + secretMark + "-cloud", ""},
+		{0, "get-token\x00--login\x00msi\x00--server-id\x00" + aks.DefaultServerID + "\x00--authority-host\x00--client-secret=" + secretMark + "-host", ""},
 		{0, "get-token\x00--login\x00msi\x00--server-id\x00" + aks.DefaultServerID + "\x00" + secretMark + "-word\x00--subscription\x00x", ""},
 	} {
 		f.Add(s.command, s.args, s.env, false)

@@ -184,7 +184,7 @@ func readGetToken(exec clientcmdapi.ExecConfig) (*getToken, error) {
 	case modeFromEnv:
 		return nil, fmt.Errorf("AAD_LOGIN_METHOD names a mode this login does not serve (%s)", strings.Join(servedModes, ", "))
 	default:
-		return nil, fmt.Errorf("--login %q is not a mode this login serves (%s)", g.mode, strings.Join(servedModes, ", "))
+		return nil, fmt.Errorf("%s is not a mode this login serves (%s)", flagValue("--login", g.mode), strings.Join(servedModes, ", "))
 	}
 	for _, a := range args {
 		f, ok := flags[a.name]
@@ -257,7 +257,7 @@ func (g *getToken) check() error {
 			if g.authorityHostVar != "" {
 				return fmt.Errorf("%s: want an https URL that ends with a slash", g.authorityHostVar)
 			}
-			return fmt.Errorf("--authority-host %q: want an https URL that ends with a slash", redact.URL(g.authorityHost))
+			return fmt.Errorf("%s: want an https URL that ends with a slash", flagValue("--authority-host", redact.URL(g.authorityHost)))
 		}
 	} else if _, err := g.cloud(); err != nil {
 		return err
@@ -295,7 +295,8 @@ func (g *getToken) cloud() (cloud.Configuration, error) {
 	case "AZURECHINACLOUD":
 		return cloud.AzureChina, nil
 	}
-	return cloud.Configuration{}, fmt.Errorf("--environment %q is not a cloud this login knows (AzurePublicCloud, AzureUSGovernmentCloud, AzureChinaCloud)", g.environment)
+	return cloud.Configuration{}, fmt.Errorf("%s is not a cloud this login knows (AzurePublicCloud, AzureUSGovernmentCloud, AzureChinaCloud)",
+		flagValue("--environment", g.environment))
 }
 
 // scope is kubelogin's: the server ID, "/.default" after it.

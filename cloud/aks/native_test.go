@@ -420,6 +420,10 @@ func TestNativeErrorsQuoteNoValue(t *testing.T) {
 		{append(msi, "--authority-host", url), nil, `--authority-host "https://[redacted]@login.example": want an https URL`},
 		{[]string{"get-token", "--login", "workloadidentity", "--server-id", aks.DefaultServerID, "--federated-token-file", "/f", "--client-id", client, "--tenant-id", tenant},
 			[]clientcmdapi.ExecEnvVar{{Name: "AZURE_AUTHORITY_HOST", Value: url}}, "AZURE_AUTHORITY_HOST: want an https URL"},
+		// A flag whose value is missing takes the next, as pflag does.
+		{[]string{"get-token", "--login", "--client-secret=" + secret, "--server-id", aks.DefaultServerID}, nil, `--login (its value starts with "-"`},
+		{append(msi, "--environment", "--client-secret="+secret), nil, `--environment (its value starts with "-"`},
+		{append(msi, "--authority-host", "--client-secret="+secret), nil, `--authority-host (its value starts with "-"`},
 	} {
 		exec := clientcmdapi.ExecConfig{Command: "kubelogin", Args: tt.args, Env: tt.env}
 		_, err := aks.Native().Handler(handlers.NativeRequest{Exec: exec, Cluster: login.ConnectionInfo{Server: server, CAData: testCA()}})

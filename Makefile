@@ -70,9 +70,10 @@ bench:
 	peers=$$(bash hack/peers.sh) && \
 	for m in $(CLOUD); do AUTHVAULT_PEERS=$$peers $(GO) -C $$m test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./... || exit 1; done
 
-# A short fuzzing pass over every parser, and over the vault's state
-# machine (the model test's driver, see vault/model_test.go); the seed
-# corpus lives in testdata.
+# A short fuzzing pass over every parser (the cloud modules' too: a
+# kubeconfig's exec arguments and environment, read by their native
+# logins), and over the vault's state machine (the model test's driver, see
+# vault/model_test.go); the seed corpus lives in testdata.
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZTIME) ./vault
@@ -82,6 +83,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzJWTExpiry -fuzztime $(FUZZTIME) ./handlers
 	$(GO) test -run '^$$' -fuzz FuzzParseProviders -fuzztime $(FUZZTIME) ./fleet
 	$(GO) test -run '^$$' -fuzz FuzzAccessFor -fuzztime $(FUZZTIME) ./fleet
+	$(GO) -C cloud/eks test -run '^$$' -fuzz FuzzNativeOptions -fuzztime $(FUZZTIME) .
+	$(GO) -C cloud/gke test -run '^$$' -fuzz FuzzNativeOptions -fuzztime $(FUZZTIME) .
+	$(GO) -C cloud/aks test -run '^$$' -fuzz FuzzNativeGetToken -fuzztime $(FUZZTIME) .
 
 # The rotation demo: three scenarios (revocation, expiry with a plugin that
 # takes 1 s, an issuer outage), each through a vault and through plain

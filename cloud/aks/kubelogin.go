@@ -12,6 +12,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/authvault/authvault/internal/redact"
 )
 
 // The login modes of `kubelogin get-token` that Native serves: those of a
@@ -36,6 +38,7 @@ type getToken struct {
 	tenantID           string
 	environment        string
 	authorityHost      string
+	authorityHostVar   string // the variable authorityHost came from, if one did
 	tokenFile          string // workload identity's federated token
 	identityResourceID string // a user-assigned managed identity's
 	clientCert         string // a path
@@ -68,13 +71,15 @@ func (p plugin) lookup(name string) (string, bool) {
 
 // override sets *field to the last of names the environment has, as
 // kubelogin's UpdateFromEnv does: a variable that is set wins over the
-// flag, even empty.
-func (p plugin) override(field *string, names ...string) {
+// flag, even empty. It returns the name of that variable, "" when none is
+// set: an error names it rather than quote its value.
+func (p plugin) override(field *string, names ...string) (from string) {
 	for _, n := range names {
 		if v, ok := p.lookup(n); ok {
-			*field = v
+			*field, from = v, n
 		}
 	}
+	return from
 }
 
 // boolFlag is the last value of a boolean flag among args.
@@ -89,18 +94,18 @@ func boolFlag(args []arg, name string) bool {
 }
 
 // mode is the login mode kubelogin would use: AAD_LOGIN_METHOD, else
-// --login, else devicecode.
-func (p plugin) mode(args []arg) string {
-	mode := "devicecode"
+// --login, else devicecode; fromEnv tells whether AAD_LOGIN_METHOD set it.
+func (p plugin) mode(args []arg) (mode string, fromEnv bool) {
+	mode = "devicecode"
 	for _, a := range args {
 		if a.name == "--login" {
 			mode = a.value
 		}
 	}
 	if !boolFlag(args, "--disable-environment-override") {
-		p.override(&mode, "AAD_LOGIN_METHOD")
+		fromEnv = p.override(&mode, "AAD_LOGIN_METHOD") != ""
 	}
-	return mode
+	return mode, fromEnv
 }
 
 // serves tells whether exec is a kubelogin get-token whose mode Native
@@ -117,7 +122,7 @@ func serves(exec clientcmdapi.ExecConfig) bool {
 		return false
 	}
 	p := plugin{exec.Env}
-	mode := p.mode(args)
+	mode, _ := p.mode(args)
 	if mode == modeWorkloadIdentity {
 		// kubelogin then takes GitHub Actions' OIDC token instead.
 		tok, _ := p.lookup("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
@@ -157,20 +162,29 @@ func envNames(mode string, azurerm, noOverride bool) []string {
 }
 
 // readGetToken is the login exec's `kubelogin get-token` asks for, or an
-// error naming the argument or variable it does not understand (never its
-// value).
+// error naming the argument or variable it does not understand (never the
+// variable's value, nor an argument that is not a flag's name).
 func readGetToken(exec clientcmdapi.ExecConfig) (*getToken, error) {
-	if !isKubelogin(exec) {
-		return nil, fmt.Errorf("%q %q is not kubelogin get-token", exec.Command, exec.Args)
+	switch {
+	case filepath.Base(exec.Command) != "kubelogin":
+		return nil, fmt.Errorf("command %q is not kubelogin", exec.Command)
+	case !isKubelogin(exec):
+		// Not quoted: what is there may be a flag's value.
+		return nil, errors.New("the arguments do not start with get-token")
 	}
 	words, args, err := parseArgs(exec.Args[1:])
 	if err != nil {
 		return nil, err
 	}
 	p := plugin{exec.Env}
-	g := &getToken{mode: p.mode(args), environment: "AzurePublicCloud", timeout: time.Minute}
-	if !slices.Contains(servedModes, g.mode) {
-		return nil, fmt.Errorf("--login %q is not a mode this login serves (%s)", g.mode, strings.Join(servedModes, ", "))
+	mode, modeFromEnv := p.mode(args)
+	g := &getToken{mode: mode, environment: "AzurePublicCloud", timeout: time.Minute}
+	switch {
+	case slices.Contains(servedModes, g.mode):
+	case modeFromEnv:
+		return nil, fmt.Errorf("AAD_LOGIN_METHOD names a mode this login does not serve (%s)", strings.Join(servedModes, ", "))
+	default:
+		return nil, fmt.Errorf("%s is not a mode this login serves (%s)", flagValue("--login", g.mode), strings.Join(servedModes, ", "))
 	}
 	for _, a := range args {
 		f, ok := flags[a.name]
@@ -223,7 +237,7 @@ func (g *getToken) fromEnv(p plugin, azurerm bool) {
 	if g.mode == modeWorkloadIdentity {
 		p.override(&g.clientID, "AZURE_CLIENT_ID")
 		p.override(&g.tokenFile, "AZURE_FEDERATED_TOKEN_FILE")
-		p.override(&g.authorityHost, "AZURE_AUTHORITY_HOST")
+		g.authorityHostVar = p.override(&g.authorityHost, "AZURE_AUTHORITY_HOST")
 	}
 	if g.mode != modeSPN {
 		// Read by kubelogin, used by spn alone.
@@ -240,7 +254,10 @@ func (g *getToken) check() error {
 	if g.authorityHost != "" {
 		u, err := url.ParseRequestURI(g.authorityHost)
 		if err != nil || u.Scheme != "https" || u.Host == "" || !strings.HasSuffix(g.authorityHost, "/") {
-			return fmt.Errorf("authority host %q: want an https URL that ends with a slash", g.authorityHost)
+			if g.authorityHostVar != "" {
+				return fmt.Errorf("%s: want an https URL that ends with a slash", g.authorityHostVar)
+			}
+			return fmt.Errorf("%s: want an https URL that ends with a slash", flagValue("--authority-host", redact.URL(g.authorityHost)))
 		}
 	} else if _, err := g.cloud(); err != nil {
 		return err
@@ -278,7 +295,8 @@ func (g *getToken) cloud() (cloud.Configuration, error) {
 	case "AZURECHINACLOUD":
 		return cloud.AzureChina, nil
 	}
-	return cloud.Configuration{}, fmt.Errorf("--environment %q is not a cloud this login knows (AzurePublicCloud, AzureUSGovernmentCloud, AzureChinaCloud)", g.environment)
+	return cloud.Configuration{}, fmt.Errorf("%s is not a cloud this login knows (AzurePublicCloud, AzureUSGovernmentCloud, AzureChinaCloud)",
+		flagValue("--environment", g.environment))
 }
 
 // scope is kubelogin's: the server ID, "/.default" after it.

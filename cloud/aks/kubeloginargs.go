@@ -62,6 +62,17 @@ var flags = map[string]flag{
 	"--logtostderr":                  {boolean: true, set: noEffect},
 }
 
+// flagValue is `--name "value"` for an error, without the value when it
+// starts with a dash: then it is likely the next flag, which pflag takes
+// as the value of a flag whose own is missing, and it may hold a secret
+// (--client-secret=…).
+func flagValue(name, value string) string {
+	if strings.HasPrefix(value, "-") {
+		return name + ` (its value starts with "-": the next flag, the value missing?)`
+	}
+	return fmt.Sprintf("%s %q", name, value)
+}
+
 // arg is one flag of a command line, its name canonical.
 type arg struct{ name, value string }
 

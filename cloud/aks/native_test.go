@@ -400,3 +400,35 @@ func TestNativeTimeout(t *testing.T) {
 		t.Errorf("the login took %v with --timeout 200ms", d)
 	}
 }
+
+// Native's handler, asked directly (as a user of handlers.Native may),
+// quotes no argument that is not a flag's name and no value of the
+// environment, and no URL's user info: each may be a secret, and errors
+// reach logs. (Inputs FuzzNativeGetToken found, and their kin.)
+func TestNativeErrorsQuoteNoValue(t *testing.T) {
+	cleanEnv(t, nil)
+	const url = "https://entra:" + secret + "@login.example"
+	msi := []string{"get-token", "--login", "msi", "--server-id", aks.DefaultServerID}
+	for _, tt := range []struct {
+		args []string
+		env  []clientcmdapi.ExecEnvVar
+		want string
+	}{
+		{[]string{"--client-secret=" + secret}, nil, "the arguments do not start with get-token"},
+		{[]string{"convert-kubeconfig", "--client-secret", secret}, nil, "the arguments do not start with get-token"},
+		{msi[:1], []clientcmdapi.ExecEnvVar{{Name: "AAD_LOGIN_METHOD", Value: secret}}, "AAD_LOGIN_METHOD names a mode this login does not serve"},
+		{append(msi, "--authority-host", url), nil, `--authority-host "https://[redacted]@login.example": want an https URL`},
+		{[]string{"get-token", "--login", "workloadidentity", "--server-id", aks.DefaultServerID, "--federated-token-file", "/f", "--client-id", client, "--tenant-id", tenant},
+			[]clientcmdapi.ExecEnvVar{{Name: "AZURE_AUTHORITY_HOST", Value: url}}, "AZURE_AUTHORITY_HOST: want an https URL"},
+		// A flag whose value is missing takes the next, as pflag does.
+		{[]string{"get-token", "--login", "--client-secret=" + secret, "--server-id", aks.DefaultServerID}, nil, `--login (its value starts with "-"`},
+		{append(msi, "--environment", "--client-secret="+secret), nil, `--environment (its value starts with "-"`},
+		{append(msi, "--authority-host", "--client-secret="+secret), nil, `--authority-host (its value starts with "-"`},
+	} {
+		exec := clientcmdapi.ExecConfig{Command: "kubelogin", Args: tt.args, Env: tt.env}
+		_, err := aks.Native().Handler(handlers.NativeRequest{Exec: exec, Cluster: login.ConnectionInfo{Server: server, CAData: testCA()}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("%q, env %v: %v, want an error with %q, without the secret", tt.args, tt.env, err, tt.want)
+		}
+	}
+}

@@ -130,6 +130,9 @@ var (
 	}
 )
 
+// outputFormats are the aws CLI's: an --output an error may quote.
+var outputFormats = []string{"json", "yaml", "yaml-stream", "text", "table"}
+
 // nativeOptions are the Options req's plugin asks for.
 func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 	command := filepath.Base(req.Exec.Command)
@@ -153,14 +156,21 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 			return nativeCall{}, fmt.Errorf("eks: %s: argument %q is not one this login understands", command, name)
 		}
 		if !inline {
-			if i+1 >= len(args) {
+			// A value that starts with a dash is the next flag, the
+			// value missing (no cluster, role, region or profile name
+			// starts with one): taken as the value, it would be quoted
+			// in errors, and it may hold a secret.
+			if i+1 >= len(args) || strings.HasPrefix(args[i+1], "-") {
 				return nativeCall{}, fmt.Errorf("eks: %s: argument %q has no value", command, name)
 			}
 			i++
 			value = args[i]
 		}
 		if name == "--output" && value != "json" {
-			return nativeCall{}, fmt.Errorf("eks: %s: --output %q: only json is what a kubeconfig reads", command, value)
+			if slices.Contains(outputFormats, value) {
+				return nativeCall{}, fmt.Errorf("eks: %s: --output %q: only json is what a kubeconfig reads", command, value)
+			}
+			return nativeCall{}, fmt.Errorf("eks: %s: --output: only json is what a kubeconfig reads", command)
 		}
 		set(&c, value)
 	}

@@ -268,3 +268,29 @@ func TestNativeRolesFromASecret(t *testing.T) {
 		t.Errorf("the option was asked about %q, want the two Secrets' roles only", asked)
 	}
 }
+
+// A flag whose value is missing does not take the next argument, a flag,
+// as its value, and --output quotes only an output format: an argument may
+// be a secret, and errors reach logs. (Inputs FuzzNativeOptions checks.)
+func TestNativeErrorsQuoteNoOtherArgument(t *testing.T) {
+	const secret = "--token=from-the-kubeconfig"
+	n := eks.NativeWith(eks.NativeOptions{Roles: func(string) bool { return false }})
+	for _, tt := range []struct {
+		command string
+		args    []string
+		want    string
+	}{
+		{"aws", []string{"eks", "get-token", "--cluster-name", testCluster, "--output", secret}, `argument "--output" has no value`},
+		{"aws", []string{"eks", "get-token", "--cluster-name", testCluster, "--output=" + secret}, `--output: only json`},
+		{"aws", []string{"eks", "get-token", "--cluster-name", testCluster, "--role-arn", secret}, `argument "--role-arn" has no value`},
+		{"aws", []string{"eks", "get-token", "--cluster-name", secret, "--profile", "ops"}, `argument "--cluster-name" has no value`},
+		{"aws-iam-authenticator", []string{"token", "-i", testCluster, "-r", secret}, `argument "-r" has no value`},
+		{"argocd-k8s-auth", []string{"aws", "--cluster-name", secret}, `argument "--cluster-name" has no value`},
+	} {
+		_, err := n.Handler(handlers.NativeRequest{Exec: clientcmdapi.ExecConfig{Command: tt.command, Args: tt.args},
+			Cluster: login.ConnectionInfo{Server: testServer}, Untrusted: true})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "from-the-kubeconfig") {
+			t.Errorf("%s %q: %v, want an error with %q, without the next argument", tt.command, tt.args, err, tt.want)
+		}
+	}
+}

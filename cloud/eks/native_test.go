@@ -115,7 +115,7 @@ func TestNativeRefusesUnknownParameters(t *testing.T) {
 		{[]string{"eks", "get-token", "--cluster-name", testCluster}, []clientcmdapi.ExecEnvVar{{Name: "AWS_SECRET_ACCESS_KEY", Value: "from-the-kubeconfig"}},
 			"environment variable AWS_SECRET_ACCESS_KEY is not one"},
 	} {
-		_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{Command: "aws", Args: tt.args, Env: tt.env},
+		_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1beta1", Command: "aws", Args: tt.args, Env: tt.env},
 			Cluster: login.ConnectionInfo{Server: testServer}})(context.Background())
 		var perm *login.PermanentError
 		if !errors.As(err, &perm) || !strings.Contains(err.Error(), tt.want) {
@@ -222,7 +222,7 @@ func TestNativeQuotesTheRole(t *testing.T) {
 	useNative(t)
 	forged := testRoleARN + "\nlevel=info msg=\"login succeeded\""
 	_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{
-		Command: "aws", Args: []string{"--region", testRegion, "eks", "get-token", "--cluster-name", testCluster, "--role-arn", forged},
+		APIVersion: "client.authentication.k8s.io/v1beta1", Command: "aws", Args: []string{"--region", testRegion, "eks", "get-token", "--cluster-name", testCluster, "--role-arn", forged},
 	}, Cluster: login.ConnectionInfo{Server: testServer}})(context.Background())
 	if err == nil || strings.Contains(err.Error(), "\nlevel=") || !strings.Contains(err.Error(), `assuming role "`) {
 		t.Errorf("error = %q, want the role quoted, its line break escaped", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testkit/fakewatch"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -39,8 +40,12 @@ func ExampleFleet_WatchSecrets() {
 
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
+	watching := fakewatch.Begun(&hub.Fake, hub.Tracker()) // the fake hub keeps no history for a watch to resume from
 	go func() { done <- f.WatchSecrets(ctx, fleet.SecretsOptions{Client: hub, Namespace: "capi"}) }()
 	defer func() { stop(); <-done }()
+	if err := watching(); err != nil {
+		panic(err)
+	}
 
 	// Cluster API's kubeconfig Secret of the cluster prod-eu.
 	secrets := hub.CoreV1().Secrets("capi")

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/authvault/authvault/fleet"
+	"github.com/authvault/authvault/internal/testkit/fakewatch"
 )
 
 // Clusters join the fleet as ClusterProfiles that offer a provider of the
@@ -40,10 +41,14 @@ func ExampleFleet_WatchClusterProfiles() {
 	defer f.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
+	watching := fakewatch.Begun(&hub.Fake, hub.Tracker()) // the fake hub keeps no history for a watch to resume from
 	go func() {
 		done <- f.WatchClusterProfiles(ctx, fleet.ProfilesOptions{Client: hub, Namespace: "inventory", Providers: providers})
 	}()
 	defer func() { stop(); <-done }()
+	if err := watching(); err != nil {
+		panic(err)
+	}
 
 	// A cluster manager's profile of the cluster prod-eu, reachable through "google".
 	profile := &unstructured.Unstructured{Object: map[string]any{

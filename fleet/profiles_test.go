@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/testkit/fakewatch"
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
@@ -147,6 +148,7 @@ func newProfileHub(t *testing.T, opts ProfilesOptions) *profileHub {
 	opts.Login = append([]login.Option{login.Backoff(10*time.Millisecond, time.Second)}, opts.Login...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
+	begun := fakewatch.Begun(&h.client.Fake, h.client.Tracker())
 	go func() { done <- h.fleet.WatchClusterProfiles(ctx, opts) }()
 	t.Cleanup(func() {
 		cancel()
@@ -155,6 +157,9 @@ func newProfileHub(t *testing.T, opts ProfilesOptions) *profileHub {
 		}
 		h.fleet.Close()
 	})
+	if err := begun(); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 
@@ -408,10 +413,14 @@ func TestWatchClusterProfilesV1beta1(t *testing.T) {
 	defer f.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
+	begun := fakewatch.Begun(&client.Fake, client.Tracker())
 	go func() {
 		done <- f.WatchClusterProfiles(ctx, ProfilesOptions{Client: client, Version: "v1beta1", Providers: []AccessProvider{p.AccessProvider}})
 	}()
 	defer func() { cancel(); <-done }()
+	if err := begun(); err != nil {
+		t.Fatal(err)
+	}
 	u := profile("inv", "beta", "test", s.cluster())
 	u.SetAPIVersion(ProfileGroup + "/v1beta1")
 	if _, err := client.Resource(gvr).Namespace("inv").Create(ctx, u, metav1.CreateOptions{}); err != nil {

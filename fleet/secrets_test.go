@@ -20,6 +20,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testkit/fakewatch"
 	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
@@ -50,6 +51,7 @@ func newHub(t *testing.T, opts SecretsOptions, objs ...runtime.Object) *hub {
 	opts.Login = append([]login.Option{login.Backoff(10*time.Millisecond, time.Second)}, opts.Login...) // no login floor to wait for, unless the test sets one
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
+	begun := fakewatch.Begun(&h.client.Fake, h.client.Tracker())
 	go func() { done <- h.fleet.WatchSecrets(ctx, opts) }()
 	t.Cleanup(func() {
 		cancel()
@@ -58,6 +60,9 @@ func newHub(t *testing.T, opts SecretsOptions, objs ...runtime.Object) *hub {
 		}
 		h.fleet.Close()
 	})
+	if err := begun(); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 

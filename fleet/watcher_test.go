@@ -11,6 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -154,4 +157,49 @@ func (h *hubServer) seen() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]string(nil), h.requests...)
+}
+
+var (
+	_ manager.Runnable               = (*ProfilesWatcher)(nil)
+	_ manager.LeaderElectionRunnable = (*ProfilesWatcher)(nil)
+)
+
+// A ProfilesWatcher runs on the leader unless EveryReplica; its Start is
+// WatchClusterProfiles: a profile there at the start joins, Start returns
+// nil when its context ends, and wrong options fail it at once.
+func TestProfilesWatcher(t *testing.T) {
+	f := New(Options{})
+	defer f.Close()
+	if !f.ProfilesWatcher(ProfilesOptions{}).NeedLeaderElection() || f.ProfilesWatcher(ProfilesOptions{EveryReplica: true}).NeedLeaderElection() {
+		t.Error("NeedLeaderElection() is not true by default and false with EveryReplica")
+	}
+
+	ctx := ctxFor(t)
+	joined := make(chan string, 1)
+	g := New(Options{OnAdd: func(_ context.Context, m *Member) { joined <- m.Name() }})
+	defer g.Close()
+	s := newSpoke(t)
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{profilesV1alpha1: "ClusterProfileList"}, profile("inv", "wl1", "test", s.cluster()))
+	p := newTestProvider(t, "test")
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() {
+		done <- g.ProfilesWatcher(ProfilesOptions{Client: client, Providers: []AccessProvider{p.AccessProvider}}).Start(wctx)
+	}()
+	select {
+	case name := <-joined:
+		if name != "inv/wl1" {
+			t.Errorf("OnAdd got %q, want inv/wl1", name)
+		}
+	case <-ctx.Done():
+		t.Error("no cluster joined")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("Start returned %v after its context ended, want nil", err)
+	}
+	if err := g.ProfilesWatcher(ProfilesOptions{Client: client}).Start(ctx); err == nil {
+		t.Error("Start without providers: no error")
+	}
 }

@@ -108,60 +108,11 @@ var _ = Describe("A fleet", Ordered, func() {
 		}
 		DeferCleanup(func() { stopWriters(); writing.Wait() })
 
-		type member struct {
-			name           string
-			cfg            *rest.Config
-			lists, watches atomic.Int64
-			events         atomic.Int64
-			stats          rotation.Stats
-		}
-		members := make([]*member, len(workloads))
+		members := make([]*clusterLoad, len(workloads))
 		for i := range workloads {
-			m := &member{name: fmt.Sprintf("%s/wl%d", ns, i)}
-			members[i] = m
-			Eventually(func() *vault.Vault { return f.Vault(m.name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
-			var err error
-			m.cfg, err = f.RESTConfig(ctx, m.name)
-			Expect(err).NotTo(HaveOccurred())
-
-			// A ConfigMap informer on the cluster's config, built once;
-			// its lists and watch starts are counted.
-			counted := rest.CopyConfig(m.cfg)
-			counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-				return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-					if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configmaps") {
-						if r.URL.Query().Get("watch") == "true" {
-							m.watches.Add(1)
-						} else {
-							m.lists.Add(1)
-						}
-					}
-					return rt.RoundTrip(r)
-				})
-			})
-			cs, err := kubernetes.NewForConfig(counted)
-			Expect(err).NotTo(HaveOccurred())
-			factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("default"))
-			informer := factory.Core().V1().ConfigMaps().Informer()
-			_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { m.events.Add(1) }})
-			Expect(err).NotTo(HaveOccurred())
-			informerCtx, stopInformer := context.WithCancel(context.Background())
-			factory.Start(informerCtx.Done())
-			DeferCleanup(func() { stopInformer(); factory.Shutdown() })
-			Expect(cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)).To(BeTrue())
+			members[i] = watchCluster(ctx, f, fmt.Sprintf("%s/wl%d", ns, i))
 		}
-
-		var load sync.WaitGroup
-		for _, m := range members {
-			load.Go(func() {
-				cfg := rest.CopyConfig(m.cfg)
-				cfg.QPS, cfg.Burst = -1, 0
-				cs, err := kubernetes.NewForConfig(cfg)
-				Expect(err).NotTo(HaveOccurred())
-				m.stats = rotation.Run(ctx, cs, "default", 4, duration, nil)
-			})
-		}
-		load.Wait()
+		loadClusters(ctx, members, duration)
 
 		for _, m := range members {
 			logins := 0.0
@@ -422,4 +373,65 @@ func labelOf(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// clusterLoad is one fleet cluster under load: its config, a ConfigMap
+// informer built once on it whose lists, watch starts and add events are
+// counted, and what the load's callers saw.
+type clusterLoad struct {
+	name           string
+	cfg            *rest.Config
+	lists, watches atomic.Int64
+	events         atomic.Int64
+	stats          rotation.Stats
+}
+
+// watchCluster waits for the fleet's cluster name, takes its config and
+// starts the counted informer on it, until the spec ends.
+func watchCluster(ctx context.Context, f *fleet.Fleet, name string) *clusterLoad {
+	m := &clusterLoad{name: name}
+	Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+	var err error
+	m.cfg, err = f.RESTConfig(ctx, name)
+	Expect(err).NotTo(HaveOccurred())
+	counted := rest.CopyConfig(m.cfg)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configmaps") {
+				if r.URL.Query().Get("watch") == "true" {
+					m.watches.Add(1)
+				} else {
+					m.lists.Add(1)
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	cs, err := kubernetes.NewForConfig(counted)
+	Expect(err).NotTo(HaveOccurred())
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("default"))
+	informer := factory.Core().V1().ConfigMaps().Informer()
+	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { m.events.Add(1) }})
+	Expect(err).NotTo(HaveOccurred())
+	informerCtx, stopInformer := context.WithCancel(context.Background())
+	factory.Start(informerCtx.Done())
+	DeferCleanup(func() { stopInformer(); factory.Shutdown() })
+	Expect(cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)).To(BeTrue())
+	return m
+}
+
+// loadClusters runs the rotation workload, 4 workers a cluster, on every
+// cluster at once for d, without a client-side limit.
+func loadClusters(ctx context.Context, members []*clusterLoad, d time.Duration) {
+	var load sync.WaitGroup
+	for _, m := range members {
+		load.Go(func() {
+			cfg := rest.CopyConfig(m.cfg)
+			cfg.QPS, cfg.Burst = -1, 0
+			cs, err := kubernetes.NewForConfig(cfg)
+			Expect(err).NotTo(HaveOccurred())
+			m.stats = rotation.Run(ctx, cs, "default", 4, d, nil)
+		})
+	}
+	load.Wait()
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,15 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/authvault/authvault/fleet"
-	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/vault"
 )
@@ -160,73 +154,26 @@ func profileSpecs(workloads *[2]*testcluster.Cluster) {
 		profiles(ctx)
 		watchProfiles(f, ns, fetchProvider())
 
-		type member struct {
-			name           string
-			cfg            *rest.Config
-			hits           *atomic.Int64
-			lists, watches atomic.Int64
-			events         atomic.Int64
-			stats          rotation.Stats
-		}
-		members := make([]*member, len(workloads))
+		members := make([]*clusterLoad, len(workloads))
+		hits := make([]*atomic.Int64, len(workloads))
 		for i, wl := range workloads {
-			url, hits, stop := wl.Issuer.TokenEndpoint(time.Hour, 3*time.Second)
+			url, runs, stop := wl.Issuer.TokenEndpoint(time.Hour, 3*time.Second)
 			DeferCleanup(stop)
 			putProfile(ctx, ns, fmt.Sprintf("wl%d", i), "test-plugin", wl, fleet.ExtraEnvExtension, map[string]any{"PLUGIN_FETCH_URL": url})
-			m := &member{name: fmt.Sprintf("%s/wl%d", ns, i), hits: hits}
-			members[i] = m
-			Eventually(func() *vault.Vault { return f.Vault(m.name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
-			var err error
-			m.cfg, err = f.RESTConfig(ctx, m.name)
-			Expect(err).NotTo(HaveOccurred())
-
-			counted := rest.CopyConfig(m.cfg)
-			counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-				return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-					if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configmaps") {
-						if r.URL.Query().Get("watch") == "true" {
-							m.watches.Add(1)
-						} else {
-							m.lists.Add(1)
-						}
-					}
-					return rt.RoundTrip(r)
-				})
-			})
-			cs, err := kubernetes.NewForConfig(counted)
-			Expect(err).NotTo(HaveOccurred())
-			factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("default"))
-			informer := factory.Core().V1().ConfigMaps().Informer()
-			_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { m.events.Add(1) }})
-			Expect(err).NotTo(HaveOccurred())
-			informerCtx, stopInformer := context.WithCancel(context.Background())
-			factory.Start(informerCtx.Done())
-			DeferCleanup(func() { stopInformer(); factory.Shutdown() })
-			Expect(cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)).To(BeTrue())
+			members[i], hits[i] = watchCluster(ctx, f, fmt.Sprintf("%s/wl%d", ns, i)), runs
 		}
+		loadClusters(ctx, members, duration)
 
-		var load sync.WaitGroup
-		for _, m := range members {
-			load.Go(func() {
-				cfg := rest.CopyConfig(m.cfg)
-				cfg.QPS, cfg.Burst = -1, 0
-				cs, err := kubernetes.NewForConfig(cfg)
-				Expect(err).NotTo(HaveOccurred())
-				m.stats = rotation.Run(ctx, cs, "default", 4, duration, nil)
-			})
-		}
-		load.Wait()
-
-		for _, m := range members {
+		for i, m := range members {
 			report("fleet from ClusterProfiles, cluster %s: %d requests in %v while each token was revoked 3 s after issue, %d caller-visible 401s, %d other errors, %d plugin runs, informer: %d list(s), %d watch start(s), %d add events; p50 %v, p99 %v, longest %v",
-				m.name, m.stats.Requests, duration, m.stats.Unauthorized, m.stats.OtherErrors, m.hits.Load(), m.lists.Load(), m.watches.Load(), m.events.Load(),
+				m.name, m.stats.Requests, duration, m.stats.Unauthorized, m.stats.OtherErrors, hits[i].Load(), m.lists.Load(), m.watches.Load(), m.events.Load(),
 				m.stats.P50, m.stats.P99, m.stats.Longest)
 			Expect(m.stats.FirstError).NotTo(HaveOccurred(), m.name)
 			Expect(m.stats.Unauthorized).To(BeZero(), m.name)
 			Expect(m.stats.Requests).To(BeNumerically(">", 100), m.name)
 			// A revoked token is refused once the API server's review cache
 			// lets go of it, ReviewCacheTTL after it was last accepted.
-			Expect(m.hits.Load()).To(BeNumerically(">=", int64(duration/testcluster.ReviewCacheTTL)-1), "%s: the plugin ran again as its tokens were refused", m.name)
+			Expect(hits[i].Load()).To(BeNumerically(">=", int64(duration/testcluster.ReviewCacheTTL)-1), "%s: the plugin ran again as its tokens were refused", m.name)
 			Expect(m.lists.Load()+m.watches.Load()).To(BeNumerically("<=", 2), "%s: the informer was started once", m.name)
 			Expect(m.watches.Load()).To(Equal(int64(1)), "%s: its watch was started once, and never again", m.name)
 			Expect(m.events.Load()).To(BeNumerically(">", 50), "%s: the watch kept delivering through the rotations", m.name)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/authvault/authvault/cloud/aks"
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testkit/peers"
 	"github.com/authvault/authvault/login"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkLogin(b *testing.B) {
 		b.Run(bm.name, func(b *testing.B) {
 			h := bm.login(b)
 			b.ReportAllocs()
-			issued, cpu := e.issued.Load(), cpuTime(b)
+			issued, cpu := e.issued.Load(), peers.CPUTime(b)
 			b.ResetTimer()
 			for range b.N {
 				if _, err := h(refreshing); err != nil {
@@ -65,10 +66,10 @@ func BenchmarkLogin(b *testing.B) {
 			if n := e.issued.Load() - issued; n != int64(b.N) {
 				b.Fatalf("%d logins, %d tokens issued: a login did not fetch its own", b.N, n)
 			}
-			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/login")
+			b.ReportMetric(float64(peers.CPUTime(b)-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/login")
 			b.ReportMetric(float64(bm.processes), "processes/login")
 			if bm.processes > 0 {
-				b.ReportMetric(childMaxRSS(b), "plugin-max-RSS-MiB")
+				b.ReportMetric(peers.ChildMaxRSS(b), "plugin-max-RSS-MiB")
 			}
 		})
 	}

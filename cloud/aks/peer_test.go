@@ -14,6 +14,7 @@ import (
 
 	"github.com/authvault/authvault/cloud/aks"
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testkit/peers"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )
@@ -43,7 +44,7 @@ func kubeloginExec(tb testing.TB, e *entra) handlers.ExecConfig {
 	ca := write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.srv.Certificate().Raw}))
 	cfg := handlers.ExecConfig{
 		ExecConfig: clientcmdapi.ExecConfig{
-			Command: peerBinary(tb, "kubelogin"),
+			Command: peers.Binary(tb, "kubelogin"),
 			Args: []string{"get-token", "--login", "workloadidentity", "--server-id", aks.DefaultServerID,
 				"--client-id", client, "--tenant-id", tenant, "--authority-host", e.srv.URL + "/",
 				"--federated-token-file", tokenFile, "--disable-instance-discovery"},

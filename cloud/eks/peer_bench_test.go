@@ -8,6 +8,7 @@ import (
 
 	"github.com/authvault/authvault/cloud/eks"
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testkit/peers"
 	"github.com/authvault/authvault/login"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkLogin(b *testing.B) {
 		b.Run(bm.name, func(b *testing.B) {
 			h := bm.login(b)
 			b.ReportAllocs()
-			cpu := cpuTime(b)
+			cpu := peers.CPUTime(b)
 			b.ResetTimer()
 			for range b.N {
 				if _, err := h.login(refreshing); err != nil {
@@ -52,10 +53,10 @@ func BenchmarkLogin(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/login")
+			b.ReportMetric(float64(peers.CPUTime(b)-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/login")
 			b.ReportMetric(float64(h.processes), "processes/login")
 			if h.processes > 0 {
-				b.ReportMetric(childMaxRSS(b), "plugin-max-RSS-MiB")
+				b.ReportMetric(peers.ChildMaxRSS(b), "plugin-max-RSS-MiB")
 			}
 		})
 	}
@@ -100,7 +101,7 @@ func BenchmarkThousandEKSClusters(b *testing.B) {
 				fleet[i] = bm.login(b, fmt.Sprintf("cluster-%04d", i))
 			}
 			b.ReportAllocs()
-			cpu := cpuTime(b)
+			cpu := peers.CPUTime(b)
 			processes := 0
 			b.ResetTimer()
 			for range b.N {
@@ -112,7 +113,7 @@ func BenchmarkThousandEKSClusters(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			perRotation := (cpuTime(b) - cpu).Seconds() / float64(b.N)
+			perRotation := (peers.CPUTime(b) - cpu).Seconds() / float64(b.N)
 			processesPerRotation := float64(processes) / float64(b.N)
 			b.ReportMetric(perRotation, "cpu-s/rotation")
 			b.ReportMetric(processesPerRotation, "processes/rotation")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/authvault/authvault/cloud/eks"
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testkit/peers"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )
@@ -26,7 +27,7 @@ func pluginExec(tb testing.TB, cluster string, args ...string) handlers.ExecConf
 	dir := tb.TempDir()
 	return handlers.ExecConfig{
 		ExecConfig: clientcmdapi.ExecConfig{
-			Command:    peerBinary(tb, "aws-iam-authenticator"),
+			Command:    peers.Binary(tb, "aws-iam-authenticator"),
 			Args:       append([]string{"token", "-i", cluster}, args...),
 			APIVersion: "client.authentication.k8s.io/v1beta1",
 			Env: []clientcmdapi.ExecEnvVar{

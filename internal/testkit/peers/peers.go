@@ -1,4 +1,7 @@
-package aks_test
+// Package peers gives the cloud modules' tests the binaries of the peers
+// (aws-iam-authenticator, kubelogin) that hack/peers.sh builds, and what
+// their benchmarks measure of the processes they run.
+package peers
 
 import (
 	"os"
@@ -8,10 +11,10 @@ import (
 	"time"
 )
 
-// peerBinary is the path of the peer's binary name (kubelogin)
-// in AUTHVAULT_PEERS, the directory hack/peers.sh prints. A test that needs
+// Binary is the path of the peer's binary name (aws-iam-authenticator,
+// kubelogin) in AUTHVAULT_PEERS, the directory hack/peers.sh prints. A test that needs
 // it fails without it, rather than skip: a skipped test proves nothing.
-func peerBinary(tb testing.TB, name string) string {
+func Binary(tb testing.TB, name string) string {
 	tb.Helper()
 	dir := os.Getenv("AUTHVAULT_PEERS")
 	if dir == "" {
@@ -26,9 +29,9 @@ func peerBinary(tb testing.TB, name string) string {
 	return path
 }
 
-// cpuTime is the CPU time, user and system, of this process and of the
+// CPUTime is the CPU time, user and system, of this process and of the
 // children it has waited for (the plugins handlers.Exec ran) so far.
-func cpuTime(tb testing.TB) time.Duration {
+func CPUTime(tb testing.TB) time.Duration {
 	tb.Helper()
 	var total time.Duration
 	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
@@ -41,10 +44,10 @@ func cpuTime(tb testing.TB) time.Duration {
 	return total
 }
 
-// childMaxRSS is the peak resident memory, in MiB, of the largest child
+// ChildMaxRSS is the peak resident memory, in MiB, of the largest child
 // this process has waited for so far: a plugin's own memory, which the
 // benchmarks' B/op (this process's allocations) leave out.
-func childMaxRSS(tb testing.TB) float64 {
+func ChildMaxRSS(tb testing.TB) float64 {
 	tb.Helper()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {

@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"go.uber.org/goleak"
 )
@@ -101,39 +103,47 @@ func contains(have, want []string) bool {
 	return false
 }
 
-// Every ```go block of the README is part of a compiled Go file, line for
-// line (indentation aside). Before, the README's "Login handlers" block
-// passed a pointer where a value goes (handlers.ExecConfig{ExecConfig:
-// kubeconfigUser.Exec}) and nothing noticed.
+// Every ```go block of the README, and of the documents under docs/ that it
+// links, is part of a compiled Go file, line for line (indentation aside).
+// Before, the README's "Login handlers" block passed a pointer where a value
+// goes (handlers.ExecConfig{ExecConfig: kubeconfigUser.Exec}) and nothing
+// noticed.
 func TestEveryREADMEGoBlockIsCompiledCode(t *testing.T) {
-	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	blocks, err := goBlocks(md)
-	if err != nil {
-		t.Fatalf("README.md: %v", err)
-	}
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```go block: has the file moved?")
 	}
 	files, err := compiledGoFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range blocks {
-		found := ""
-		for path, lines := range files {
-			if contains(lines, b.lines) {
-				found = path
-				break
-			}
+	for _, path := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		name, _ := filepath.Rel(root, path)
+		md, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if found == "" {
-			t.Errorf("README.md:%d: this ```go block is in no compiled Go file; put it, line for line, in an Example function or a program under examples/ (its first line: %q)",
-				b.line, b.lines[0])
-		} else {
-			t.Logf("README.md:%d: in %s", b.line, found)
+		blocks, err := goBlocks(md)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "README.md" && len(blocks) == 0 {
+			t.Fatal("README.md has no ```go block: has the file moved?")
+		}
+		for _, b := range blocks {
+			found := ""
+			for path, lines := range files {
+				if contains(lines, b.lines) {
+					found = path
+					break
+				}
+			}
+			if found == "" {
+				t.Errorf("%s:%d: this ```go block is in no compiled Go file; put it, line for line, in an Example function or a program under examples/ (its first line: %q)",
+					name, b.line, b.lines[0])
+			} else {
+				t.Logf("%s:%d: in %s", name, b.line, found)
+			}
 		}
 	}
 }
@@ -162,5 +172,94 @@ func TestContains(t *testing.T) {
 	}
 	if _, err := goBlocks([]byte("```go\nx := 1\n")); err == nil {
 		t.Error("goBlocks() of an unclosed block: no error")
+	}
+}
+
+// anchor is the fragment GitHub gives a heading: lower case, spaces as
+// hyphens, punctuation other than hyphens and underscores dropped.
+func anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// mdLink is a Markdown link's target: ](target).
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// Every relative link of the README and of docs/ leads somewhere: a file of
+// the repository, and a #fragment to a heading of the file it names. The
+// README's table of contents is made of such links.
+func TestDocumentLinksResolve(t *testing.T) {
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := func(path string) (map[string]bool, error) {
+		md, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		found := map[string]bool{}
+		for _, line := range strings.Split(string(md), "\n") {
+			if h := strings.TrimLeft(line, "#"); h != line && strings.HasPrefix(h, " ") {
+				found[anchor(strings.TrimSpace(h))] = true
+			}
+		}
+		return found, nil
+	}
+	links := 0
+	for _, path := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		md, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(md), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			file, frag, _ := strings.Cut(target, "#")
+			dest := path
+			if file != "" {
+				dest = filepath.Join(filepath.Dir(path), file)
+				if _, err := os.Stat(dest); err != nil {
+					t.Errorf("%s: link %q: %v", path, target, err)
+					continue
+				}
+			}
+			if frag == "" || !strings.HasSuffix(dest, ".md") {
+				continue
+			}
+			hs, err := headings(dest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !hs[frag] {
+				t.Errorf("%s: link %q: %s has no heading with that anchor", path, target, dest)
+			}
+		}
+	}
+	if links == 0 {
+		t.Fatal("no relative link found: has the README moved?")
+	}
+}
+
+func TestAnchor(t *testing.T) {
+	for heading, want := range map[string]string{
+		"An operator's main": "an-operators-main",
+		"Cloud clusters without exec plugins: EKS, GKE, AKS": "cloud-clusters-without-exec-plugins-eks-gke-aks",
+		"Clusters from ClusterProfiles (SIG-Multicluster)":   "clusters-from-clusterprofiles-sig-multicluster",
+	} {
+		if got := anchor(heading); got != want {
+			t.Errorf("anchor(%q) = %q, want %q", heading, got, want)
+		}
 	}
 }

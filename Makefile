@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        ?= ./...
 
-.PHONY: test vet staticcheck fmt-check gotest envtest peers bench fuzz demo
+.PHONY: test vet staticcheck fmt-check gotest envtest peers bench fuzz demo cluster cluster-revoke
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -97,3 +97,23 @@ demo:
 	@assets=$$(bash hack/envtest.sh) && \
 	$(GO) -C $(DEMO) build -o $(CURDIR)/bin/rotation-demo . && \
 	KUBEBUILDER_ASSETS=$$assets ./bin/rotation-demo --chart bin/rotation-demo.svg $(DEMO_FLAGS)
+
+# A cluster to try authvault on (hack/cluster): the kube-apiserver and etcd
+# the tests use, with a token issuer that can revoke. It writes
+# $(CLUSTER_DIR)/kubeconfig, prints the command that runs the quickstart
+# against it, and stays up until Ctrl-C. The first run builds the envtest
+# binaries (about 5 min on two cores); later ones start in seconds.
+CLUSTER_DIR ?= bin/cluster
+cluster:
+	@assets=$$(bash hack/envtest.sh) && \
+	$(GO) build -o bin/authvault-cluster ./hack/cluster && \
+	KUBEBUILDER_ASSETS=$$assets exec ./bin/authvault-cluster --dir $(CLUSTER_DIR)
+
+# Revokes the running cluster's token: the cluster writes a new one into
+# $(CLUSTER_DIR)/token, and the API server refuses the old one within 10 s.
+cluster-revoke:
+	@pid=$$(cat $(CLUSTER_DIR)/pid 2>/dev/null); \
+	case "$$(ps -o args= -p "$${pid:-0}" 2>/dev/null)" in \
+	*authvault-cluster*) kill -USR1 "$$pid" ;; \
+	*) echo "no cluster is running in $(CLUSTER_DIR): start one with make cluster" >&2; exit 1 ;; \
+	esac

@@ -46,12 +46,14 @@ const (
 )
 
 // ArgoCDSecretTypeLabel is the label of Argo CD's cluster Secrets (value
-// "cluster").
+// "cluster"): the watch's default selector for ArgoCD, exported for a
+// LabelSelector of your own that narrows it
+// (ArgoCDSecretTypeLabel+"=cluster,env=prod").
 const ArgoCDSecretTypeLabel = "argocd.argoproj.io/secret-type"
 
-// ArgoCDNamespace is the namespace Argo CD is installed in by default, and
+// argoCDNamespace is the namespace Argo CD is installed in by default, and
 // reads its cluster Secrets from: WatchSecrets' default for ArgoCD.
-const ArgoCDNamespace = "argocd"
+const argoCDNamespace = "argocd"
 
 // argoCDConfig is the config key of an Argo CD cluster Secret: the fields
 // that authenticate and reach the cluster. Fields it does not know are

@@ -210,7 +210,7 @@ func TestWatchSecretsArgoCDReadsItsOwnNamespace(t *testing.T) {
 	config := map[string]any{"bearerToken": *api.token.Load(), "tlsClientConfig": map[string]any{"caData": api.caPEM()}}
 	h := newHub(t, SecretsOptions{Format: ArgoCD})
 	h.put("tenant", "cluster-evil", argoLabels(), argoSecret("evil", api.srv.URL, config))
-	h.put(ArgoCDNamespace, "cluster-prod", argoLabels(), argoSecret("prod", api.srv.URL, config))
+	h.put(argoCDNamespace, "cluster-prod", argoLabels(), argoSecret("prod", api.srv.URL, config))
 	eventually(t, "argocd/prod", func() bool { return h.fleet.Vault("argocd/prod") != nil })
 	if got := strings.Join(h.fleet.Names(), ","); got != "argocd/prod" {
 		t.Errorf("Names() = %s, want argocd/prod only", got)

@@ -32,7 +32,7 @@
 // <cluster>-kubeconfig does not get it, even listed first. Argo CD's declarative cluster Secrets work the same way ([ArgoCD]:
 // name, server and a JSON config; an awsAuthConfig runs argocd-k8s-auth, as
 // Argo CD does). They are read from Argo CD's own namespace
-// ([ArgoCDNamespace]) unless [SecretsOptions.Namespace] says otherwise, as
+// ("argocd") unless [SecretsOptions.Namespace] says otherwise, as
 // Argo CD reads them. The kubeconfigs are read with
 // handlers.KubeconfigSecretFrom: someone else wrote them, so their exec
 // plugins and auth providers are refused unless [SecretsOptions.PluginPolicy]

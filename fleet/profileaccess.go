@@ -16,7 +16,9 @@ import (
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 )
 
-// The extensions of a profile's cluster that KEP-5339 reserves.
+// The extensions of a profile's cluster that KEP-5339 reserves: the watch
+// reads them; they are exported for whoever writes ClusterProfiles' status
+// (an inventory's controller, a test's profiles).
 const (
 	// ExecExtension is client-go's: its value reaches the plugin as
 	// spec.cluster.config of KUBERNETES_EXEC_INFO, when the provider sets

@@ -24,12 +24,14 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
-// ProfileGroup is the API group of SIG-Multicluster's ClusterProfile.
+// ProfileGroup is the API group of SIG-Multicluster's ClusterProfile, for
+// the hub's RBAC rules that a profiles watch needs (get, list and watch
+// clusterprofiles) and for clients of ClusterProfiles of your own.
 const ProfileGroup = "multicluster.x-k8s.io"
 
-// ProfileVersions are the versions of ClusterProfile the watch reads: the
+// profileVersions are the versions of ClusterProfile the watch reads: the
 // fields it uses are the same in both.
-var ProfileVersions = []string{"v1alpha1", "v1beta1"}
+var profileVersions = []string{"v1alpha1", "v1beta1"}
 
 // ProfilesOptions choose the ClusterProfiles of a hub cluster that make up
 // a fleet, and how this process reaches their clusters.
@@ -41,8 +43,8 @@ type ProfilesOptions struct {
 	// Client lists and watches the hub's ClusterProfiles, as Config's
 	// dynamic client would.
 	Client dynamic.Interface
-	// Version is the ClusterProfile version to read, one of
-	// ProfileVersions. Default: the version the hub prefers for
+	// Version is the ClusterProfile version to read, v1alpha1 or
+	// v1beta1. Default: the version the hub prefers for
 	// ProfileGroup, asked of Config's discovery; v1alpha1 with a Client,
 	// or when the hub serves no ClusterProfile yet.
 	Version string
@@ -163,15 +165,15 @@ func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) 
 // profileClient is the dynamic client opts ask for, and the version to read.
 func profileClient(opts ProfilesOptions) (dynamic.Interface, string, error) {
 	version := opts.Version
-	if version != "" && !slices.Contains(ProfileVersions, version) {
-		return nil, "", fmt.Errorf("fleet: WatchClusterProfiles: Version %q is not one of %q", version, ProfileVersions)
+	if version != "" && !slices.Contains(profileVersions, version) {
+		return nil, "", fmt.Errorf("fleet: WatchClusterProfiles: Version %q is not one of %q", version, profileVersions)
 	}
 	switch {
 	case opts.Config != nil && opts.Client != nil:
 		return nil, "", errors.New("fleet: WatchClusterProfiles takes a Config or a Client, not both")
 	case opts.Client != nil:
 		if version == "" {
-			version = ProfileVersions[0]
+			version = profileVersions[0]
 		}
 		return opts.Client, version, nil
 	case opts.Config == nil:
@@ -192,26 +194,26 @@ func profileClient(opts ProfilesOptions) (dynamic.Interface, string, error) {
 func preferredVersion(cfg *rest.Config) string {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return ProfileVersions[0]
+		return profileVersions[0]
 	}
 	groups, err := dc.ServerGroups()
 	if err != nil {
-		return ProfileVersions[0]
+		return profileVersions[0]
 	}
 	for _, g := range groups.Groups {
 		if g.Name != ProfileGroup {
 			continue
 		}
-		if slices.Contains(ProfileVersions, g.PreferredVersion.Version) {
+		if slices.Contains(profileVersions, g.PreferredVersion.Version) {
 			return g.PreferredVersion.Version
 		}
 		for _, v := range g.Versions {
-			if slices.Contains(ProfileVersions, v.Version) {
+			if slices.Contains(profileVersions, v.Version) {
 				return v.Version
 			}
 		}
 	}
-	return ProfileVersions[0]
+	return profileVersions[0]
 }
 
 // providersPolicy allows the providers' commands, and the native logins

@@ -10,8 +10,11 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// ProviderFileFlag is the flag by which SIG-Multicluster's controllers take
-// their provider file (KEP-5339): a flag of this name keeps yours familiar.
+// ProviderFileFlag is the name of the flag by which SIG-Multicluster's
+// controllers take their provider file (KEP-5339), for a program that takes
+// one too, under the name its users know:
+//
+//	path := flag.String(fleet.ProviderFileFlag, "", "the access providers for ClusterProfiles")
 const ProviderFileFlag = "clusterprofile-provider-file"
 
 // AccessProvider is an entry of a provider file (KEP-5339): how this process
@@ -56,7 +59,9 @@ type AccessProvider struct {
 	ProfileSourcedEnvVarsPolicy string `json:"profileSourcedEnvVarsPolicy,omitempty"`
 }
 
-// The values of the profile-sourced policies.
+// The values of AccessProvider's ProfileSourcedCLIArgsPolicy (Args…) and
+// ProfileSourcedEnvVarsPolicy (Env…), for a provider built in Go rather
+// than read with ReadProviderFile.
 const (
 	ArgsAppend            = "Append"
 	ArgsIgnore            = "Ignore"

@@ -22,7 +22,9 @@ import (
 )
 
 // ClusterNameLabel is the label Cluster API puts on a workload cluster's
-// kubeconfig Secret, whose value is the cluster's name.
+// kubeconfig Secret, whose value is the cluster's name: the watch's default
+// selector, exported for a LabelSelector of your own and for Secrets written
+// by hand.
 const ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
 
 // SecretsOptions choose the kubeconfig Secrets of a hub cluster that make
@@ -40,7 +42,7 @@ type SecretsOptions struct {
 	// ClusterAPI.
 	Format SecretFormat
 	// Namespace is where the Secrets are. Default: every namespace; for
-	// ArgoCD, ArgoCDNamespace, the only one Argo CD reads its cluster
+	// ArgoCD, "argocd", the only one Argo CD reads its cluster
 	// Secrets from (a Secret labelled as one elsewhere is no cluster of
 	// Argo CD's, and may have been written by anyone who can write
 	// Secrets there). An Argo CD installed elsewhere needs its namespace
@@ -124,7 +126,7 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 		opts.Key = handlers.ClusterAPIKey
 	}
 	if opts.Format == ArgoCD && opts.Namespace == "" {
-		opts.Namespace = ArgoCDNamespace
+		opts.Namespace = argoCDNamespace
 	}
 	if opts.PluginPolicy.PolicyType == "" {
 		opts.PluginPolicy = handlers.DenyAll

@@ -1,9 +1,17 @@
-// Package handlers holds login handlers that fetch credentials.
+// Package handlers holds login handlers that fetch credentials: from a
+// client-go credential plugin, a token file, a kubeconfig in a Secret or the
+// TokenRequest API. It is also where the cloud modules plug in their native
+// logins ([UseNative]).
 //
 // Each function returns a [login.Handler] to register with a vault:
 //
-//	v.OnLogin(handlers.Exec(handlers.ExecConfig{...}), login.Timeout(time.Minute))
-//	v.OnLogin(handlers.TokenFile("/var/run/secrets/tokens/api", base))
+//	cluster := login.ConnectionInfo{Server: "https://10.0.0.1:6443", CAPath: "/etc/operator/ca.crt"}
+//	v.OnLogin(handlers.TokenFile("/var/run/secrets/tokens/api", cluster))
+//	v.OnLogin(handlers.Exec(handlers.ExecConfig{
+//		ExecConfig: clientcmdapi.ExecConfig{Command: "my-plugin", APIVersion: "client.authentication.k8s.io/v1"},
+//		Cluster:    cluster,
+//	}), login.Timeout(time.Minute))
+//	v.OnLogin(handlers.KubeconfigSecret(hub.CoreV1(), "capi", "prod-eu-kubeconfig", handlers.ClusterAPIKey))
 //
 // # Credential plugins
 //
@@ -17,7 +25,7 @@
 // # Parity with client-go
 //
 // [Exec] behaves as client-go's exec authenticator does, and the tests run
-// client-go's own exec-plugin cases through both (TestClientGoExecParity):
+// client-go's own exec-plugin cases through both:
 // the same KUBERNETES_EXEC_INFO (every cluster field client-go sends, with
 // [ExecConfig].DisableCompression), the same interactive decision and
 // errors ("standard input is unavailable: <message>"), field names decoded

@@ -19,6 +19,10 @@ import (
 // process reads (piggyback's files and client-go loader, KubeconfigSecret,
 // a fleet's Secrets, Argo CD's awsAuthConfig) and every Exec handler whose
 // plugin it serves logs in with it instead of running the plugin.
+//
+// It is exported for the authors of such modules: a user passes the
+// value a cloud module's Native function returns to UseNative and never
+// builds one.
 type Native struct {
 	// Name names it in errors and in AllowNative: "eks", "gke", "aks".
 	Name string
@@ -32,7 +36,8 @@ type Native struct {
 	Handler func(req NativeRequest) (login.Handler, error)
 }
 
-// NativeRequest is what a Native login is asked to serve.
+// NativeRequest is what a Native login is asked to serve: the argument of
+// its Handler, exported for the authors of cloud modules as Native is.
 type NativeRequest struct {
 	// Exec is the plugin it replaces: command, arguments, environment.
 	Exec clientcmdapi.ExecConfig
@@ -90,7 +95,10 @@ func nativeFor(exec clientcmdapi.ExecConfig) (Native, bool) {
 
 // ServedNatively tells whether a native login (UseNative) serves exec's
 // plugin, and which: Exec runs no process for it, so an image that only
-// meets such kubeconfigs needs no plugin binary.
+// meets such kubeconfigs needs no plugin binary. It is exported mostly for
+// use by related packages (the fleet's ClusterProfiles, the kubeconfig
+// handlers), and for a program that checks at start that it can serve a
+// kubeconfig's plugin.
 func ServedNatively(exec clientcmdapi.ExecConfig) (name string, ok bool) {
 	n, ok := nativeFor(exec)
 	return n.Name, ok

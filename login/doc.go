@@ -1,4 +1,16 @@
-// Package login describes credentials and the handlers that fetch them.
+// Package login describes credentials and the handlers that fetch them: a
+// handler of your own is how a vault logs in with what only your program
+// knows how to get (a secret store, a cloud API, a token service).
+//
+//	func fromStore(ctx context.Context) (*login.ConnectionInfo, error) {
+//		tok, err := store.Token(ctx, "prod-eu")
+//		if err != nil {
+//			return nil, err // retried with backoff
+//		}
+//		return &login.ConnectionInfo{Server: "https://10.0.0.1:6443", CAData: caPEM, Token: tok}, nil
+//	}
+//
+//	v.OnLogin(fromStore, login.ID("secret-store"), login.Retries(3), login.Timeout(30*time.Second))
 //
 // A [Handler] is a function that logs in somewhere and returns a
 // [ConnectionInfo]: the API server, how to trust it, and how to authenticate

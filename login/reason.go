@@ -54,8 +54,10 @@ func (r Reason) String() string {
 
 type reasonKey struct{}
 
-// WithReason returns ctx carrying r: the vault calls handlers with it, and
-// a test of a handler can too.
+// WithReason returns ctx carrying r, which ReasonFrom reads. It is exported
+// for the vault, which calls every handler with such a context, and for the
+// tests of a handler, which call it as the vault would; a handler itself
+// only reads its Reason.
 func WithReason(ctx context.Context, r Reason) context.Context {
 	return context.WithValue(ctx, reasonKey{}, r)
 }

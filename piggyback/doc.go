@@ -1,5 +1,10 @@
 // Package piggyback holds login handlers that reuse what the process already
 // has: the pod's ServiceAccount, a kubeconfig, client-go's configuration.
+// A vault with no handler of its own uses them without being asked
+// ([Defaults]); register one to choose:
+//
+//	v.OnLogin(piggyback.ServiceAccount) // in a pod
+//	v.OnLogin(piggyback.KubeconfigFrom(piggyback.KubeconfigOptions{Path: "/etc/operator/kubeconfig", Context: "prod"}))
 //
 // # Handlers
 //
@@ -64,7 +69,7 @@
 // handler rather than later in the vault; no error quotes a secret. Where
 // clientcmd goes on (a context naming a missing user: anonymous; a key file
 // holding garbage: a failure at every handshake), the handler refuses at
-// once; clientcmd_parity_test.go runs every case of its table through both.
+// once; the tests run every case of clientcmd's table through both.
 // Errors client-go and url.Parse make quote a server or proxy-url verbatim:
 // every error of this package's handlers has URL user info redacted.
 package piggyback

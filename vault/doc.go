@@ -1,5 +1,13 @@
 // Package vault keeps the credentials that login handlers return and hands
-// them out to every request.
+// them out to every request: a client-go or controller-runtime program gets a
+// *rest.Config whose requests carry a valid credential through expiry,
+// rotation and revocation.
+//
+//	v := vault.New(vault.Options{Logger: log, Registerer: metrics.Registry})
+//	defer v.Shutdown(context.Background())              // after the manager has stopped
+//	v.OnLogin(fromStore, login.Timeout(30*time.Second)) // none: the kubeconfig or the ServiceAccount
+//	cfg, err := v.RESTConfig(ctx)                       // blocks until the first login
+//	mgr, err := ctrl.NewManager(cfg, ctrl.Options{})    // every client, cache and lease goes through v
 //
 // A [Vault] runs the handlers registered with [Vault.OnLogin] when it first
 // needs a credential, keeps one credential per handler, and gives every

@@ -160,11 +160,11 @@ func (o Options) withDefaults() Options {
 // Vault holds the credentials that login handlers return and hands them out.
 // All its methods are safe for concurrent use. A Vault starts no goroutine
 // until it is first used; Close stops all of them.
-//
-// Its state and rules are the core's (core.go, handlerstate.go); the Vault
-// runs what the core asks for (logins, a timer, publishing what Select
-// hands out) and applies it under mu.
 type Vault struct {
+	// Its state and rules are the core's (core.go, handlerstate.go); the
+	// Vault runs what the core asks for (logins, a timer, publishing what
+	// Select hands out) and applies it under mu.
+
 	// Set by New and never changed.
 	opts    Options
 	log     logr.Logger

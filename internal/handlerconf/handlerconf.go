@@ -42,14 +42,14 @@ type Settings struct {
 
 // Configure applies opts (login.Option values) over the defaults for the
 // handler h.
-func Configure[O ~func(*Settings)](h any, opts ...O) Settings {
+func Configure[O any](h any, opts ...O) Settings {
 	s := Settings{
 		Retries:        Unlimited,
 		BackoffInitial: DefaultBackoffInitial,
 		BackoffMax:     DefaultBackoffMax,
 	}
 	for _, opt := range opts {
-		opt(&s)
+		Apply(opt, &s)
 	}
 	if s.ID == "" {
 		s.ID = FuncName(h)
@@ -84,6 +84,10 @@ func FuncName(h any) string {
 	// A method value's function is named "pkg.(*T).M-fm".
 	return strings.TrimSuffix(name, "-fm")
 }
+
+// Apply applies a login.Option to s. Package login sets it: the option
+// type is login's, and opaque to its users.
+var Apply func(opt any, s *Settings)
 
 // Digest identifies the authentication material of a *login.ConnectionInfo:
 // its server, basic auth, scheme and token, client certificate and key, and

@@ -1,0 +1,175 @@
+// Command cluster runs a Kubernetes API server to try authvault on, for
+// whoever has no cluster at hand: the kube-apiserver and etcd the tests use
+// (envtest, binaries from hack/envtest.sh), whose bearer tokens come from a
+// token issuer of its own that can revoke them. `make cluster` builds and
+// starts it:
+//
+//	make cluster                 # writes bin/cluster/kubeconfig, stays up until Ctrl-C
+//	go run ./examples/quickstart --kubeconfig bin/cluster/kubeconfig
+//	make cluster-revoke          # in another terminal: the token is revoked, a new one written
+//
+// The kubeconfig's user reads its token from the file beside it (tokenFile),
+// which holds one token at a time, valid until it is revoked or the cluster
+// stops: SIGUSR1 (what make cluster-revoke sends) writes a new token there
+// and revokes the old one, which the API server then refuses within 10 s
+// (how long it trusts its last review of a token). A vault on the
+// kubeconfig meets the 401, logs in again, reads the file and goes on; a
+// client that keeps the old token gets 401 from then on.
+//
+// The token's user is in system:masters. Everything lives on loopback and in
+// temporary directories; SIGINT, SIGTERM or SIGHUP stop the API server and
+// etcd and remove what the program wrote. It prints no token.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/authvault/authvault/internal/testkit/testcluster"
+)
+
+func main() {
+	dir := flag.String("dir", "bin/cluster", "the directory to write the kubeconfig, its token and the pid file in")
+	flag.Parse()
+	// envtest's own lines are for its developers.
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
+
+	// Before anything else: a signal that comes early must not kill the
+	// process with the API server and etcd running.
+	revoke := make(chan os.Signal, 1)
+	signal.Notify(revoke, syscall.SIGUSR1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	err := run(ctx, *dir, revoke, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the cluster, writes the files into dir, and serves revocations
+// until ctx ends.
+func run(ctx context.Context, dir string, revoke <-chan os.Signal, out io.Writer) (err error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return errors.New("KUBEBUILDER_ASSETS is not set: start it with make cluster, which builds the API server first")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "starting kube-apiserver and etcd (a few seconds) ...")
+	c, err := testcluster.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.Stop()) }()
+
+	files := []string{"kubeconfig", "token", "pid"}
+	defer func() {
+		for _, f := range files {
+			if rmErr := os.Remove(filepath.Join(abs, f)); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+				err = errors.Join(err, rmErr)
+			}
+		}
+	}()
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return err
+	}
+	token := c.Issuer.Issue(0)
+	if err := writeFile(abs, "token", []byte(token+"\n")); err != nil {
+		return err
+	}
+	if err := writeFile(abs, "pid", []byte(strconv.Itoa(os.Getpid())+"\n")); err != nil {
+		return err
+	}
+	// The kubeconfig last: its presence says the cluster is ready.
+	if err := writeKubeconfig(abs, c.Server, c.CAData); err != nil {
+		return err
+	}
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	fmt.Fprintf(out, `
+kube-apiserver is up at %s, with a token issuer of its own (user %s,
+in system:masters). The kubeconfig is %s, its token in %s.
+
+Run the quickstart against it, in another terminal:
+
+    go run ./examples/quickstart --kubeconfig %s
+
+or kubectl --kubeconfig %s get namespaces.
+
+Revoke the token (a new one goes into the token file; the API server
+refuses the old one within %v, and a vault logs in again and goes on):
+
+    make cluster-revoke
+
+Ctrl-C stops the cluster.
+`, strings.TrimSuffix(c.Server, "/"), testcluster.User, kubeconfig, filepath.Join(dir, "token"), kubeconfig, kubeconfig, testcluster.ReviewCacheTTL)
+
+	for revoked := 1; ; revoked++ {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(out, "stopping: %d token reviews answered, %d refused\n", c.Issuer.Reviews(), c.Issuer.Rejected())
+			return nil
+		case <-revoke:
+			// The new token first: whoever meets the old one's 401 finds
+			// the new one in the file.
+			next := c.Issuer.Issue(0)
+			if err := writeFile(abs, "token", []byte(next+"\n")); err != nil {
+				return err
+			}
+			c.Issuer.Revoke(token)
+			token = next
+			fmt.Fprintf(out, "revoked the token (%d so far); a new one is in the token file\n", revoked)
+		}
+	}
+}
+
+// writeKubeconfig writes dir/kubeconfig: the cluster with its CA, and a
+// user whose token is dir/token, in the namespace default.
+func writeKubeconfig(dir, server string, ca []byte) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["authvault"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos[testcluster.User] = &clientcmdapi.AuthInfo{TokenFile: filepath.Join(dir, "token")}
+	cfg.Contexts["authvault"] = &clientcmdapi.Context{Cluster: "authvault", AuthInfo: testcluster.User, Namespace: "default"}
+	cfg.CurrentContext = "authvault"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	return writeFile(dir, "kubeconfig", data)
+}
+
+// writeFile replaces dir/name with data at once, by a rename: a reader sees
+// the old content or the new, never a part.
+func writeFile(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, "."+name+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // gone after the rename, there after a failure
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), filepath.Join(dir, name))
+}

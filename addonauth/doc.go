@@ -45,12 +45,17 @@
 // others (as the key fetch and the SubjectAccessReviews do, each bounded
 // by its own timeout). While the API server cannot be reached, a token
 // whose last successful review is younger than Options.StaleIfError is
-// still accepted; others get 503. A failed or
+// still accepted; others get 503. Such a token's request waits for its
+// review only Options.StaleWait (300 ms), then is served from that
+// review while the new one goes on in the background: a healthy API server
+// answers within it, so a revocation is still seen at once, and one
+// answered later is kept for the next requests. A failed or
 // timed-out review of a token the local check vouched for is remembered
 // (a foreign token's may fail for its own sake, a webhook's behind the
 // API server): for a second after it, no review is sent, so a hung API
-// server costs one request its ReviewTimeout, not every request; then one
-// review at a time finds out whether it is back.
+// server costs a token without a verdict one ReviewTimeout at its onset
+// and 503 after, and a token with one StaleWait at most; then one review
+// at a time finds out whether it is back.
 // An outage is logged once when it begins and once when it ends; each
 // refused request at V(1).
 //

@@ -99,6 +99,7 @@ func benchHang(b *testing.B, staleWait time.Duration) {
 	slices.Sort(latencies)
 	b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "answers/s")
 	b.ReportMetric(float64(latencies[len(latencies)-1].Milliseconds()), "max-ms")
+	b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(latencies[len(latencies)*99/100].Milliseconds()), "p99-ms")
 	b.ReportMetric(float64(refused), "non-200")
 	b.ReportMetric(float64(s.api.reviews.Load()), "reviews")

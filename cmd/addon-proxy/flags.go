@@ -51,6 +51,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted, and so how long a revoked token keeps access (default 10s; negative: none, every request is reviewed)")
 	fs.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s; negative: none)")
 	fs.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
+	fs.DurationVar(&c.auth.StaleWait, "stale-wait", 0, "how long a request whose token has a review within --stale-if-error waits for its new review before it is served from the old one, the new one going on (default 300ms; negative: none, served at once)")
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "requests per second to the API server (TokenReviews and SubjectAccessReviews share them; negative: no limit; 0 is refused)")
 	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "requests to the API server allowed in a burst above --kube-api-qps")
 	fs.Float64Var(&ratePerUser, "rate-per-user", 0, "requests per second per user (default: no limit)")

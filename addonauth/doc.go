@@ -33,8 +33,13 @@
 // with the cluster's key that names another refetches discovery (at most
 // once per KeyRefetchInterval), and when discovery still does not name it
 // (the old issuer, for an Authenticator started after the change), the
-// TokenReview decides. With Options.NoReview nothing can vouch for such an
-// issuer: those tokens are refused.
+// TokenReview decides. With Options.NoReview nothing else can vouch for
+// such an issuer, so discovery is fetched again at once (at most once a
+// second), not after the interval: a new issuer's tokens are served from
+// the first. A token whose issuer discovery still does not name is refused
+// once a fetch that surely began after the token was issued (its iat, plus
+// Leeway for the clocks) says so; until then, and while discovery cannot
+// be fetched, it gets 503 with Retry-After rather than 401.
 //
 // The second is a TokenReview with the audiences, which sees what no
 // signature shows: a token whose Pod or ServiceAccount was deleted. Its

@@ -42,6 +42,9 @@ type fakeAPI struct {
 
 	reviews, keyFetches, accessReviews, discoveries atomic.Int64
 	reviewDelay                                     time.Duration
+	// clock, when set, is the time tokens are issued at: the API server's
+	// clock, for a test whose Authenticator's clock is not the real one.
+	clock func() time.Time
 }
 
 func newFakeAPI(t testing.TB) *fakeAPI {
@@ -149,6 +152,9 @@ func (f *fakeAPI) sign(t testing.TB, key *ecdsa.PrivateKey, kid, iss, ns, name, 
 		t.Fatal(err)
 	}
 	now := time.Now()
+	if f.clock != nil {
+		now = f.clock()
+	}
 	std := jwt.Claims{Issuer: iss, Subject: "system:serviceaccount:" + ns + ":" + name, Audience: jwt.Audience{aud},
 		Expiry: jwt.NewNumericDate(now.Add(life)), NotBefore: jwt.NewNumericDate(now), IssuedAt: jwt.NewNumericDate(now)}
 	priv := map[string]any{"kubernetes.io": map[string]any{"namespace": ns, "serviceaccount": map[string]string{"name": name, "uid": "uid-" + name}}}

@@ -31,10 +31,11 @@ type Options struct {
 	Config *rest.Config
 
 	// NoReview turns TokenReview off: tokens are verified locally only,
-	// and a revoked one is accepted until it expires; a token of the
-	// cluster's key whose issuer its discovery has not named since the
-	// start is refused (after an issuer change, the old issuer's tokens
-	// for a process started after it). Default: reviews on.
+	// and a revoked one is accepted until it expires. A token of the
+	// cluster's key whose issuer discovery does not name fetches it again
+	// at once (a new issuer), and is refused when a fetch later than the
+	// token does not name it either (the old issuer's tokens, for a
+	// process started after a change); 503 until then. Default: reviews on.
 	NoReview bool
 
 	// ReviewForeign sends tokens that are not JWTs of the API server's

@@ -224,6 +224,30 @@ func TestUpstreamClientCertificate(t *testing.T) {
 	if _, err := upstreamTransport(c, logr.Discard()); err == nil || !strings.Contains(err.Error(), "missing.key") {
 		t.Errorf("a missing client key = %v, want an error naming the file", err)
 	}
+	// Another pair's key: the error says so, and holds nothing of the key.
+	_, otherKey := ca.Issue(t, "other", false)
+	c.upstreamKeyFile = filepath.Join(dir, "other.key")
+	if err := os.WriteFile(c.upstreamKeyFile, otherKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = upstreamTransport(c, logr.Discard())
+	body := strings.Split(string(otherKey), "\n")[1] // the first line of the key's base64
+	if err == nil || !strings.Contains(err.Error(), "upstream client certificate") || strings.Contains(err.Error(), body[:16]) || strings.Contains(err.Error(), "PRIVATE KEY") {
+		t.Errorf("a key of another pair = %v, want an error naming the upstream client certificate, without the key", err)
+	}
+}
+
+// The suites crypto/tls counts as insecure are named at start, and only
+// those.
+func TestInsecureCiphersAreNamed(t *testing.T) {
+	insecure := tls.InsecureCipherSuites()[0]
+	got := insecureCiphers([]uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, insecure.ID})
+	if len(got) != 1 || got[0] != insecure.Name {
+		t.Errorf("insecureCiphers = %q, want [%s]", got, insecure.Name)
+	}
+	if got := insecureCiphers([]uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}); len(got) != 0 {
+		t.Errorf("insecureCiphers of a secure suite = %q, want none", got)
+	}
 }
 
 // --version prints the version of the module the binary was built from,

@@ -54,7 +54,9 @@
 // review only Options.StaleWait (300 ms), then is served from that
 // review while the new one goes on in the background: a healthy API server
 // answers within it, so a revocation is still seen at once, and one
-// answered later is kept for the next requests. A failed or
+// answered later is kept for the next requests. Once a caller has stopped
+// waiting, the others with such a token are served at once until a review
+// answers (a ReviewTimeout at most). A failed or
 // timed-out review of a token the local check vouched for is remembered
 // (a foreign token's may fail for its own sake, a webhook's behind the
 // API server): for a second after it, no review is sent, so a hung API

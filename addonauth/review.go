@@ -39,6 +39,11 @@ type reviewer struct {
 	seq     atomic.Uint64     // of the last review asked; see reviewed.seq
 	backend *circuit          // remembers that reviews fail, so that callers do not wait for each
 
+	// overdue is when a caller last stopped waiting for a review
+	// (StaleWait), by the real clock in Unix nanoseconds; 0 once a review
+	// has answered since. See staleDeadline.
+	overdue atomic.Int64
+
 	mu    sync.Mutex             // guards began
 	began map[tokenKey]time.Time // when each review in flight began, by the real clock; see staleWait
 }
@@ -163,6 +168,7 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 		got, err := r.ask(ctx, token, local)
 		if err == nil {
 			r.cache.Add(k, got) // before the flight ends, so no caller falls between
+			r.overdue.Store(0)
 		}
 		return got, err
 	})
@@ -181,6 +187,7 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 	case err != nil && waitCtx.Err() != nil:
 		// Past StaleWait: the stale verdict serves; the review goes on,
 		// and leaves its answer in the cache for the next requests.
+		r.overdue.Store(time.Now().UnixNano())
 		return r.fallback(prev, now, err)
 	case err != nil:
 		return r.fallback(prev, now, err) // not cached: the next request asks again
@@ -204,14 +211,22 @@ func (r *reviewer) servesStale(prev any, now time.Time) bool {
 
 // staleDeadline is when a caller with a stale verdict stops waiting for
 // the review of k: StaleWait after that review began, so that callers who
-// join a review already late are served at once, not StaleWait each.
-// Real time: the wait is a timer's, whatever the clock of the verdicts.
+// join a review already late are served at once, not StaleWait each; and
+// now while reviews are overdue (a caller stopped waiting for one less
+// than a ReviewTimeout ago, and none has answered since), so that a hung
+// API server costs StaleWait to the callers at its onset, not to each
+// token's first. Real time: the wait is a timer's, whatever the clock of
+// the verdicts.
 func (r *reviewer) staleDeadline(k tokenKey) time.Time {
+	now := time.Now()
+	if since := r.overdue.Load(); since != 0 && now.Sub(time.Unix(0, since)) < r.opts.ReviewTimeout {
+		return now
+	}
 	r.mu.Lock()
 	began, ok := r.began[k]
 	r.mu.Unlock()
 	if !ok { // the review's goroutine has not begun yet
-		began = time.Now()
+		began = now
 	}
 	return began.Add(r.opts.StaleWait)
 }

@@ -150,3 +150,59 @@ func TestStreamRecheckWaitsForTheReviewNotStaleWait(t *testing.T) {
 		t.Errorf("recheck answered late by a revocation = %v, want %v", recheckErr, errReviewDenied)
 	}
 }
+
+// Once a caller has stopped waiting for a review (past StaleWait), callers
+// of other tokens with stale verdicts are served at once, their reviews
+// going on, until a review answers: a hang costs the first callers
+// StaleWait, not every token's. Then a healthy API server's answers are
+// waited for again, so a revocation is seen at once.
+func TestStaleCallersAreServedAtOnceWhileReviewsAreOverdue(t *testing.T) {
+	clk := newManualClock()
+	s := newSetup(t, Options{SuccessTTL: 10 * time.Second, StaleIfError: time.Hour, ReviewTimeout: 5 * time.Minute, StaleWait: 5 * time.Minute, now: clk.now})
+	t.Cleanup(func() { s.api.setHung(false) }) // first: the server's Close waits for the callers
+	first := s.api.token(t, "team-a", "first", audience, 2*time.Hour)
+	other := s.api.token(t, "team-a", "other", audience, 2*time.Hour)
+	for _, tok := range []string{first, other} {
+		if resp, _ := s.get(t, tok, nil); resp.StatusCode != 200 {
+			t.Fatal("first GET refused")
+		}
+	}
+	s.api.setHung(true)
+	clk.advance(11 * time.Second)
+	// As when a caller has just stopped waiting for first's review.
+	answered := make(chan int, 1)
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a caller already gone: its review starts, and is left to run
+		_, _ = s.auth.Authenticate(ctx, first)
+	}()
+	waitFor(t, "first's review to reach the API server", func() bool { return s.auth.reviewer.inFlight() == 1 })
+	s.auth.reviewer.overdue.Store(time.Now().UnixNano())
+	go func() {
+		resp, _ := s.get(t, other, nil)
+		answered <- resp.StatusCode
+	}()
+	select {
+	case code := <-answered:
+		if code != 200 {
+			t.Errorf("other token with a stale verdict while a review is overdue = %d, want 200", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a caller with a stale verdict still waits 30 s into the hang while another review is overdue (StaleWait 5 min)")
+	}
+	if s.auth.reviewer.inFlight() != 2 {
+		t.Errorf("%d reviews in flight, want 2: the other token's goes on too", s.auth.reviewer.inFlight())
+	}
+
+	// The API server answers: reviews are waited for again.
+	s.api.setHung(false)
+	waitFor(t, "the reviews to end", func() bool { return s.auth.reviewer.inFlight() == 0 })
+	if s.auth.reviewer.overdue.Load() != 0 {
+		t.Error("reviews still count as overdue after the API server answered")
+	}
+	s.api.revoke(other)
+	clk.advance(11 * time.Second)
+	if resp, _ := s.get(t, other, nil); resp.StatusCode != 401 {
+		t.Errorf("revoked token once the API server answers again = %d, want 401", resp.StatusCode)
+	}
+}

@@ -45,7 +45,7 @@ type reviewer struct {
 	overdue atomic.Int64
 
 	mu    sync.Mutex             // guards began
-	began map[tokenKey]time.Time // when each review in flight began, by the real clock; see staleWait
+	began map[tokenKey]time.Time // when each review in flight began, by the real clock; see staleDeadline
 }
 
 type tokenKey [sha256.Size]byte

@@ -102,7 +102,7 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (User, e
 			return User{}, errExpired
 		}
 		return a.reviewer.review(ctx, token, User{Expires: exp})
-	case errors.Is(err, errKeysUnavailable):
+	case errors.Is(err, errKeysUnavailable), errors.Is(err, errIssuerUnsettled):
 		return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
 	default:
 		return User{}, err

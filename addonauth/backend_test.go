@@ -27,11 +27,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A hung API server (SIGSTOP) costs one request the review timeout, not
-// every request: after a review times out, the next ones answer at once
-// (a token reviewed recently 200 from its stale verdict, a new one 503)
-// and do not reach the API server; once the retry period has passed, one
-// probe at a time does, the others still answered at once.
+// A hung API server (SIGSTOP) costs no request the review timeout: the
+// review at the onset goes on in the background while its caller is served
+// its stale verdict (StaleWait); once it times out, the next requests
+// answer at once (a token reviewed recently 200 from its stale verdict, a
+// new one 503) and do not reach the API server; once the retry period has
+// passed, one probe at a time does, the others still answered at once.
 func TestHungReviewsAreWaitedForOnce(t *testing.T) {
 	const timeout = 3 * time.Second
 	clk := newManualClock()
@@ -43,10 +44,14 @@ func TestHungReviewsAreWaitedForOnce(t *testing.T) {
 	}
 	s.api.setHung(true)
 	clk.advance(11 * time.Second) // the verdict has lapsed
-	if resp, _ := s.get(t, seen, nil); resp.StatusCode != 200 {
-		t.Fatalf("seen token after a timed-out review = %d, want 200 (stale)", resp.StatusCode)
-	}
 	reviews := s.api.reviews.Load()
+	if resp, _ := s.get(t, seen, nil); resp.StatusCode != 200 {
+		t.Fatalf("seen token at the hang's onset = %d, want 200 (stale)", resp.StatusCode)
+	}
+	waitFor(t, "the review to time out in the background", func() bool {
+		return s.api.reviews.Load() == reviews+1 && s.auth.reviewer.inFlight() == 0
+	})
+	reviews++
 
 	// quick checks that the next requests answer without waiting for the
 	// API server, and with what.
@@ -80,20 +85,16 @@ func TestHungReviewsAreWaitedForOnce(t *testing.T) {
 	}()
 	waitFor(t, "the probe to reach the API server", func() bool { return s.api.reviews.Load() == reviews+1 })
 	quick("during the probe")
-	var code int
-	select {
-	case code = <-probe:
+	if s.auth.reviewer.inFlight() != 1 {
 		// The quick requests took longer than the probe's timeout, or
-		// some waited for it (those with its token joined its flight).
-		t.Error("the probe ended before the requests made during it: they waited for it")
-	default:
-		code = <-probe
+		// some waited for it.
+		t.Error("the probe's review ended before the requests made during it: they waited for it")
+	}
+	if code := <-probe; code != 200 {
+		t.Errorf("the probe's own request = %d, want 200 (stale)", code)
 	}
 	if got := s.api.reviews.Load() - reviews; got != 1 {
 		t.Errorf("%d TokenReviews reached the hung API server during a probe, want 1 (the probe)", got)
-	}
-	if code != 200 {
-		t.Errorf("the probe's own request = %d, want 200 (stale)", code)
 	}
 
 	// Back: reviews resume once a probe finds the API server answering.

@@ -33,8 +33,13 @@
 // with the cluster's key that names another refetches discovery (at most
 // once per KeyRefetchInterval), and when discovery still does not name it
 // (the old issuer, for an Authenticator started after the change), the
-// TokenReview decides. With Options.NoReview nothing can vouch for such an
-// issuer: those tokens are refused.
+// TokenReview decides. With Options.NoReview nothing else can vouch for
+// such an issuer, so discovery is fetched again at once (at most once a
+// second), not after the interval: a new issuer's tokens are served from
+// the first. A token whose issuer discovery still does not name is refused
+// once a fetch that surely began after the token was issued (its iat, plus
+// Leeway for the clocks) says so; until then, and while discovery cannot
+// be fetched, it gets 503 with Retry-After rather than 401.
 //
 // The second is a TokenReview with the audiences, which sees what no
 // signature shows: a token whose Pod or ServiceAccount was deleted. Its
@@ -45,12 +50,19 @@
 // others (as the key fetch and the SubjectAccessReviews do, each bounded
 // by its own timeout). While the API server cannot be reached, a token
 // whose last successful review is younger than Options.StaleIfError is
-// still accepted; others get 503. A failed or
+// still accepted; others get 503. Such a token's request waits for its
+// review only Options.StaleWait (300 ms), then is served from that
+// review while the new one goes on in the background: a healthy API server
+// answers within it, so a revocation is still seen at once, and one
+// answered later is kept for the next requests. Once a caller has stopped
+// waiting, the others with such a token are served at once until a review
+// answers (a ReviewTimeout at most). A failed or
 // timed-out review of a token the local check vouched for is remembered
 // (a foreign token's may fail for its own sake, a webhook's behind the
 // API server): for a second after it, no review is sent, so a hung API
-// server costs one request its ReviewTimeout, not every request; then one
-// review at a time finds out whether it is back.
+// server costs a token without a verdict one ReviewTimeout at its onset
+// and 503 after, and a token with one StaleWait at most; then one review
+// at a time finds out whether it is back.
 // An outage is logged once when it begins and once when it ends; each
 // refused request at V(1).
 //

@@ -42,9 +42,12 @@ type fakeAPI struct {
 
 	reviews, keyFetches, accessReviews, discoveries atomic.Int64
 	reviewDelay                                     time.Duration
+	// clock, when set, is the time tokens are issued at: the API server's
+	// clock, for a test whose Authenticator's clock is not the real one.
+	clock func() time.Time
 }
 
-func newFakeAPI(t *testing.T) *fakeAPI {
+func newFakeAPI(t testing.TB) *fakeAPI {
 	t.Helper()
 	f := &fakeAPI{issuer: "https://kubernetes.default.svc.cluster.local", accepted: map[string]authnv1.UserInfo{}, allowed: map[string]bool{}}
 	f.rotateKey(t)
@@ -62,7 +65,7 @@ func (f *fakeAPI) config() *rest.Config {
 }
 
 // rotateKey adds a new signing key, published beside the old ones.
-func (f *fakeAPI) rotateKey(t *testing.T) {
+func (f *fakeAPI) rotateKey(t testing.TB) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +125,7 @@ func (f *fakeAPI) accept(tok string, user authnv1.UserInfo) {
 
 // token signs a service-account token for ns/name with audience aud that
 // expires after life, and makes the API server accept it unless revoked.
-func (f *fakeAPI) token(t *testing.T, ns, name, aud string, life time.Duration) string {
+func (f *fakeAPI) token(t testing.TB, ns, name, aud string, life time.Duration) string {
 	t.Helper()
 	f.mu.Lock()
 	iss := f.issuer
@@ -131,7 +134,7 @@ func (f *fakeAPI) token(t *testing.T, ns, name, aud string, life time.Duration) 
 }
 
 // tokenOf is token with the issuer iss, signed with the API server's key.
-func (f *fakeAPI) tokenOf(t *testing.T, iss, ns, name, aud string, life time.Duration) string {
+func (f *fakeAPI) tokenOf(t testing.TB, iss, ns, name, aud string, life time.Duration) string {
 	t.Helper()
 	f.mu.Lock()
 	key, kid := f.keys[0], f.kids[0]
@@ -142,13 +145,16 @@ func (f *fakeAPI) tokenOf(t *testing.T, iss, ns, name, aud string, life time.Dur
 	return tok
 }
 
-func (f *fakeAPI) sign(t *testing.T, key *ecdsa.PrivateKey, kid, iss, ns, name, aud string, life time.Duration) string {
+func (f *fakeAPI) sign(t testing.TB, key *ecdsa.PrivateKey, kid, iss, ns, name, aud string, life time.Duration) string {
 	t.Helper()
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
+	if f.clock != nil {
+		now = f.clock()
+	}
 	std := jwt.Claims{Issuer: iss, Subject: "system:serviceaccount:" + ns + ":" + name, Audience: jwt.Audience{aud},
 		Expiry: jwt.NewNumericDate(now.Add(life)), NotBefore: jwt.NewNumericDate(now), IssuedAt: jwt.NewNumericDate(now)}
 	priv := map[string]any{"kubernetes.io": map[string]any{"namespace": ns, "serviceaccount": map[string]string{"name": name, "uid": "uid-" + name}}}

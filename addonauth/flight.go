@@ -48,8 +48,15 @@ func (f *flight[T]) do(ctx context.Context, key string, timeout time.Duration, l
 func (f *flight[T]) forget(key string) { f.group.Forget(key) }
 
 // wait returns what the lookup returned (its value, even with an error),
-// or ctx's error as soon as ctx ends, with T's zero value.
+// or ctx's error as soon as ctx ends, with T's zero value. An answer there
+// already is taken, whatever ctx.
 func wait[T any](ctx context.Context, answer <-chan singleflight.Result) (T, error) {
+	select {
+	case res := <-answer:
+		v, _ := res.Val.(T)
+		return v, res.Err
+	default:
+	}
 	select {
 	case res := <-answer:
 		v, _ := res.Val.(T)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/go-jose/go-jose/v4/jwt"
 )
 
 const newIssuer = "https://issuer-b.example"
@@ -63,7 +65,11 @@ func TestIssuerDiscoveryDoesNotNameIsReviewed(t *testing.T) {
 		{true, true, 401, 0},
 	} {
 		t.Run(fmt.Sprintf("NoReview=%v,accepted=%v", tc.noReview, tc.accepted), func(t *testing.T) {
-			s := newSetup(t, Options{NoReview: tc.noReview})
+			// The old token was issued well before the first fetch, as
+			// for a proxy started after the change.
+			clk := newManualClock()
+			clk.advance(defaultLeeway + 2*time.Second)
+			s := newSetup(t, Options{NoReview: tc.noReview, now: clk.now})
 			oldIssuer := s.api.issuer
 			old := s.api.tokenOf(t, oldIssuer, "team-a", "old", audience, time.Hour)
 			if !tc.accepted {
@@ -186,8 +192,14 @@ func TestNoKeyRefetchIntervalFetchesOncePerToken(t *testing.T) {
 // most once per KeyRefetchInterval: only a token the cluster's key signed
 // refreshes discovery for its issuer.
 func TestManyForgedTokensCostNoReviewAndFewFetches(t *testing.T) {
+	for _, noReview := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoReview=%v", noReview), func(t *testing.T) { testManyForgedTokens(t, noReview) })
+	}
+}
+
+func testManyForgedTokens(t *testing.T, noReview bool) {
 	const forged = 300
-	s := newSetup(t, Options{KeyRefetchInterval: time.Hour})
+	s := newSetup(t, Options{KeyRefetchInterval: time.Hour, NoReview: noReview})
 	if resp, _ := s.get(t, s.api.token(t, "team-a", "client", audience, time.Hour), nil); resp.StatusCode != 200 {
 		t.Fatal("first GET refused")
 	}
@@ -224,6 +236,7 @@ func TestIssuersPastTheCapAreReviewed(t *testing.T) {
 		t.Run(fmt.Sprintf("NoReview=%v", noReview), func(t *testing.T) {
 			clk := newManualClock()
 			s := newSetup(t, Options{NoReview: noReview, KeyRefetchInterval: time.Second, now: clk.now})
+			s.api.clock = clk.now // each issuer's tokens are issued after it is taken on
 			var first string
 			for i := range maxIssuers + 1 {
 				s.api.setIssuer(fmt.Sprintf("https://issuer-%d.example", i))
@@ -246,5 +259,141 @@ func TestIssuersPastTheCapAreReviewed(t *testing.T) {
 				t.Errorf("token of the forgotten issuer = %v after %d reviews, want accepted after 1", err, s.api.reviews.Load()-reviews)
 			}
 		})
+	}
+}
+
+// defaultLeeway is Options.Leeway's default: a fetch tells about a token
+// only that much past its iat.
+const defaultLeeway = 10 * time.Second
+
+// issuedAt is the iat claim of tok, unverified.
+func issuedAt(t *testing.T, tok string) time.Time {
+	t.Helper()
+	parsed, err := jwt.ParseSigned(tok, algorithms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims jwt.Claims
+	if err := parsed.UnsafeClaimsWithoutVerification(&claims); err != nil || claims.IssuedAt == nil {
+		t.Fatalf("no iat in the token: %v", err)
+	}
+	return claims.IssuedAt.Time()
+}
+
+// Under NoReview a token of the cluster's key whose issuer discovery did
+// not name when last fetched fetches discovery again at once, not after
+// KeyRefetchInterval: the new issuer's tokens are served from the first.
+// Tokens of an issuer discovery does not name, issued well before a fetch,
+// are refused without another; forged ones keep the interval
+// (TestManyForgedTokensCostNoReviewAndFewFetches).
+func TestNoReviewNewIssuerIsServedAtOnce(t *testing.T) {
+	clk := newManualClock()
+	s := newSetup(t, Options{NoReview: true, KeyRefetchInterval: time.Hour, now: clk.now})
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "old", audience, time.Hour), nil); resp.StatusCode != 200 {
+		t.Fatal("first GET refused")
+	}
+	s.api.setIssuer(newIssuer)
+	clk.advance(2 * time.Second) // well within KeyRefetchInterval
+	discoveries := s.api.discoveries.Load()
+	fresh := s.api.token(t, "team-a", "new", audience, time.Hour)
+	if resp, _ := s.get(t, fresh, nil); resp.StatusCode != 200 {
+		t.Errorf("token of the new issuer within KeyRefetchInterval of the last fetch = %d, want 200", resp.StatusCode)
+	}
+	if got := s.api.discoveries.Load() - discoveries; got != 1 {
+		t.Errorf("%d discovery fetches for the new issuer, want 1", got)
+	}
+
+	// Tokens of the cluster's key naming issuers it never named: once a
+	// fetch is surely later than they were issued, refused, with no fetch
+	// each.
+	clk.advance(defaultLeeway + 2*time.Second)
+	discoveries = s.api.discoveries.Load()
+	for i := range 20 {
+		tok := s.api.tokenOf(t, fmt.Sprintf("https://never-%d.example", i%2), "team-a", "other", audience, time.Hour)
+		if resp, _ := s.get(t, tok, nil); resp.StatusCode != 401 {
+			t.Errorf("token %d of an issuer discovery never named = %d, want 401", i, resp.StatusCode)
+		}
+	}
+	if got := s.api.discoveries.Load() - discoveries; got > 1 {
+		t.Errorf("%d discovery fetches for 20 tokens of issuers discovery never named, want at most 1", got)
+	}
+	if s.api.reviews.Load() != 0 {
+		t.Errorf("NoReview sent %d TokenReviews", s.api.reviews.Load())
+	}
+}
+
+// Under NoReview, while discovery cannot be fetched, a token of the
+// cluster's key with an issuer discovery did not name gets 503 with
+// Retry-After, not 401: nothing can tell yet whether the cluster took on
+// its issuer. Once discovery answers, it is served.
+func TestNoReviewNewIssuerDuringAnOutageIs503(t *testing.T) {
+	clk := newManualClock()
+	s := newSetup(t, Options{NoReview: true, KeyRefetchInterval: time.Hour, now: clk.now})
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "old", audience, time.Hour), nil); resp.StatusCode != 200 {
+		t.Fatal("first GET refused")
+	}
+	s.api.setIssuer(newIssuer)
+	s.api.setDown(true)
+	clk.advance(2 * time.Second)
+	fresh := s.api.token(t, "team-a", "new", audience, time.Hour)
+	resp, _ := s.get(t, fresh, nil)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("token of the new issuer while discovery fails = %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if _, err := s.auth.Authenticate(context.Background(), fresh); !errors.Is(err, errUnavailable) {
+		t.Errorf("Authenticate = %v, want %v", err, errUnavailable)
+	}
+	s.api.setDown(false)
+	clk.advance(time.Second) // the failure is remembered for a moment
+	if resp, _ := s.get(t, fresh, nil); resp.StatusCode != 200 {
+		t.Errorf("token of the new issuer once discovery answers = %d, want 200", resp.StatusCode)
+	}
+}
+
+// A fetch tells about a token only when it began after the token was
+// issued, as far as the clocks can say (iat holds whole seconds; the API
+// server's clock may be Leeway off). Under NoReview, a token of an issuer
+// discovery does not name gets 503 with Retry-After until such a fetch,
+// one a second at most meanwhile, then 401 with no more fetches.
+func TestNoReviewIssuerIsUnsettledUntilAFetchAfterTheToken(t *testing.T) {
+	clk := newManualClock()
+	s := newSetup(t, Options{NoReview: true, KeyRefetchInterval: time.Hour, now: clk.now})
+	old := s.api.token(t, "team-a", "old", audience, time.Hour)
+	s.api.setIssuer(newIssuer)
+	// The first fetch (discovery names the new issuer only) half a second
+	// into the old token's second.
+	iat := issuedAt(t, old)
+	clk.advance(iat.Add(500 * time.Millisecond).Sub(clk.now()))
+	if resp, _ := s.get(t, s.api.token(t, "team-a", "new", audience, time.Hour), nil); resp.StatusCode != 200 {
+		t.Fatal("token of the discovery's issuer refused")
+	}
+	discoveries := s.api.discoveries.Load()
+	for range 3 {
+		resp, _ := s.get(t, old, nil)
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("old issuer's token, discovery fetched just after it = %d, want 503 with Retry-After", resp.StatusCode)
+		}
+	}
+	if got := s.api.discoveries.Load() - discoveries; got != 0 {
+		t.Errorf("%d discovery fetches within a second of the last, want 0", got)
+	}
+	clk.advance(time.Second)
+	if resp, _ := s.get(t, old, nil); resp.StatusCode != 503 {
+		t.Errorf("old issuer's token a second later, still within the leeway = %d, want 503", resp.StatusCode)
+	}
+	if got := s.api.discoveries.Load() - discoveries; got != 1 {
+		t.Errorf("%d discovery fetches a second later, want 1", got)
+	}
+	clk.advance(iat.Add(time.Second + defaultLeeway).Sub(clk.now()))
+	for range 3 {
+		if resp, _ := s.get(t, old, nil); resp.StatusCode != 401 {
+			t.Errorf("old issuer's token once a fetch is surely later = %d, want 401", resp.StatusCode)
+		}
+	}
+	if got := s.api.discoveries.Load() - discoveries; got != 2 {
+		t.Errorf("%d discovery fetches in all, want 2", got)
+	}
+	if _, err := s.auth.Authenticate(context.Background(), old); !errors.Is(err, errUnknownIssuer) {
+		t.Errorf("Authenticate = %v, want %v", err, errUnknownIssuer)
 	}
 }

@@ -70,6 +70,7 @@ const keySetFlight = "keys"
 type keys struct {
 	issuers []string                   // discovery has named, newest first
 	byID    map[string]jose.JSONWebKey // of the last fetch
+	fetched time.Time                  // when the fetch that found them began
 }
 
 // names tells whether iss is an issuer the cluster's discovery has named.
@@ -77,6 +78,10 @@ func (s *keys) names(iss string) bool { return iss != "" && slices.Contains(s.is
 
 // errKeysUnavailable: no key set could be fetched yet.
 var errKeysUnavailable = errors.New("addonauth: the service-account issuer's keys are unavailable")
+
+// errIssuerUnsettled: no discovery fetched yet tells whether the cluster
+// names a token's issuer (see keySet.settle); a 503.
+var errIssuerUnsettled = errors.New("addonauth: discovery has not been read since the token was issued, so its issuer cannot be told yet")
 
 // lookup returns the key set, fetched first when it has no key kid.
 func (k *keySet) lookup(ctx context.Context, kid string) (*keys, error) {
@@ -87,6 +92,62 @@ func (k *keySet) lookup(ctx context.Context, kid string) (*keys, error) {
 // for a token of the cluster's key, whose issuer may be a new one.
 func (k *keySet) withIssuer(ctx context.Context, iss string) (*keys, error) {
 	return k.keysFor(ctx, func(s *keys) bool { return s.names(iss) })
+}
+
+// unsettledGap is the least time between two fetches of discovery for
+// tokens of the cluster's key whose issuer it does not name, under
+// NoReview, while no fetch can settle them (see settle): short, since
+// they get 503 meanwhile, and as long as the Retry-After of that 503.
+const unsettledGap = time.Second
+
+// settle returns the key set once it tells whether the cluster's
+// discovery names iss, for a verified token of the cluster's key that was
+// issued before tells (its iat, rounded up, plus the clock skew allowed):
+// it names iss, or was fetched at tells or later. Unlike withIssuer it does
+// not wait for the interval, nothing else vouching for the token: it
+// fetches at once when no fetch began in the last unsettledGap, and when a
+// fetch now would tell. The error is errIssuerUnsettled while nothing can
+// tell: a fetch failed, or the last one began a moment ago without naming
+// iss. Only the cluster's key makes such tokens, and one fetch settles
+// every token issued long enough before it, so the fetches are few.
+func (k *keySet) settle(ctx context.Context, iss string, tells time.Time) (*keys, error) {
+	gap := min(k.interval, unsettledGap)
+	for fetches := 0; ; fetches++ {
+		k.mu.Lock()
+		cur := k.current
+		if cur != nil && (cur.names(iss) || !cur.fetched.Before(tells)) {
+			k.mu.Unlock()
+			return cur, nil
+		}
+		now := k.now()
+		switch {
+		case fetches == 2: // one joined, one begun after it: no more
+			k.mu.Unlock()
+			return nil, errIssuerUnsettled
+		case k.fetching && k.failing:
+			// A probe after a failure: only its own caller waits.
+			err := k.lastErr
+			k.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", errIssuerUnsettled, err)
+		case k.fetching: // joined below
+		case now.Sub(k.lastTry) < gap && (k.failing || now.Before(tells)):
+			// The last fetch, a moment ago, failed, or did not name iss
+			// and could not tell: a fetch now could not either.
+			err := k.lastErr
+			k.mu.Unlock()
+			if err != nil && k.failing {
+				return nil, fmt.Errorf("%w: %w", errIssuerUnsettled, err)
+			}
+			return nil, errIssuerUnsettled
+		default:
+			k.fetching, k.lastTry = true, now
+		}
+		fetched := k.flight.start(ctx, keySetFlight, k.timeout, k.refresh)
+		k.mu.Unlock()
+		if _, err := wait[*keys](ctx, fetched); err != nil {
+			return nil, fmt.Errorf("%w: %w", errIssuerUnsettled, err)
+		}
+	}
 }
 
 // keysFor returns the key set. When has says it lacks what a token needs, it
@@ -129,6 +190,9 @@ func (k *keySet) keysFor(ctx context.Context, has func(*keys) bool) (*keys, erro
 // refresh is one fetch, for every caller that waits for it: the key set
 // it leaves, and its error.
 func (k *keySet) refresh(ctx context.Context) (*keys, error) {
+	k.mu.Lock()
+	start := k.lastTry // set by the caller that started this fetch
+	k.mu.Unlock()
 	iss, byID, err := k.fetch(ctx)
 
 	k.mu.Lock()
@@ -136,7 +200,7 @@ func (k *keySet) refresh(ctx context.Context) (*keys, error) {
 	var down time.Duration
 	switch {
 	case err == nil:
-		k.current = &keys{issuers: remember(k.current, iss), byID: byID}
+		k.current = &keys{issuers: remember(k.current, iss), byID: byID, fetched: start}
 		if k.failing {
 			down = k.now().Sub(k.since)
 		}

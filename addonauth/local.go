@@ -107,7 +107,7 @@ func (a *Authenticator) verifyLocal(ctx context.Context, token string) (User, or
 	// given, or was once. One it does not name yet may be new.
 	from := fromIssuer
 	if !set.names(std.Issuer) {
-		if set, err = a.keys.withIssuer(ctx, std.Issuer); err != nil {
+		if set, err = a.refetchFor(ctx, std); err != nil {
 			return User{}, fromIssuer, err
 		}
 		if !set.names(std.Issuer) {
@@ -131,6 +131,26 @@ func (a *Authenticator) verifyLocal(ctx context.Context, token string) (User, or
 	}
 	u, err := serviceAccountUser(std, sa)
 	return u, from, err
+}
+
+// refetchFor is the key set fetched again, if need be, for a token of the
+// cluster's key whose issuer it does not name. With reviews, a refetch
+// within KeyRefetchInterval is not needed: the review decides meanwhile.
+// Under NoReview nothing else can vouch for the issuer: discovery is
+// fetched as soon as it may tell something new (see keySet.settle). A
+// fetch tells about a token when it began after the token was issued, as
+// far as the clocks can say: iat holds whole seconds, and the API server's
+// clock may differ from this one's by the Leeway.
+func (a *Authenticator) refetchFor(ctx context.Context, std jwt.Claims) (*keys, error) {
+	if !a.opts.NoReview || std.IssuedAt == nil {
+		return a.keys.withIssuer(ctx, std.Issuer)
+	}
+	// An iat in the future (within the leeway, or refused below) is now.
+	iat := std.IssuedAt.Time()
+	if now := a.opts.now(); now.Before(iat) {
+		iat = now
+	}
+	return a.keys.settle(ctx, std.Issuer, iat.Truncate(time.Second).Add(time.Second+a.opts.Leeway))
 }
 
 // anyAlgorithm lists every signature algorithm go-jose parses: a foreign

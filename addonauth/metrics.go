@@ -27,7 +27,7 @@ func newMetrics() *metrics {
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_review_cache_total",
 			Help: "Review cache lookups: hit or miss."}, []string{"result"}),
 		staleAccepts: prometheus.NewCounter(prometheus.CounterOpts{Name: "addonauth_stale_accepts_total",
-			Help: "Tokens accepted on an earlier review while the API server could not be reached."}),
+			Help: "Tokens accepted on an earlier review while the API server could not be reached, or had not answered within StaleWait."}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_requests_ended_total",
 			Help: "Requests the middleware ended while they ran, by reason: token_expired, revoked, unavailable (past the stale bound of an outage), max_duration."}, []string{"reason"}),
 		reviewSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "addonauth_token_review_duration_seconds",

@@ -50,7 +50,7 @@ type setup struct {
 	logs *bytes.Buffer
 }
 
-func newSetup(t *testing.T, opts Options) *setup {
+func newSetup(t testing.TB, opts Options) *setup {
 	t.Helper()
 	s := &setup{api: newFakeAPI(t), up: &recorder{}, logs: &bytes.Buffer{}}
 	var mu sync.Mutex
@@ -71,7 +71,7 @@ func newSetup(t *testing.T, opts Options) *setup {
 	return s
 }
 
-func (s *setup) get(t *testing.T, token string, extra http.Header) (*http.Response, string) {
+func (s *setup) get(t testing.TB, token string, extra http.Header) (*http.Response, string) {
 	t.Helper()
 	return s.getPathWith(t, token, "/hello", extra)
 }
@@ -82,7 +82,7 @@ func (s *setup) getPath(t *testing.T, token, path string) (*http.Response, strin
 	return s.getPathWith(t, token, path, nil)
 }
 
-func (s *setup) getPathWith(t *testing.T, token, path string, extra http.Header) (*http.Response, string) {
+func (s *setup) getPathWith(t testing.TB, token, path string, extra http.Header) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
 	for k, v := range extra {

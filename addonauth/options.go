@@ -31,10 +31,11 @@ type Options struct {
 	Config *rest.Config
 
 	// NoReview turns TokenReview off: tokens are verified locally only,
-	// and a revoked one is accepted until it expires; a token of the
-	// cluster's key whose issuer its discovery has not named since the
-	// start is refused (after an issuer change, the old issuer's tokens
-	// for a process started after it). Default: reviews on.
+	// and a revoked one is accepted until it expires. A token of the
+	// cluster's key whose issuer discovery does not name fetches it again
+	// at once (a new issuer), and is refused when a fetch later than the
+	// token does not name it either (the old issuer's tokens, for a
+	// process started after a change); 503 until then. Default: reviews on.
 	NoReview bool
 
 	// ReviewForeign sends tokens that are not JWTs of the API server's
@@ -61,6 +62,13 @@ type Options struct {
 	StaleIfError time.Duration
 	// ReviewTimeout bounds one TokenReview. Default: 5 s.
 	ReviewTimeout time.Duration
+	// StaleWait is how long a request waits for its token's review when
+	// the token's last verdict has lapsed but could serve it (StaleIfError):
+	// past it, the request is served from that verdict and the review goes
+	// on, its answer (a revocation too) kept for the next requests. A
+	// healthy API server answers within it, so a revocation is seen at
+	// once. Default: 300 ms; negative: none, served at once.
+	StaleWait time.Duration
 	// CacheSize bounds the tokens whose reviews are remembered. Default:
 	// 10,000.
 	CacheSize int
@@ -161,6 +169,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.FailureTTL = defaulted(o.FailureTTL, 10*time.Second)
 	o.StaleIfError = defaulted(o.StaleIfError, 5*time.Minute)
 	o.ReviewTimeout = defaulted(o.ReviewTimeout, 5*time.Second)
+	o.StaleWait = defaulted(o.StaleWait, 300*time.Millisecond)
 	o.Leeway = defaulted(o.Leeway, 10*time.Second)
 	o.KeyRefetchInterval = defaulted(o.KeyRefetchInterval, 10*time.Second)
 	o.MaxRequestDuration = defaulted(o.MaxRequestDuration, time.Hour)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,14 @@ type reviewer struct {
 	flight  flight[*reviewed] // by tokenKey
 	seq     atomic.Uint64     // of the last review asked; see reviewed.seq
 	backend *circuit          // remembers that reviews fail, so that callers do not wait for each
+
+	// overdue is when a caller last stopped waiting for a review
+	// (StaleWait), by the real clock in Unix nanoseconds; 0 once a review
+	// has answered since. See staleDeadline.
+	overdue atomic.Int64
+
+	mu    sync.Mutex             // guards began
+	began map[tokenKey]time.Time // when each review in flight began, by the real clock; see staleDeadline
 }
 
 type tokenKey [sha256.Size]byte
@@ -66,7 +75,7 @@ func newReviewer(client authnclient.TokenReviewInterface, opts *Options, m *metr
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // never fails on supported platforms
 	return &reviewer{client: client, audiences: opts.Audiences, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize),
-		backend: newCircuit("TokenReviews", opts.now, opts.Logger)}
+		backend: newCircuit("TokenReviews", opts.now, opts.Logger), began: map[tokenKey]time.Time{}}
 }
 
 // cached returns the fresh verdict on token, if there is one: the local
@@ -125,14 +134,17 @@ func (r *reviewer) keyOf(token string) tokenKey {
 // review returns the user the API server names for token, from the cache
 // while its answer is fresh. local is what the local check found (for a
 // foreign token no Name, only its exp if it has one): a review never
-// extends access past the token's own expiry.
+// extends access past the token's own expiry. A request's caller whose
+// token has a stale verdict waits for the review only StaleWait.
 func (r *reviewer) review(ctx context.Context, token string, local User) (User, error) {
-	return r.reviewMaybeFresh(ctx, token, local, 0)
+	return r.reviewMaybeFresh(ctx, token, local, 0, true)
 }
 
 // reviewMaybeFresh reviews token, or takes a fresh verdict asked after the
-// review numbered since (0: any fresh verdict).
-func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local User, since uint64) (User, error) {
+// review numbered since (0: any fresh verdict). With mayStale, a caller
+// whose token has a verdict fallback would serve stops waiting for the
+// review after StaleWait and is served from it; the review goes on.
+func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local User, since uint64, mayStale bool) (User, error) {
 	k := r.keyOf(token)
 	now := r.opts.now()
 	prev, _ := r.cache.Get(k)
@@ -145,7 +157,9 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 	// One review per token however many requests carry it, keyed by
 	// the token's hash; it runs for all of them, so one caller's cancel
 	// must not end it, and a caller that goes away stops waiting at once.
-	got, err := r.flight.do(ctx, string(k[:]), r.opts.ReviewTimeout, func(ctx context.Context) (*reviewed, error) {
+	answer := r.flight.start(ctx, string(k[:]), r.opts.ReviewTimeout, func(ctx context.Context) (*reviewed, error) {
+		r.mark(k)
+		defer r.unmark(k)
 		// A flight that ended since this caller missed the cache left
 		// its answer there: no second review.
 		if v, ok := r.cache.Get(k); ok && v.(*reviewed).newerThan(since) && r.opts.now().Before(v.(*reviewed).until) {
@@ -154,14 +168,27 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 		got, err := r.ask(ctx, token, local)
 		if err == nil {
 			r.cache.Add(k, got) // before the flight ends, so no caller falls between
+			r.overdue.Store(0)
 		}
 		return got, err
 	})
+	waitCtx := ctx
+	if mayStale && r.servesStale(prev, now) {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithDeadline(ctx, r.staleDeadline(k))
+		defer cancel()
+	}
+	got, err := wait[*reviewed](waitCtx, answer)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// The caller went away: it takes no stale answer, and counts
 		// for none.
 		return User{}, fmt.Errorf("%w: waiting for a TokenReview: %w", errUnavailable, err)
+	case err != nil && waitCtx.Err() != nil:
+		// Past StaleWait: the stale verdict serves; the review goes on,
+		// and leaves its answer in the cache for the next requests.
+		r.overdue.Store(time.Now().UnixNano())
+		return r.fallback(prev, now, err)
 	case err != nil:
 		return r.fallback(prev, now, err) // not cached: the next request asks again
 	}
@@ -169,19 +196,68 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 	if !got.newerThan(since) {
 		// This caller joined a flight that answered from a verdict older
 		// than the one it already has: it learnt nothing, ask again.
-		return r.reviewMaybeFresh(ctx, token, local, since)
+		return r.reviewMaybeFresh(ctx, token, local, since, mayStale)
 	}
 	return got.user, got.err
+}
+
+// servesStale tells whether prev, the token's last verdict, would serve
+// it if its review failed now (see fallback).
+func (r *reviewer) servesStale(prev any, now time.Time) bool {
+	p, ok := prev.(*reviewed)
+	return ok && p.err == nil && !p.lastGood.IsZero() &&
+		now.Sub(p.lastGood) < r.opts.StaleIfError && (p.user.Expires.IsZero() || now.Before(p.user.Expires))
+}
+
+// staleDeadline is when a caller with a stale verdict stops waiting for
+// the review of k: StaleWait after that review began, so that callers who
+// join a review already late are served at once, not StaleWait each; and
+// now while reviews are overdue (a caller stopped waiting for one less
+// than a ReviewTimeout ago, and none has answered since), so that a hung
+// API server costs StaleWait to the callers at its onset, not to each
+// token's first. Real time: the wait is a timer's, whatever the clock of
+// the verdicts.
+func (r *reviewer) staleDeadline(k tokenKey) time.Time {
+	now := time.Now()
+	if since := r.overdue.Load(); since != 0 && now.Sub(time.Unix(0, since)) < r.opts.ReviewTimeout {
+		return now
+	}
+	r.mu.Lock()
+	began, ok := r.began[k]
+	r.mu.Unlock()
+	if !ok { // the review's goroutine has not begun yet
+		began = now
+	}
+	return began.Add(r.opts.StaleWait)
+}
+
+// mark records that the review of k begins; unmark that it has ended.
+func (r *reviewer) mark(k tokenKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.began[k] = time.Now()
+}
+
+func (r *reviewer) unmark(k tokenKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.began, k)
+}
+
+// inFlight is how many reviews are under way.
+func (r *reviewer) inFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.began)
 }
 
 // fallback answers a caller whose review failed: from prev, the token's
 // last verdict, when it accepted the token within StaleIfError and before
 // its expiry; otherwise errUnavailable.
 func (r *reviewer) fallback(prev any, now time.Time, err error) (User, error) {
-	if p, ok := prev.(*reviewed); ok && p.err == nil && !p.lastGood.IsZero() &&
-		now.Sub(p.lastGood) < r.opts.StaleIfError && (p.user.Expires.IsZero() || now.Before(p.user.Expires)) {
+	if r.servesStale(prev, now) {
 		r.metrics.staleAccepts.Inc()
-		return p.user, nil
+		return prev.(*reviewed).user, nil
 	}
 	return User{}, fmt.Errorf("%w: %w", errUnavailable, err)
 }
@@ -254,7 +330,7 @@ func (r *reviewer) recheck(ctx context.Context, token string, local User, since 
 		}
 	}
 	r.metrics.cache.WithLabelValues("miss").Inc()
-	if _, err := r.reviewMaybeFresh(ctx, token, local, since); err != nil {
+	if _, err := r.reviewMaybeFresh(ctx, token, local, since, false); err != nil {
 		return since, time.Time{}, err
 	}
 	// The review left its verdict in the cache, unless a newer one took

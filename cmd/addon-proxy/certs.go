@@ -16,6 +16,7 @@ import (
 // load keeps the previous one in service.
 type certReloader struct {
 	certFile, keyFile string
+	what              string // the certificate, for errors and logs; "" is the serving one
 	log               logr.Logger
 
 	mu      sync.Mutex
@@ -24,8 +25,19 @@ type certReloader struct {
 	checked time.Time
 }
 
-func (c *certReloader) tlsConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.load() }}
+// servingTLS is the callers' server's TLS: the certificate of
+// --tls-cert-file and --tls-key-file, reloaded as they change, from
+// --tls-min-version (TLS 1.2 by default) with --tls-cipher-suites.
+func servingTLS(c config, log logr.Logger) (*tls.Config, error) {
+	certs := &certReloader{certFile: c.certFile, keyFile: c.keyFile, log: log}
+	if _, err := certs.load(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion:     max(c.tlsMinVersion, tls.VersionTLS12),
+		CipherSuites:   c.tlsCiphers,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return certs.load() },
+	}, nil
 }
 
 // load returns the current certificate, reading the files again when they
@@ -47,14 +59,21 @@ func (c *certReloader) load() (*tls.Certificate, error) {
 	}
 	if err != nil {
 		if c.cert != nil {
-			c.log.Error(err, "reloading the serving certificate: keeping the previous one", "certFile", c.certFile)
+			c.log.Error(err, "reloading the "+c.name()+": keeping the previous one", "certFile", c.certFile)
 			return c.cert, nil
 		}
 		// tls's errors name the files and what is wrong, not the key.
-		return nil, fmt.Errorf("serving certificate: %w", err)
+		return nil, fmt.Errorf("%s: %w", c.name(), err)
 	}
 	c.cert, c.stamp = &cert, stamp
 	return c.cert, nil
+}
+
+func (c *certReloader) name() string {
+	if c.what == "" {
+		return "serving certificate"
+	}
+	return c.what
 }
 
 func (c *certReloader) stampOf() (string, error) {

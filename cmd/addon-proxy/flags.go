@@ -1,23 +1,30 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
 	authzv1 "k8s.io/api/authorization/v1"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/authvault/authvault/addonauth"
 )
 
 type config struct {
+	version                              bool // print it, and nothing else
 	listen, opsListen, certFile, keyFile string
+	tlsMinVersion                        uint16   // the least served; VersionTLS12 by default
+	tlsCiphers                           []uint16 // TLS 1.2's served; nil: Go's
 	upstream                             *url.URL
 	upstreamCAFile                       string
+	upstreamCertFile, upstreamKeyFile    string
 	upstreamH2C                          bool
 	shutdownGrace, verifyTimeout         time.Duration
 	auth                                 addonauth.Options
@@ -34,6 +41,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		requestHeaders, authorize bool
 		authorizeResource         string
 		ratePerUser               float64
+		tlsMinVersion             string
+		tlsCiphers                []string
 	)
 	if fs.Lookup("kubeconfig") == nil {
 		fs.String("kubeconfig", "", "a kubeconfig to log in with (default: the pod's ServiceAccount, $KUBECONFIG, ~/.kube/config)")
@@ -46,11 +55,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Var((*list)(&c.auth.Audiences), "audience", "an audience callers' tokens may name: the service's name (required; repeat it or separate with commas for several, any of which will do)")
 	fs.StringVar(&c.certFile, "tls-cert-file", "", "serving certificate (PEM), reread when it changes; with --tls-key-file")
 	fs.StringVar(&c.keyFile, "tls-key-file", "", "serving key (PEM), reread when it changes")
+	fs.StringVar(&tlsMinVersion, "tls-min-version", "", "the oldest TLS version served, VersionTLS12 or VersionTLS13 (default VersionTLS12)")
+	fs.Var((*list)(&tlsCiphers), "tls-cipher-suites", "the TLS 1.2 cipher suites served, by IANA name (repeat or separate with commas; default: Go's; TLS 1.3's are Go's).\n"+
+		"Preferred: "+strings.Join(cliflag.PreferredTLSCipherNames(), ", ")+".\nInsecure: "+strings.Join(cliflag.InsecureTLSCipherNames(), ", "))
+	fs.StringVar(&c.upstreamCertFile, "upstream-client-cert-file", "", "client certificate (PEM) presented to an https upstream, reread when it changes; with --upstream-client-key-file")
+	fs.StringVar(&c.upstreamKeyFile, "upstream-client-key-file", "", "key (PEM) of --upstream-client-cert-file, reread when it changes")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	fs.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
 	fs.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
 	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted, and so how long a revoked token keeps access (default 10s; negative: none, every request is reviewed)")
 	fs.DurationVar(&c.auth.FailureTTL, "failure-ttl", 0, "how long a refused token is refused without asking (default 10s; negative: none)")
 	fs.DurationVar(&c.auth.StaleIfError, "stale-if-error", 0, "how old a successful review may be to serve while the API server is unreachable (default 5m; negative: none)")
+	fs.DurationVar(&c.auth.StaleWait, "stale-wait", 0, "how long a request whose token has a review within --stale-if-error waits for its new review before it is served from the old one, the new one going on (default 300ms; negative: none, served at once)")
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "requests per second to the API server (TokenReviews and SubjectAccessReviews share them; negative: no limit; 0 is refused)")
 	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "requests to the API server allowed in a burst above --kube-api-qps")
 	fs.Float64Var(&ratePerUser, "rate-per-user", 0, "requests per second per user (default: no limit)")
@@ -69,6 +85,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if c.version {
+		return c, nil
+	}
 	switch {
 	case upstream == "":
 		return c, errors.New("--upstream is required")
@@ -76,6 +95,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, errors.New("--audience is required")
 	case (c.certFile == "") != (c.keyFile == ""):
 		return c, errors.New("--tls-cert-file and --tls-key-file go together")
+	case c.certFile == "" && tlsMinVersion != "":
+		return c, errors.New("--tls-min-version needs --tls-cert-file and --tls-key-file: without them the callers are served plain HTTP")
+	case c.certFile == "" && len(tlsCiphers) > 0:
+		return c, errors.New("--tls-cipher-suites needs --tls-cert-file and --tls-key-file: without them the callers are served plain HTTP")
+	case (c.upstreamCertFile == "") != (c.upstreamKeyFile == ""):
+		return c, errors.New("--upstream-client-cert-file and --upstream-client-key-file go together")
 	case c.apiQPS == 0:
 		// client-go reads a zero rate as its default of 5 a second.
 		return c, errors.New("--kube-api-qps must be positive, or negative for no limit")
@@ -94,6 +119,20 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, errors.New("--upstream-ca-file needs an https:// --upstream")
 	case c.upstreamH2C && u.Scheme != "http":
 		return c, errors.New("--upstream-force-h2c needs an http:// --upstream")
+	case c.upstreamCertFile != "" && u.Scheme != "https":
+		return c, errors.New("--upstream-client-cert-file needs an https:// --upstream")
+	}
+	if c.tlsMinVersion, err = minVersion(tlsMinVersion); err != nil {
+		return c, err
+	}
+	if c.tlsCiphers, err = cliflag.TLSCipherSuites(tlsCiphers); err != nil {
+		return c, fmt.Errorf("--tls-cipher-suites: %w (the names are IANA's, as --help lists them)", err)
+	}
+	// net/http's HTTP/2 refuses to serve without one of these, and the
+	// server would fail only once it starts.
+	if len(c.tlsCiphers) > 0 && c.tlsMinVersion < tls.VersionTLS13 &&
+		!slices.Contains(c.tlsCiphers, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) && !slices.Contains(c.tlsCiphers, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) {
+		return c, errors.New("--tls-cipher-suites must name TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 or TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 (for the key's type): HTTP/2 requires one")
 	}
 	c.auth.RatePerUser = rate.Limit(ratePerUser)
 	switch {
@@ -110,6 +149,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		c.auth.Headers = addonauth.RequestHeaders
 	}
 	return c, nil
+}
+
+// minVersion reads --tls-min-version, as Kubernetes components spell it;
+// nothing older than TLS 1.2 is served.
+func minVersion(name string) (uint16, error) {
+	v, err := cliflag.TLSVersion(name) // "" is VersionTLS12
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--tls-min-version %q is not VersionTLS12 or VersionTLS13", name)
+	case v < tls.VersionTLS12:
+		return 0, fmt.Errorf("--tls-min-version %s: nothing older than VersionTLS12 is served", name)
+	}
+	return v, nil
 }
 
 // parseResource reads --authorize-resource: namespace/resource[/subresource]

@@ -22,7 +22,7 @@ func parse(args ...string) (config, error) {
 func TestFlags(t *testing.T) {
 	c, err := parse("--audience", "greeter.addons.svc,greeter", "--audience", "greeter.addons",
 		"--allow-paths", "/hello,/api/*", "--allow-paths", "/metrics", "--ignore-paths", "/healthz",
-		"--kube-api-qps", "20", "--kube-api-burst", "40", "--verify-timeout", "15s",
+		"--kube-api-qps", "20", "--kube-api-burst", "40", "--verify-timeout", "15s", "--stale-wait", "750ms",
 		"--authorize-resource", "namespace=prod,group=apps,version=v1,resource=deployments,subresource=scale,name=web")
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +38,9 @@ func TestFlags(t *testing.T) {
 	}
 	if c.apiQPS != 20 || c.apiBurst != 40 || c.verifyTimeout != 15*time.Second {
 		t.Errorf("qps %v, burst %d, verify timeout %v; want 20, 40, 15s", c.apiQPS, c.apiBurst, c.verifyTimeout)
+	}
+	if c.auth.StaleWait != 750*time.Millisecond {
+		t.Errorf("stale wait = %v, want 750ms", c.auth.StaleWait)
 	}
 	want := authzv1.ResourceAttributes{Namespace: "prod", Group: "apps", Version: "v1", Resource: "deployments", Subresource: "scale", Name: "web"}
 	if c.auth.Authorization == nil || c.auth.Authorization.Resource == nil || *c.auth.Authorization.Resource != want {

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -42,8 +43,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if c.version {
+		fmt.Println(versionLine(debug.ReadBuildInfo()))
+		return nil
+	}
 	log := zap.New(zap.UseDevMode(false)).WithName("addon-proxy")
-	transport, err := upstreamTransport(c)
+	if weak := insecureCiphers(c.tlsCiphers); len(weak) > 0 {
+		log.Info("--tls-cipher-suites names suites crypto/tls counts as insecure", "suites", weak)
+	}
+	transport, err := upstreamTransport(c, log)
 	if err != nil {
 		return err
 	}
@@ -71,11 +79,9 @@ func run() error {
 
 	srv := newServer(c.listen, newHandler(auth.Middleware, newProxy(c.upstream, transport, log), c.verifyTimeout))
 	if c.certFile != "" {
-		certs := &certReloader{certFile: c.certFile, keyFile: c.keyFile, log: log}
-		if _, err := certs.load(); err != nil {
+		if srv.TLSConfig, err = servingTLS(c, log); err != nil {
 			return err
 		}
-		srv.TLSConfig = certs.tlsConfig()
 	}
 
 	var ops *http.Server

@@ -30,12 +30,17 @@ func newProxy(upstream *url.URL, transport http.RoundTripper, log logr.Logger) *
 }
 
 // upstreamTransport reaches the upstream: trusting --upstream-ca-file for
-// an https one, speaking h2c with --upstream-force-h2c. It never goes
-// through an HTTP proxy from the environment: the requests carry the
-// callers' identities, for the service beside the sidecar only.
-func upstreamTransport(c config) (*http.Transport, error) {
+// an https one and presenting --upstream-client-cert-file to it (reread
+// when the files change, for the connections made after), speaking h2c
+// with --upstream-force-h2c. It never goes through an HTTP proxy from the
+// environment: the requests carry the callers' identities, for the
+// service beside the sidecar only.
+func upstreamTransport(c config, log logr.Logger) (*http.Transport, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
+	if c.upstreamCAFile != "" || c.upstreamCertFile != "" {
+		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	if c.upstreamCAFile != "" {
 		pem, err := os.ReadFile(c.upstreamCAFile)
 		if err != nil {
@@ -45,7 +50,14 @@ func upstreamTransport(c config) (*http.Transport, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("--upstream-ca-file %s holds no PEM certificate", c.upstreamCAFile)
 		}
-		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		t.TLSClientConfig.RootCAs = pool
+	}
+	if c.upstreamCertFile != "" {
+		certs := &certReloader{certFile: c.upstreamCertFile, keyFile: c.upstreamKeyFile, what: "upstream client certificate", log: log}
+		if _, err := certs.load(); err != nil {
+			return nil, err
+		}
+		t.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return certs.load() }
 	}
 	if c.upstreamH2C {
 		// HTTP/2 only, with prior knowledge: no HTTP/1.1 Upgrade, which

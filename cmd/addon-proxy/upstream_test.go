@@ -23,7 +23,7 @@ func through(t *testing.T, target string, args ...string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transport, err := upstreamTransport(c)
+	transport, err := upstreamTransport(c, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +68,11 @@ func TestUpstreamCAFile(t *testing.T) {
 		t.Errorf("with another CA = %d, want 502", code)
 	}
 	c, _ := parse("--audience", "a", "--upstream", up.URL, "--upstream-ca-file", filepath.Join(t.TempDir(), "missing"))
-	if _, err := upstreamTransport(c); err == nil {
+	if _, err := upstreamTransport(c, logr.Discard()); err == nil {
 		t.Error("a missing --upstream-ca-file was accepted")
 	}
 	c, _ = parse("--audience", "a", "--upstream", up.URL, "--upstream-ca-file", "/dev/null")
-	if _, err := upstreamTransport(c); err == nil {
+	if _, err := upstreamTransport(c, logr.Discard()); err == nil {
 		t.Error("an --upstream-ca-file without a certificate was accepted")
 	}
 }

@@ -118,8 +118,10 @@
 // in-cluster ServiceAccount, ~/.kube/config). [Options.KeepFallback] keeps
 // them beside registered handlers: a registered handler's credential then
 // ranks above every fallback's, whatever their Priority, and one that gave
-// nothing is asked again after its backoff while a fallback serves. While a
-// registered handler has a credential, the fallbacks log at V(1).
+// nothing is asked again after its backoff while a fallback serves. The
+// fallbacks then log at V(1), unless one of them serves in place of the
+// registered handlers (INFO says which) or fails while none of those has a
+// credential.
 //
 // # Stopping
 //

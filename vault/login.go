@@ -69,8 +69,12 @@ func (l *loginRun) run(reason login.Reason) {
 		var e effects
 		if err == nil {
 			var unsound bool
+			offstage := v.core.offstage(h) // before cred is h's
 			if e, unsound, err = v.core.returnedCredential(v.clock.Now(), h, cred); err == nil {
 				v.metrics.attempt(h.settings.ID, result(nil), time.Since(start))
+				if offstage {
+					log = log.V(1)
+				}
 				l.loggedIn(cred, unsound, log)
 				v.applyLocked(e)
 				v.mu.Unlock()
@@ -188,9 +192,6 @@ func (l *loginRun) loggedIn(c *Credential, unsound bool, log logr.Logger) {
 		v.log.V(1).Info("credential expires within its refresh window: its refresh backs off", "handler", h.settings.ID,
 			"fingerprint", c.fingerprint, "expiration", expirationValue(c.Info.Expiration),
 			"refreshIn", h.refreshAt.Sub(v.clock.Now()))
-	}
-	if v.core.offstage(h) {
-		log = log.V(1)
 	}
 	log.Info("logged in", withTime([]any{"fingerprint", c.fingerprint, "server", c.Info.Server,
 		"priority", c.Info.Priority, "expiration", expirationValue(c.Info.Expiration)}, "refreshAt", h.refreshAt)...)

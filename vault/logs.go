@@ -101,14 +101,16 @@ func (v *Vault) refused(err *LoginError) {
 	v.log.V(1).Info("no usable credential", "handlers", outcomes)
 }
 
-// offstage tells that h's routine lines (a login, its end) are at V(1):
-// h is a fallback beside registered handlers (Options.KeepFallback) and
-// one of them has a credential, or has not finished its first attempt of
-// a login round, whose end decides what serves. What h does then serves
-// nobody; when a fallback's credential is handed out, logServingLocked
-// says so at INFO.
+// offstage tells that h's routine lines (a login starting, its end) are at
+// V(1): h is a fallback beside registered handlers (Options.KeepFallback)
+// and holds no credential that serves in their place. So the fallbacks
+// say nothing at INFO while a registered handler serves, nor in a login
+// round whose end decides what serves (logServingLocked says at INFO
+// which fallback serves, if one does); a fallback whose credential serves
+// logs its refreshes at INFO, as any handler does. Read before the event
+// the line is about: a fallback's first credential does not serve yet.
 func (c *core) offstage(h *handlerState) bool {
-	return c.outranked(h) || h.fallback && slices.ContainsFunc(c.handlers, func(r *handlerState) bool { return r.firstPending })
+	return h.fallback && len(c.handlers) > 0 && (h.cred == nil || c.outranked(h))
 }
 
 // outranked tells that h is a fallback beside a registered handler that

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -125,5 +126,45 @@ func TestQuickstartKubeconfigMissingIsOneLine(t *testing.T) {
 	}
 	if len(naming) != 1 || !strings.Contains(naming[0], `"msg":"login failed`) {
 		t.Errorf("lines naming %s = %q, want one that says the login failed", missing, naming)
+	}
+}
+
+// Each fallback says what it looked for, as the LoginError quotes it: a
+// $KUBECONFIG that names no file, a pod without its token mounted
+// (automountServiceAccountToken: false). The handlers exported on their
+// own still return (nil, nil).
+func TestDefaultsSayWhatIsMissing(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		setup func(t *testing.T, dir string) string // what the error must say
+	}{
+		{"$KUBECONFIG names no file", func(t *testing.T, dir string) string {
+			path := filepath.Join(dir, "gone")
+			t.Setenv("KUBECONFIG", path)
+			return "no file of $KUBECONFIG (" + path + ")"
+		}},
+		{"no token mounted", func(t *testing.T, _ string) string {
+			root, _ := piggyback.MountServiceAccount(t, "10.96.0.1", true)
+			if err := os.Remove(filepath.Join(root, "token")); err != nil {
+				t.Fatal(err)
+			}
+			return "no in-cluster service account token (" + filepath.Join(root, "token") + ")"
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			piggyback.Isolate(t)
+			want := tt.setup(t, t.TempDir())
+			v := vault.New(vault.Options{})
+			defer v.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := v.Select(ctx)
+			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "next login") {
+				t.Errorf("Select() error = %v\nwant it to say %q, and no next login", err, want)
+			}
+			if info, err := piggyback.ServiceAccount(ctx); info != nil || err != nil {
+				t.Errorf("ServiceAccount() = %v, %v; want (nil, nil), as documented", info, err)
+			}
+		})
 	}
 }

@@ -45,7 +45,7 @@ func (l *loginRun) run(reason login.Reason) {
 	if quiet {
 		// A routine refresh (its end is at INFO), a handler asked again
 		// after it gave nothing (INFO said so once, and says when it gives
-		// one), or a fallback while a registered handler serves.
+		// one), or a fallback whose login serves nobody (core.offstage).
 		log.V(1).Info("logging in")
 	} else {
 		log.Info("logging in")

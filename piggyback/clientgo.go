@@ -41,7 +41,7 @@ func ClientGo(ctx context.Context) (*login.ConnectionInfo, error) {
 		return redacted(fromKubeconfig(ctx, rules, "", handlers.PluginPolicy{}))
 	}
 	for _, src := range sources() {
-		if info, err := src.handler(ctx); info != nil || err != nil {
+		if info, err := orNil(src.handler(ctx)); info != nil || err != nil {
 			return info, err
 		}
 	}

@@ -2,6 +2,7 @@ package piggyback
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/absent"
 	"github.com/authvault/authvault/login"
 )
 
@@ -39,10 +41,15 @@ const FallbackTimeout = time.Minute
 // Defaults are the handlers a vault falls back on when the operator
 // registers none: the kubeconfig named by --kubeconfig or $KUBECONFIG, the
 // in-cluster ServiceAccount, and ~/.kube/config, in that order of priority.
-// Each returns nothing when its source is absent, so the first present one
+// Each gives nothing when its source is absent, so the first present one
 // wins, as with controller-runtime's config.GetConfig; unlike it, a broken
 // higher one does not hide a working lower one. Each attempt is bounded by
 // FallbackTimeout.
+//
+// Where ServiceAccount and the others return (nil, nil), these return an
+// error that says what they looked for ("piggyback: no --kubeconfig, no
+// $KUBECONFIG"), which a vault takes as "nothing from me" and quotes when
+// no handler has a credential.
 func Defaults() []login.Registration {
 	var regs []login.Registration
 	for _, src := range sources() {
@@ -59,14 +66,16 @@ func Defaults() []login.Registration {
 type source struct {
 	id       string
 	priority int
-	handler  login.Handler
+	handler  login.Handler // returns an error of nothing when the source is absent
 }
 
 // sources are the places Defaults and ClientGo look, highest priority first.
 func sources() []source {
 	return []source{
 		{IDExplicitKubeconfig, priorityExplicitKubeconfig, explicitKubeconfig},
-		{IDServiceAccount, priorityServiceAccount, ServiceAccount},
+		{IDServiceAccount, priorityServiceAccount, func(ctx context.Context) (*login.ConnectionInfo, error) {
+			return serviceAccountIn(ctx, serviceAccountRoot)
+		}},
 		{IDHomeKubeconfig, priorityHomeKubeconfig, homeOnly},
 	}
 }
@@ -78,19 +87,36 @@ func explicitKubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 	}
 	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
 	if env == "" {
-		return nil, nil
+		return nil, nothing("no --kubeconfig, no $KUBECONFIG")
 	}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
-	return redacted(fromKubeconfig(ctx, rules, "", handlers.PluginPolicy{}))
+	info, err := redacted(fromKubeconfig(ctx, rules, "", handlers.PluginPolicy{}))
+	if info == nil && err == nil {
+		return nil, nothing("no --kubeconfig, no file of $KUBECONFIG (" + env + ")")
+	}
+	return info, err
 }
 
 // homeOnly is ~/.kube/config, when it exists.
 func homeOnly(ctx context.Context) (*login.ConnectionInfo, error) {
 	path := homeKubeconfig()
 	if !fileExists(path) {
-		return nil, nil
+		return nil, nothing("no " + path)
 	}
 	return KubeconfigFrom(KubeconfigOptions{Path: path})(ctx)
+}
+
+// nothing is the error of a source of Defaults that is absent: what is
+// missing, which a vault takes as "nothing from me" (see internal/absent).
+func nothing(what string) error { return fmt.Errorf("piggyback: %w", absent.New(what)) }
+
+// orNil turns a source's nothing into (nil, nil), for the handlers
+// exported on their own, whose documented "nothing" it is.
+func orNil(info *login.ConnectionInfo, err error) (*login.ConnectionInfo, error) {
+	if _, ok := absent.What(err); ok {
+		return nil, nil
+	}
+	return info, err
 }
 
 // withPriority sets the priority of what h returns.

@@ -37,26 +37,33 @@ func ServiceAccount(ctx context.Context) (*login.ConnectionInfo, error) {
 // ServiceAccountIn is ServiceAccount reading its files under root.
 func ServiceAccountIn(root string) login.Handler {
 	return func(ctx context.Context) (*login.ConnectionInfo, error) {
-		host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
-		if host == "" || port == "" {
-			return nil, nil // not in a cluster
-		}
-		tokenPath := filepath.Join(root, "token")
-		if _, err := os.Stat(tokenPath); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil // automountServiceAccountToken: false
-		}
-		base := login.ConnectionInfo{
-			// JoinHostPort brackets an IPv6 host.
-			Server:           "https://" + net.JoinHostPort(host, port),
-			DefaultNamespace: namespace(root),
-		}
-		// Without its CA the server is verified against the system's roots,
-		// as client-go does.
-		if ca := filepath.Join(root, "ca.crt"); fileExists(ca) {
-			base.CAPath = ca
-		}
-		return redacted(handlers.TokenFile(tokenPath, base)(ctx))
+		return orNil(serviceAccountIn(ctx, root))
 	}
+}
+
+// serviceAccountIn is ServiceAccountIn's login, whose nothing says what is
+// missing (see Defaults).
+func serviceAccountIn(ctx context.Context, root string) (*login.ConnectionInfo, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, nothing("no in-cluster service account") // not in a cluster
+	}
+	tokenPath := filepath.Join(root, "token")
+	if _, err := os.Stat(tokenPath); errors.Is(err, fs.ErrNotExist) {
+		// automountServiceAccountToken: false
+		return nil, nothing("no in-cluster service account token (" + tokenPath + ")")
+	}
+	base := login.ConnectionInfo{
+		// JoinHostPort brackets an IPv6 host.
+		Server:           "https://" + net.JoinHostPort(host, port),
+		DefaultNamespace: namespace(root),
+	}
+	// Without its CA the server is verified against the system's roots,
+	// as client-go does.
+	if ca := filepath.Join(root, "ca.crt"); fileExists(ca) {
+		base.CAPath = ca
+	}
+	return redacted(handlers.TokenFile(tokenPath, base)(ctx))
 }
 
 // namespace is POD_NAMESPACE, else the namespace file, else "".

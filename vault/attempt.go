@@ -61,10 +61,19 @@ func checkResult(info *login.ConnectionInfo, err error) (*login.ConnectionInfo, 
 		return nil, nil
 	}
 	if err := info.Validate(); err != nil {
-		return nil, fmt.Errorf("returned an invalid ConnectionInfo: %w", err)
+		return nil, &invalidInfoError{err: err}
 	}
 	return info, nil
 }
+
+// invalidInfoError is the failure of an attempt whose handler returned a
+// ConnectionInfo that fails Validate: a bug in the handler.
+type invalidInfoError struct{ err error }
+
+func (e *invalidInfoError) Error() string {
+	return "returned an invalid ConnectionInfo: " + e.err.Error()
+}
+func (e *invalidInfoError) Unwrap() error { return e.err }
 
 // abandonedError is the outcome of an attempt that gave up on its handler's
 // call at the handler's timeout, or, with again, of one that did not call

@@ -244,7 +244,7 @@ func (c *core) wanted(now time.Time) (e effects, serve, wait bool, err *LoginErr
 		c.startDue(now, &e)
 	}
 	if !c.loggingIn() {
-		return c.seal(e), false, false, c.loginError(nil)
+		return c.seal(e), false, false, c.loginError(now, nil)
 	}
 	return c.seal(e), false, true, nil
 }
@@ -263,7 +263,7 @@ func (c *core) ready(now time.Time) (effects, error) {
 		c.startDue(now, &e)
 	}
 	if !c.loggingIn() {
-		return c.seal(e), c.loginError(nil)
+		return c.seal(e), c.loginError(now, nil)
 	}
 	if c.roundStart.IsZero() {
 		// A login that began as a refresh, whose credential has gone
@@ -271,7 +271,7 @@ func (c *core) ready(now time.Time) (effects, error) {
 		c.roundStart = now
 	}
 	if waited := now.Sub(c.roundStart); waited >= c.opts.ReadyGrace {
-		return c.seal(e), c.loginError(fmt.Errorf("vault: without a usable credential, logging in, for %s", waited.Round(time.Millisecond)))
+		return c.seal(e), c.loginError(now, fmt.Errorf("vault: without a usable credential, logging in, for %s", waited.Round(time.Millisecond)))
 	}
 	return c.seal(e), nil
 }
@@ -551,8 +551,8 @@ func (c *core) close(now time.Time) (e effects) {
 	return c.seal(e)
 }
 
-// loginError describes why there is no credential.
-func (c *core) loginError(callerErr error) *LoginError {
+// loginError describes why there is no credential at now.
+func (c *core) loginError(now time.Time, callerErr error) *LoginError {
 	e := &LoginError{Server: c.lastLoss.server, Cause: c.lastLoss.cause, Err: callerErr}
 	active := c.active()
 	if len(active) == 0 && callerErr == nil {
@@ -564,7 +564,7 @@ func (c *core) loginError(callerErr error) *LoginError {
 			Err:     h.outcome,
 			Running: h.running,
 			Held:    c.settling && h.cred != nil,
-			RetryAt: h.retryAt,
+			RetryAt: retryAt(h, now),
 		})
 	}
 	return e

@@ -28,13 +28,15 @@
 // [Options.MaxWait] (1 min by default), which bounds callers whose context
 // has no deadline, such as a reconcile's or an informer's list: a caller
 // that has waited that long gets a [*LoginError] wrapping [ErrMaxWait],
-// naming every handler's last outcome, and the login goes on in the
-// background for the callers that come next. A login that
-// ends without a credential gives the waiting callers a [*LoginError] that
-// names every handler's outcome, and further logins of a failed handler are
-// spaced by its exponential backoff (1 s doubling to 1 min by default): during
-// the backoff, Select fails at once instead of waiting. A handler that heals
-// is picked up at its next login, without a restart.
+// holding every handler's last outcome, and the login goes on in the
+// background for the callers that come next. A login that ends without a
+// credential gives the waiting callers a [*LoginError] that says what
+// failed and when the vault logs in again (or, when every handler had
+// nothing to offer, what is missing: "no in-cluster service account, no
+// --kubeconfig"), and further logins of a failed handler are spaced by its
+// exponential backoff (1 s doubling to 1 min by default): during the
+// backoff, Select fails at once instead of waiting. A handler that heals is
+// picked up at its next login, without a restart.
 //
 // Two logins of one handler are at least its initial backoff apart (the
 // login floor), so that credentials that live a few milliseconds cannot make
@@ -124,7 +126,10 @@
 // in-cluster ServiceAccount, ~/.kube/config). [Options.KeepFallback] keeps
 // them beside registered handlers: a registered handler's credential then
 // ranks above every fallback's, whatever their Priority, and one that gave
-// nothing is asked again after its backoff while a fallback serves.
+// nothing is asked again after its backoff while a fallback serves. The
+// fallbacks then log at V(1), unless one of them serves in place of the
+// registered handlers (INFO says which) or fails while none of those has a
+// credential.
 //
 // # Stopping
 //
@@ -156,11 +161,21 @@
 // is at V(1), its end at INFO. A handler that gave nothing and is asked
 // again (every BackoffMax beside the fallback, say) says so at INFO once:
 // its next logins are at V(1) until one gives a credential. Per request (a
-// credential invalidated after a 401, one found expired) at V(1). At error
-// level: a failed attempt, a failed login, and a handler whose new
-// credentials the server rejects at once (the line's error is the 401). A handler gets the logger in its
-// context (logr.FromContext) with the values "handler", "reason" and
-// "attempt", so its own lines say which login they belong to.
+// credential invalidated after a 401, one found expired, a caller given a
+// LoginError, with every handler's outcome) at V(1).
+//
+// A failure is one line: a failed attempt, a failed login, a handler whose
+// new credentials the server rejects at once. The handler's ID and the
+// error (under "error") say what failed and where (the file, the Secret,
+// the plugin), "action" what to do, and "retryAt" when the vault tries
+// again by itself. A failure whose cause is outside the process (a refused
+// token, a missing file, a failing plugin, a network error, a handler that
+// does not return) is logged at INFO: logr's Error would make zap, as
+// controller-runtime sets it up, add a stack trace of the vault's
+// goroutine, which says nothing about any of those. A handler's bug (a
+// panic, an invalid ConnectionInfo) is at error level. A handler gets the
+// logger in its context (logr.FromContext) with the values "handler",
+// "reason" and "attempt", so its own lines say which login they belong to.
 //
 // # Secrets
 //

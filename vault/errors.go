@@ -37,7 +37,8 @@ func (e *maxWaitError) Unwrap() error { return ErrMaxWait }
 // Outcomes of a login that gave no credential, reported in a LoginError's
 // Handlers; a caller cannot act on them beyond the error's text.
 var (
-	// errNoCredential: the handler returned (nil, nil).
+	// errNoCredential: the handler returned (nil, nil), or said what it
+	// looked for (see noCredentialError).
 	errNoCredential = errors.New("vault: the handler returned no credential")
 	// errInvalidated: the handler returned a credential the vault
 	// invalidated a moment ago (same authentication material).
@@ -58,11 +59,24 @@ var (
 	errStillRunning = fmt.Errorf("vault: the handler was not called again: its previous call has not returned: %w", login.ErrAbandoned)
 )
 
+// noCredentialError is the outcome of a built-in handler that had nothing
+// to offer and said what it looked for (internal/absent): errNoCredential
+// to errors.Is, with what is missing.
+type noCredentialError struct{ what string }
+
+func (e *noCredentialError) Error() string {
+	return "vault: the handler returned no credential: " + e.what
+}
+
+func (e *noCredentialError) Is(target error) bool { return target == errNoCredential }
+
 // LoginError is what callers get when the vault has no usable credential and
-// logging in did not give one. It names every handler and its outcome, the
-// server that last rejected a credential and why, and, when the caller gave
-// up, the caller's context error. errors.Is and errors.As see through it to
-// every one of those errors.
+// logging in did not give one. Its message says what failed and when the
+// vault logs in again, or, when every handler had nothing to offer, what is
+// missing; its fields hold every handler's outcome, the server that last
+// rejected a credential and why, and, when the caller gave up, the caller's
+// context error. errors.Is and errors.As see through it to every one of
+// those errors.
 type LoginError struct {
 	// Handlers are the outcomes of the handlers the vault ran, in the
 	// order they were registered.
@@ -84,17 +98,29 @@ type Outcome struct {
 	Err error
 	// Running tells that the handler is still logging in.
 	Running bool
-	// RetryAt is when the handler is run again, if it failed.
+	// RetryAt is when the handler may run again, if it failed or gave
+	// nothing: the next caller after it starts a login. Zero once it has
+	// passed, as when the error was made.
 	RetryAt time.Time
 	// Held tells that its credential is held back for other handlers' first attempts.
 	Held bool
 }
 
+// String says how the handler's login went, and when it logs in again if
+// it failed.
 func (o Outcome) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "handler %q", o.Handler)
 	var abandoned *abandonedError
 	switch {
+	case o.gaveNothing():
+		// Asking it again gives nothing again, until what it reads
+		// appears: no next login to promise.
+		b.WriteString(" gave nothing")
+		if what := o.missing(); what != "" {
+			b.WriteString(": " + what)
+		}
+		return redact.URL(b.String())
 	case o.Held:
 		b.WriteString(" gave a credential, held back until the other handlers finish their first attempt")
 	case o.Running && o.Err == nil:
@@ -114,9 +140,25 @@ func (o Outcome) String() string {
 	return redact.URL(b.String())
 }
 
+// gaveNothing tells that the handler's login ended with nothing to offer.
+func (o Outcome) gaveNothing() bool {
+	return !o.Running && !o.Held && errors.Is(o.Err, errNoCredential)
+}
+
+// missing is what a handler that gave nothing said it looked for, or "".
+func (o Outcome) missing() string {
+	var none *noCredentialError
+	if errors.As(o.Err, &none) {
+		return none.what
+	}
+	return ""
+}
+
 // Error puts the short cause first: the server's answer to the last
-// credential (its 401), then why the caller stopped waiting, then each
-// handler's outcome.
+// credential (its 401), then why the caller stopped waiting, then what
+// each handler that did not merely give nothing did (the others are
+// counted: a line that quotes the error stays short). When every handler
+// gave nothing, it says what each looked for instead.
 func (e *LoginError) Error() string {
 	var b strings.Builder
 	b.WriteString("vault: no usable credential")
@@ -141,10 +183,36 @@ func (e *LoginError) Error() string {
 		fmt.Fprintf(&b, "%s%v", sep, e.Err)
 		sep = "; "
 	}
+	var nothing []Outcome
 	for _, o := range e.Handlers {
+		if o.gaveNothing() {
+			nothing = append(nothing, o)
+			continue
+		}
 		b.WriteString(sep)
 		b.WriteString(o.String())
 		sep = "; "
+	}
+	switch n := len(nothing); {
+	case n == len(e.Handlers) && n > 0:
+		b.WriteString(sep + "nothing to log in with: ")
+		for i, o := range nothing {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if what := o.missing(); what != "" {
+				b.WriteString(what)
+			} else {
+				fmt.Fprintf(&b, "handler %q gave nothing", o.Handler)
+			}
+		}
+		if n > 1 {
+			b.WriteString(" (provide one of them)")
+		}
+	case n == 1:
+		b.WriteString(sep + "1 other handler gave nothing")
+	case n > 1:
+		fmt.Fprintf(&b, "%s%d other handlers gave nothing", sep, n)
 	}
 	// A handler's error may quote a URL with a password (a secret store's
 	// address, from net/http or url.Parse).
@@ -177,4 +245,13 @@ func (e *LoginError) Unwrap() []error {
 		}
 	}
 	return errs
+}
+
+// retryAt is h's Outcome.RetryAt in a LoginError made at now: zero once
+// it has passed, so that the error promises no login in the past.
+func retryAt(h *handlerState, now time.Time) time.Time {
+	if h.retryAt.After(now) {
+		return h.retryAt
+	}
+	return time.Time{}
 }

@@ -82,7 +82,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 	if struck {
 		// What the handler does from now on, not what one request met:
 		// the vault's own logger. The error is the 401, which says why.
-		v.log.Error(redact.Error(cause), "login failed: the server rejected the handler's new credential at once",
+		logFailure(v.log, cause, "login failed: the server rejected the handler's new credential at once",
 			"handler", cred.Handler, "fingerprint", cred.fingerprint, "strikes", strikes, "retryAt", retryAt.Round(0))
 	}
 	return true

@@ -301,5 +301,5 @@ func TestKeepFallbackServesWhileARegisteredHandlerFails(t *testing.T) {
 func loginErrorText(v *Vault) string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.core.loginError(nil).Error()
+	return v.core.loginError(v.clock.Now(), nil).Error()
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/authvault/authvault/internal/absent"
 	"github.com/authvault/authvault/internal/handlerconf"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -40,12 +40,12 @@ func (l *loginRun) run(reason login.Reason) {
 	log := v.log.WithValues("handler", h.settings.ID, "reason", reason.String())
 	v.mu.Lock()
 	floor := h.untilFloor(v.clock.Now())
-	quiet := reason.Kind == login.Refresh || errors.Is(h.outcome, errNoCredential)
+	quiet := reason.Kind == login.Refresh || errors.Is(h.outcome, errNoCredential) || v.core.offstage(h)
 	v.mu.Unlock()
 	if quiet {
-		// A routine refresh (its end is at INFO), or a handler asked again
+		// A routine refresh (its end is at INFO), a handler asked again
 		// after it gave nothing (INFO said so once, and says when it gives
-		// one).
+		// one), or a fallback whose login serves nobody (core.offstage).
 		log.V(1).Info("logging in")
 	} else {
 		log.Info("logging in")
@@ -69,8 +69,12 @@ func (l *loginRun) run(reason login.Reason) {
 		var e effects
 		if err == nil {
 			var unsound bool
+			offstage := v.core.offstage(h) // before cred is h's
 			if e, unsound, err = v.core.returnedCredential(v.clock.Now(), h, cred); err == nil {
 				v.metrics.attempt(h.settings.ID, result(nil), time.Since(start))
+				if offstage {
+					log = log.V(1)
+				}
 				l.loggedIn(cred, unsound, log)
 				v.applyLocked(e)
 				v.mu.Unlock()
@@ -83,12 +87,16 @@ func (l *loginRun) run(reason login.Reason) {
 		if !retry {
 			l.endLocked(err, again).log(log)
 		}
+		outranked := v.core.outranked(h)
 		v.applyLocked(e)
 		v.mu.Unlock()
 		if !retry {
 			return
 		}
-		log.Error(redact.Error(err), "login attempt failed", "retryIn", delay)
+		if outranked {
+			log = log.V(1)
+		}
+		logFailure(log, err, "login attempt failed", "retryIn", delay)
 		if !l.sleep(delay) {
 			l.stop(log, err)
 			return
@@ -153,6 +161,11 @@ func (l *loginRun) call(ctx context.Context) (*Credential, error) {
 		return h.fn(ctx)
 	})
 	if err != nil {
+		if what, ok := absent.What(err); ok {
+			// A built-in handler's "nothing from me", saying what it
+			// looked for.
+			return nil, &noCredentialError{what: what}
+		}
 		if errors.Is(err, login.ErrAbandoned) {
 			v.mu.Lock()
 			h.abandoned = true
@@ -199,6 +212,8 @@ func (l *loginRun) stop(log logr.Logger, err error) {
 type loginEnd struct {
 	err                error
 	again, closed      bool
+	offstage           bool // a fallback's routine line at V(1) (core.offstage)
+	outranked          bool // a fallback's failure at V(1) too (core.outranked)
 	retryAt, refreshAt time.Time
 	serving            []any // what serves meanwhile: the handler's credential, if a refresh failed
 }
@@ -209,7 +224,8 @@ type loginEnd struct {
 // login left sees its line too.
 func (l *loginRun) endLocked(err error, again bool) loginEnd {
 	h := l.h
-	end := loginEnd{err: err, again: again, closed: l.v.core.closed, retryAt: h.retryAt, refreshAt: h.refreshAt}
+	end := loginEnd{err: err, again: again, closed: l.v.core.closed, offstage: l.v.core.offstage(h), outranked: l.v.core.outranked(h),
+		retryAt: h.retryAt, refreshAt: h.refreshAt}
 	if c := h.cred; c != nil {
 		end.serving = []any{"fingerprint", c.fingerprint, "servesUntil", expirationValue(c.usableUntil)}
 	}
@@ -219,6 +235,10 @@ func (l *loginRun) endLocked(err error, again bool) loginEnd {
 // log logs the end of a login that gave no credential.
 func (end loginEnd) log(log logr.Logger) {
 	kv, err := end.serving, end.err
+	if end.offstage && !failed(err) || end.outranked {
+		log = log.V(1)
+	}
+	var none *noCredentialError
 	switch {
 	case end.closed:
 	case errors.Is(err, errNoCredential):
@@ -227,14 +247,23 @@ func (end loginEnd) log(log logr.Logger) {
 		if end.again {
 			log = log.V(1)
 		}
+		if errors.As(err, &none) {
+			kv = append(kv, "missing", none.what)
+		}
 		log.Info("login gave no credential", append(kv, "retryAt", end.retryAt.Round(0))...)
 	case errors.Is(err, errUnchanged):
 		// A Secret rewritten with the same token, a token file touched:
 		// nothing failed, and the credential serves on.
 		log.V(1).Info("logged in: the credential is unchanged", withTime(kv, "refreshAt", end.refreshAt)...)
 	default:
-		log.Error(redact.Error(err), "login failed", append(kv, "retryAt", end.retryAt.Round(0))...)
+		logFailure(log, err, "login failed", append(kv, "retryAt", end.retryAt.Round(0))...)
 	}
+}
+
+// failed tells whether a login that ended with err failed, rather than
+// ending with nothing or with the credential the vault has.
+func failed(err error) bool {
+	return !errors.Is(err, errNoCredential) && !errors.Is(err, errUnchanged)
 }
 
 // retryable tells whether another attempt within the login could give a

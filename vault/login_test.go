@@ -15,8 +15,10 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
-// Point 6: a failed login is a LoginError naming every handler; further
-// logins are spaced by bounded exponential backoff; healing is picked up.
+// Point 6: a failed login is a LoginError naming the handler that failed
+// (and counting those that gave nothing); its Handlers hold every outcome;
+// further logins are spaced by bounded exponential backoff; healing is
+// picked up.
 func TestFailedLoginBacksOffAndHeals(t *testing.T) {
 	v, clk := testVault(t, Options{})
 	boom := errors.New("secret store unreachable")
@@ -32,7 +34,7 @@ func TestFailedLoginBacksOffAndHeals(t *testing.T) {
 	if !errors.Is(le, boom) || !errors.Is(le, errNoCredential) {
 		t.Errorf("LoginError = %v, want it to wrap %v and errNoCredential", le, boom)
 	}
-	for _, want := range []string{`handler "broken": secret store unreachable`, `handler "empty": vault: the handler returned no credential`} {
+	for _, want := range []string{`handler "broken": secret store unreachable`, `1 other handler gave nothing`} {
 		if !strings.Contains(le.Error(), want) {
 			t.Errorf("LoginError = %q, want it to contain %q", le, want)
 		}

@@ -1,14 +1,24 @@
 package vault
 
 import (
+	"errors"
+	"slices"
 	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/login"
 )
 
 // The vault's log follows one rule: what a person running the operator
 // needs to know is logged at INFO, once (a login and why, its end, which
-// handler's credentials are handed out and until when); what happens per
-// request (an invalidation, an expiry found by Select) is at V(1); failures
-// are at error level. The helpers below keep the lifecycle lines alike.
+// handler's credentials are handed out and until when, a failure); what
+// happens per request (an invalidation, an expiry found by Select, a
+// caller refused) is at V(1). A failure is one line that says what failed
+// (the handler, which names its file, Secret or plugin), why (the error,
+// under "error") and what to do ("action"). The helpers below keep the
+// lines alike.
 
 // expirationValue is an expiration as a log value: "never" for the zero
 // time, which a line would otherwise print as year 1.
@@ -26,4 +36,86 @@ func withTime(kv []any, key string, t time.Time) []any {
 		return kv
 	}
 	return append(kv, key, t.Round(0))
+}
+
+// logFailure logs a failed login, err saying why, as one line with err
+// under "error" and what to do under "action". A failure whose cause is
+// outside the process (a refused token, a missing file, a failing plugin,
+// a network error, a handler that does not return) is expected: it is
+// logged at INFO, since logr's Error makes zap (controller-runtime's
+// logger) add a stack trace, and the stack of the vault's login goroutine
+// says nothing about a file or a plugin. A bug in the process (a handler
+// that panicked or returned an invalid ConnectionInfo) is at error level.
+func logFailure(log logr.Logger, err error, msg string, kv ...any) {
+	err = redact.Error(err)
+	kv = append(kv, "action", action(err))
+	if inProcess(err) {
+		log.Error(err, msg, kv...)
+		return
+	}
+	log.Info(msg, append([]any{"error", err}, kv...)...)
+}
+
+// inProcess tells whether a login failed for a bug in the process rather
+// than for what the handler reads or asks.
+func inProcess(err error) bool {
+	var panicked *login.PanicError
+	var invalid *invalidInfoError
+	return errors.As(err, &panicked) || errors.As(err, &invalid)
+}
+
+// action is what a person reading a failed login's line can do about it.
+// The handler's ID and its error say where (the file, the Secret, the
+// plugin); the vault logs in again by itself, so fixing that is enough.
+func action(err error) string {
+	var abandoned *abandonedError
+	var unauthorized *UnauthorizedError
+	switch {
+	case inProcess(err):
+		return "fix the handler: this is a bug in it, the vault logs in again by itself"
+	case errors.Is(err, errStillRunning):
+		return "make the handler return when its context ends; the vault calls it again once it has"
+	case errors.As(err, &abandoned):
+		return "look at what the handler waits for (a plugin, a network), or give it a longer login.Timeout"
+	case errors.Is(err, errInvalidated):
+		return "replace the credential where the handler reads it: the server rejected this one"
+	case errors.Is(err, errExpired):
+		return "renew the credential where the handler reads it: it has expired"
+	case errors.As(err, &unauthorized):
+		return "check the identity the handler logs in as, and the cluster's authenticator; the vault logs in again by itself"
+	default:
+		return "fix what the error names; the vault logs in again by itself, no restart needed"
+	}
+}
+
+// refused logs, at V(1), the outcome of every handler when a caller gets
+// err: the LoginError's message names only what failed.
+func (v *Vault) refused(err *LoginError) {
+	if err == nil || !v.log.V(1).Enabled() {
+		return
+	}
+	outcomes := make([]string, 0, len(err.Handlers))
+	for _, o := range err.Handlers {
+		outcomes = append(outcomes, o.String()) // redacted
+	}
+	v.log.V(1).Info("no usable credential", "handlers", outcomes)
+}
+
+// offstage tells that h's routine lines (a login starting, its end) are at
+// V(1): h is a fallback beside registered handlers (Options.KeepFallback)
+// and holds no credential that serves in their place. So the fallbacks
+// say nothing at INFO while a registered handler serves, nor in a login
+// round whose end decides what serves (logServingLocked says at INFO
+// which fallback serves, if one does); a fallback whose credential serves
+// logs its refreshes at INFO, as any handler does. Read before the event
+// the line is about: a fallback's first credential does not serve yet.
+func (c *core) offstage(h *handlerState) bool {
+	return h.fallback && len(c.handlers) > 0 && (h.cred == nil || c.outranked(h))
+}
+
+// outranked tells that h is a fallback beside a registered handler that
+// has a credential: then h's failures too are at V(1). Without one, a
+// fallback's failure may be why the vault has nothing: at INFO.
+func (c *core) outranked(h *handlerState) bool {
+	return h.fallback && slices.ContainsFunc(c.handlers, func(r *handlerState) bool { return r.cred != nil })
 }

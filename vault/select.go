@@ -46,6 +46,7 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 		}
 		if !wait {
 			v.mu.Unlock()
+			v.refused(err)
 			return nil, err
 		}
 		changed := v.changed
@@ -69,8 +70,9 @@ func (v *Vault) wait(ctx context.Context) (*Credential, error) {
 		v.waits.waiting.Add(-1)
 		if callerErr != nil {
 			v.mu.Lock()
-			err := v.core.loginError(callerErr)
+			err := v.core.loginError(v.clock.Now(), callerErr)
 			v.mu.Unlock()
+			v.refused(err)
 			return nil, err
 		}
 		if c := v.snap.Load().pick(); c != nil {

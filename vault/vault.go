@@ -23,11 +23,14 @@ type Options struct {
 	// Logger receives the vault's events, never a secret: at INFO, once
 	// each, every login and why, its end, and whose credentials are handed
 	// out and until when; at V(1), what happens per request (a credential
-	// invalidated, one found expired); failures at error level. The vault
-	// adds no name of its own: pass one, as in
-	// ctrl.Log.WithName("authvault"). A handler finds this logger in its
-	// context (logr.FromContext), with the keys "handler", "reason" and
-	// "attempt". Default: the zero logr.Logger, which discards.
+	// invalidated, one found expired, a caller refused). A failed login is
+	// one line with "error" and "action" (what to do): at INFO when its
+	// cause is outside the process, so that zap adds no stack trace, at
+	// error level for a handler's bug (a panic). The vault adds no name of
+	// its own: pass one, as in ctrl.Log.WithName("authvault"). A handler
+	// finds this logger in its context (logr.FromContext), with the keys
+	// "handler", "reason" and "attempt". Default: the zero logr.Logger,
+	// which discards.
 	Logger logr.Logger
 
 	// Leeway is how long before its expiration a credential stops being
@@ -41,9 +44,9 @@ type Options struct {
 	// (or beside them, with KeepFallback). Default: piggyback.Defaults():
 	// the kubeconfig named by --kubeconfig or $KUBECONFIG, the in-cluster
 	// ServiceAccount, ~/.kube/config, in that order of priority (30, 20,
-	// 10). They are made when first needed: a vault whose handlers are
-	// registered before its first login has no fallback handler in its
-	// logs, metrics or LoginErrors.
+	// 10). They are made when first needed: without KeepFallback, a vault
+	// whose handlers are registered before its first login has no fallback
+	// handler in its logs, metrics or LoginErrors.
 	Fallback []login.Registration
 
 	// NoFallback turns the fallback off: a vault without handlers then
@@ -54,8 +57,11 @@ type Options struct {
 	// OnLogin: "my login, else whatever this process already has". The
 	// fallback handlers then log in with the registered ones, and their
 	// credentials serve only while no registered handler has one, whatever
-	// the Priority of each. Default: false, the fallback stops once a
-	// handler is registered.
+	// the Priority of each. Their log lines are at V(1) unless a fallback's
+	// credential serves in place of yours: INFO then says which, and its
+	// refreshes; a fallback's failure is at INFO while none of yours has a
+	// credential. Default: false, the fallback stops once a handler is
+	// registered.
 	KeepFallback bool
 
 	// InvalidatedRefused is how many of each handler's latest invalidated

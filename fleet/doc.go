@@ -97,6 +97,7 @@
 // # Logs and metrics
 //
 // Every vault logs with the key "cluster" and registers its metrics
-// (authvault_*) with the label cluster="<name>". Names are not secrets; a
-// kubeconfig's content never appears in a log line or an error.
+// (authvault_*) with the label cluster="<name>", on a registry that may
+// hold the hub's own vault too (its series have cluster=""). Names are not
+// secrets; a kubeconfig's content never appears in a log line or an error.
 package fleet

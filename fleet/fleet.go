@@ -33,10 +33,11 @@ type Options struct {
 	Logger logr.Logger
 	// Registerer receives every cluster's vault metrics (authvault_*),
 	// each with the label cluster="<name>", unregistered when the cluster
-	// is removed. Default: nil, which registers nothing. A vault of your
-	// own on the same registerer (the hub's) needs a cluster label too:
+	// leaves the fleet. A vault of your own on the same registerer (the
+	// hub's, controller-runtime's metrics.Registry) registers beside them,
+	// its series labelled cluster="" (or as you wrap its registerer:
 	// prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "hub"},
-	// reg), since one registry cannot hold authvault_* with and without it.
+	// reg)). Default: nil, which registers nothing.
 	Registerer prometheus.Registerer
 	// Vault configures every cluster's vault. Its Logger and Registerer
 	// are replaced by the fleet's, and its fallback is always off: a

@@ -83,7 +83,9 @@ type SecretsOptions struct {
 // credential is in place before the old one is revoked, and no other
 // cluster is touched; a cluster not used yet stays so. A change that
 // leaves the kubeconfig as it was (a resync, a label or annotation edit)
-// does nothing. A Secret that goes removes its cluster, closing its vault.
+// does nothing. A Secret that goes removes its cluster, closing its vault;
+// the API server reports a Secret that lost its label as deleted, so one GET
+// of a Secret that served a cluster tells the log which it was.
 //
 // Which Secret serves a cluster does not depend on the order they are
 // listed in: the Secrets there at the start are decided together, once the

@@ -105,7 +105,10 @@ func argoCDFormat(policy handlers.PluginPolicy) secretFormat {
 		clusterName: func(s *corev1.Secret) string { return string(s.Data["name"]) },
 		// Any cluster Secret may give any name: two of one name are an
 		// ambiguity, whichever came first.
-		rank: func(*corev1.Secret) claimRank { return namedClaim },
+		rank:    func(*corev1.Secret) claimRank { return namedClaim },
+		refusal: func(*corev1.Secret) string { return "claims no cluster" }, // never: every one is ranked namedClaim
+		holds:   "a server",
+		changed: "its server or config changed",
 		handler: func(client corev1client.SecretsGetter, namespace, name string) login.Handler {
 			return argoCDSecret(client, namespace, name, policy)
 		},

@@ -1,13 +1,16 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,6 +70,15 @@ func clusterAPIRank(s *corev1.Secret) claimRank {
 	return noClaim
 }
 
+// clusterAPIRefusal says why clusterAPIRank finds no claim in s.
+func clusterAPIRefusal(s *corev1.Secret) string {
+	cluster := s.Labels[ClusterNameLabel]
+	if cluster == "" {
+		return "has an empty cluster-name label"
+	}
+	return fmt.Sprintf("is neither %s-kubeconfig nor controlled by Cluster %s", cluster, cluster)
+}
+
 // ownedByCluster tells whether s's controller is Cluster API's Cluster of
 // that name.
 func ownedByCluster(s *corev1.Secret, cluster string) bool {
@@ -102,47 +114,87 @@ func (w *secretWatch) upsert(obj any) {
 	key := secret.Namespace + "/" + secret.Name
 	digest, hasKey := secret.Data[digestKey] // slim's
 	if !hasKey || !w.selector.Matches(labels.Set(secret.Labels)) {
-		// The server filters by the selector; this is for a Secret that
-		// lost its label (an update the watch still sends) or a watch
-		// that does not filter. A Secret without the key is not a
-		// kubeconfig: Cluster API labels a cluster's CA, etcd, sa and
-		// proxy Secrets as it labels its kubeconfig.
+		// The API server sends a Secret that no longer matches the
+		// selector as deleted (see gone); this is for a watch that does
+		// not filter. A Secret without the key is not a kubeconfig:
+		// Cluster API labels a cluster's CA, etcd, sa and proxy Secrets
+		// as it labels its kubeconfig.
+		why := fmt.Sprintf("its Secret %s no longer holds %s", key, w.format.holds)
+		if hasKey {
+			why = fmt.Sprintf("its Secret %s no longer matches the label selector %s", key, w.opts.LabelSelector)
+		}
 		delete(w.skipped, key)
-		w.drop(key)
+		w.drop(key, why)
 		return
 	}
 	name := w.clusterName(secret)
 	rank := w.format.rank(secret)
 	if rank == noClaim {
+		refusal := w.format.refusal(secret)
 		// Logged once, not at every rewrite or relist of the Secret.
 		if w.skipped[key] != name {
 			w.skipped[key] = name
-			w.fleet.opts.Logger.Info("Secret skipped: it is neither <cluster>-kubeconfig nor owned by that Cluster, or its cluster-name label is empty",
-				"secret", key, "cluster", name)
+			w.fleet.opts.Logger.Info("Secret skipped: it claims no cluster", "secret", key, "cluster", name, "reason", "it "+refusal)
 		}
-		w.drop(key)
+		w.drop(key, fmt.Sprintf("refused: its Secret %s %s", key, refusal))
 		return
 	}
 	delete(w.skipped, key)
 	prev, had := w.claims[key]
 	w.setClaim(key, claim{cluster: name, rank: rank, digest: digest})
 	if had && prev.cluster != name {
-		w.resolve(prev.cluster) // relabelled: its old cluster first, so OnRemove comes before OnAdd
+		// Relabelled: its old cluster first, so OnRemove comes before OnAdd.
+		w.resolve(prev.cluster, fmt.Sprintf("its Secret %s now names cluster %s", key, name))
 	}
-	w.resolve(name)
+	w.resolve(name, "")
 }
 
 func (w *secretWatch) delete(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	if secret, ok := obj.(*corev1.Secret); ok {
-		key := secret.Namespace + "/" + secret.Name
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.skipped, key)
-		w.drop(key)
+	secret, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
 	}
+	key := secret.Namespace + "/" + secret.Name
+	why := ""
+	if w.serves(key) {
+		why = w.gone(secret) // a GET: not under mu
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.skipped, key)
+	w.drop(key, why)
+}
+
+// serves tells whether the Secret key serves a cluster.
+func (w *secretWatch) serves(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.claims[key]
+	return ok && w.served[c.cluster].secret == key
+}
+
+// goneTimeout bounds the GET that tells why a Secret has gone.
+const goneTimeout = 5 * time.Second
+
+// gone says why a Secret that the watch reports deleted has gone from it:
+// the API server reports a Secret that no longer matches the selector (its
+// label removed) as deleted, with its labels of before. A GET tells the two
+// apart; when it cannot, the reason names both.
+func (w *secretWatch) gone(s *corev1.Secret) string {
+	key := s.Namespace + "/" + s.Name
+	ctx, cancel := context.WithTimeout(w.ctx, goneTimeout)
+	defer cancel()
+	now, err := w.opts.Client.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), err == nil && now.UID != s.UID:
+		return fmt.Sprintf("its Secret %s was deleted", key)
+	case err == nil && !w.selector.Matches(labels.Set(now.Labels)):
+		return fmt.Sprintf("its Secret %s no longer matches the label selector %s", key, w.opts.LabelSelector)
+	}
+	return fmt.Sprintf("its Secret %s was deleted, or no longer matches the label selector %s", key, w.opts.LabelSelector)
 }
 
 // decideAll decides every cluster claimed, once the initial list is in.
@@ -155,17 +207,17 @@ func (w *secretWatch) decideAll() {
 	defer w.mu.Unlock()
 	w.synced = true
 	for _, name := range slices.Sorted(maps.Keys(w.byCluster)) {
-		w.resolve(name)
+		w.resolve(name, "")
 	}
 }
 
 // drop forgets the Secret key's claim, if it had one, and decides its
-// cluster again.
-func (w *secretWatch) drop(key string) {
+// cluster again; why says what became of the Secret.
+func (w *secretWatch) drop(key, why string) {
 	if c, ok := w.claims[key]; ok {
 		delete(w.claims, key)
 		w.unindex(key, c.cluster)
-		w.resolve(c.cluster)
+		w.resolve(c.cluster, why)
 	}
 }
 
@@ -195,8 +247,10 @@ func (w *secretWatch) unindex(key, cluster string) {
 }
 
 // resolve makes the cluster name served by the one Secret of the highest
-// rank that claims it, or by none when there are several or none.
-func (w *secretWatch) resolve(name string) {
+// rank that claims it, or by none when there are several or none. why says
+// what became of the Secret whose change called it, if any: the reason its
+// cluster leaves, when that Secret served it.
+func (w *secretWatch) resolve(name, why string) {
 	if !w.synced {
 		return // decideAll will
 	}
@@ -223,19 +277,33 @@ func (w *secretWatch) resolve(name string) {
 		c := w.claims[top[0]]
 		if string(c.digest) != string(m.digest) {
 			w.served[name] = served{m.member, m.secret, c.digest}
-			w.fleet.opts.Logger.V(1).Info("kubeconfig Secret changed: refreshing the cluster's credentials", "secret", m.secret, "cluster", name)
+			w.fleet.opts.Logger.Info("cluster's source changed", "cluster", name, "source", m.member.sourced(), "change", w.format.changed)
 			m.member.vault.Refresh()
 		}
 		return // else a resync, or an edit that leaves the kubeconfig alone
 	}
-	if held {
-		w.remove(name, m)
+	if held && why == "" {
+		why = fmt.Sprintf("its Secret %s no longer claims it", m.secret)
+	}
+	switch {
+	case held && len(top) == 1:
+		// Another Secret takes over: one line says so.
+		change := why
+		if c, ok := w.claims[m.secret]; ok && c.cluster == name {
+			change = fmt.Sprintf("Secret %s outranks Secret %s", top[0], m.secret)
+		}
+		w.replace(name, m, top[0], change)
+		return
+	case held && len(top) > 1:
+		w.remove(name, m, fmt.Sprintf("refused: Secrets %v all claim it, and none serves it until one goes", top))
+	case held:
+		w.remove(name, m, why)
 	}
 	switch len(top) {
 	case 0:
 		delete(w.conflicts, name)
 	case 1:
-		w.add(name, top[0])
+		w.add(name, top[0], "", "")
 	default:
 		if w.conflict(name, "ambiguous "+strings.Join(top, " ")) {
 			err := fmt.Errorf("fleet: Secrets %v all claim cluster %q: none serves it until one goes", top, name)
@@ -255,42 +323,66 @@ func (w *secretWatch) conflict(name, what string) bool {
 	return true
 }
 
-// add adds the cluster name, served by the Secret key.
-func (w *secretWatch) add(name, key string) {
-	log := w.fleet.opts.Logger.WithValues("secret", key, "cluster", name)
+// add adds the cluster name, served by the Secret key, and tells whether
+// it did. previous and change are for a cluster whose source changes (see
+// Fleet.joined).
+func (w *secretWatch) add(name, key, previous, change string) bool {
 	namespace, secretName, _ := cache.SplitMetaNamespaceKey(key)
 	h := w.format.handler(w.opts.Client.CoreV1(), namespace, secretName)
 	// A hub that stalls a GET holds a login no longer than secretTimeout;
 	// the caller's options come after, and win.
 	opts := append([]login.Option{login.ID("secret " + key), login.Timeout(secretTimeout)}, w.opts.Login...)
-	m, err := w.fleet.add(name, h, opts)
+	m, err := w.fleet.add(name, "Secret "+key, h, opts)
 	if err != nil {
 		if !w.conflict(name, "not added "+key) {
-			return
+			return false
 		}
 		if errors.Is(err, ErrExists) {
 			err = fmt.Errorf("%w; the Secret is decided again at its next change or at the next change of a Secret of that cluster", err)
 		}
-		log.Error(err, "kubeconfig Secret not added to the fleet")
-		return
+		w.fleet.opts.Logger.Error(err, "kubeconfig Secret not added to the fleet", "secret", key, "cluster", name)
+		return false
 	}
 	delete(w.conflicts, name)
 	w.served[name] = served{m, key, w.claims[key].digest}
-	w.fleet.added(m)
-	log.V(1).Info("cluster added from its kubeconfig Secret")
+	w.fleet.joined(m, previous, change)
+	return true
 }
 
-// remove takes m's cluster out of the fleet at once (the name is free for
-// the next add, its context ends) and tells OnRemove, here, so that
-// OnRemove of a cluster comes before OnAdd of the next of its name. It
-// closes the vault in the background, so that a handler that ignores its
-// context holds up no other cluster's events.
-func (w *secretWatch) remove(name string, m served) {
-	delete(w.served, name)
-	if !w.fleet.detachMember(m.member) {
-		return // removed by hand meanwhile
+// remove takes m's cluster out of the fleet at once, for reason (the name
+// is free for the next add, its context ends), and tells OnRemove, here,
+// so that OnRemove of a cluster comes before OnAdd of the next of its
+// name. It closes the vault in the background, so that a handler that
+// ignores its context holds up no other cluster's events.
+func (w *secretWatch) remove(name string, m served, reason string) {
+	if w.detach(name, m, reason) {
+		w.fleet.left(m.member, reason)
+		w.close(m)
 	}
-	w.fleet.opts.Logger.V(1).Info("cluster removed: its Secret is gone or no longer serves it", "secret", m.secret, "cluster", name)
+}
+
+// replace serves the cluster name by the Secret key in place of m, which
+// has left for change: one line says that its source changed.
+func (w *secretWatch) replace(name string, m served, key, change string) {
+	if !w.detach(name, m, "its source changed: "+change) {
+		w.add(name, key, "", "") // removed by hand meanwhile: a cluster joins
+		return
+	}
+	w.close(m)
+	if !w.add(name, key, m.member.sourced(), change) {
+		w.fleet.left(m.member, change)
+	}
+}
+
+// detach takes m's cluster out of the fleet for reason, and tells whether
+// it was still there.
+func (w *secretWatch) detach(name string, m served, reason string) bool {
+	delete(w.served, name)
+	return w.fleet.detachMember(m.member, reason) // false: removed by hand meanwhile
+}
+
+// close tells OnRemove and closes m's vault in the background.
+func (w *secretWatch) close(m served) {
 	w.fleet.removed(m.member)
 	w.closing.Go(m.member.vault.Close)
 }

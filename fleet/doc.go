@@ -96,7 +96,17 @@
 //
 // # Logs and metrics
 //
+// The fleet says what it does at INFO, one line each: a cluster joined
+// (with its source: Fleet.Add, a Secret, a ClusterProfile and its
+// provider), its source changed (a Secret's kubeconfig, a profile's data or
+// provider, a Secret that outranks the one that served), and it left, with
+// why (its Secret deleted, no longer selected, refused, and why refused;
+// its profile deleted or refused; Remove; Close). The reason it left is
+// also the cause of the context OnAdd got. A watch's relist or a rewrite
+// that changes nothing logs nothing.
+//
 // Every vault logs with the key "cluster" and registers its metrics
-// (authvault_*) with the label cluster="<name>". Names are not secrets; a
-// kubeconfig's content never appears in a log line or an error.
+// (authvault_*) with the label cluster="<name>", on a registry that may
+// hold the hub's own vault too (its series have cluster=""). Names are not
+// secrets; a kubeconfig's content never appears in a log line or an error.
 package fleet

@@ -58,7 +58,7 @@ func ExampleFleet_WatchSecrets() {
 	fmt.Println(<-events)
 	// Output:
 	// joined capi/prod-eu
-	// left capi/prod-eu: fleet: cluster "capi/prod-eu" has left the fleet
+	// left capi/prod-eu: fleet: cluster "capi/prod-eu" has left the fleet: its Secret capi/prod-eu-kubeconfig was deleted
 }
 
 // A controller-runtime manager on the hub whose fleet is the hub's

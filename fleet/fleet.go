@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -33,10 +34,11 @@ type Options struct {
 	Logger logr.Logger
 	// Registerer receives every cluster's vault metrics (authvault_*),
 	// each with the label cluster="<name>", unregistered when the cluster
-	// is removed. Default: nil, which registers nothing. A vault of your
-	// own on the same registerer (the hub's) needs a cluster label too:
+	// leaves the fleet. A vault of your own on the same registerer (the
+	// hub's, controller-runtime's metrics.Registry) registers beside them,
+	// its series labelled cluster="" (or as you wrap its registerer:
 	// prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "hub"},
-	// reg), since one registry cannot hold authvault_* with and without it.
+	// reg)). Default: nil, which registers nothing.
 	Registerer prometheus.Registerer
 	// Vault configures every cluster's vault. Its Logger and Registerer
 	// are replaced by the fleet's, and its fallback is always off: a
@@ -100,22 +102,39 @@ func (f *Fleet) Add(name string, h login.Handler, opts ...login.Option) error {
 	if name == "" || h == nil {
 		return errors.New("fleet: Add needs a name and a handler")
 	}
-	c, err := f.add(name, h, opts)
+	c, err := f.add(name, addSource, h, opts)
 	if err != nil {
 		return err
 	}
-	f.added(c)
+	f.joined(c, "", "")
 	return nil
 }
 
-// added tells OnAdd.
-func (f *Fleet) added(m *Member) {
+// addSource is the source of the clusters added by Add, in the log.
+const addSource = "Fleet.Add"
+
+// joined logs that m has joined the fleet, and tells OnAdd. When m takes
+// the place of a member of its name that has just left, previous is that
+// member's source and change why: one line says that the cluster's source
+// changed.
+func (f *Fleet) joined(m *Member, previous, change string) {
+	if previous == "" {
+		f.opts.Logger.Info("cluster joined the fleet", "cluster", m.name, "source", m.sourced())
+	} else {
+		f.opts.Logger.Info("cluster's source changed", "cluster", m.name, "source", m.sourced(), "previous", previous, "change", change)
+	}
 	if f.opts.OnAdd != nil {
 		f.opts.OnAdd(m.ctx, m)
 	}
 }
 
-func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*Member, error) {
+// left logs that m has left the fleet, and why.
+func (f *Fleet) left(m *Member, reason string) {
+	f.opts.Logger.Info("cluster left the fleet", "cluster", m.name, "source", m.sourced(), "reason", reason)
+}
+
+// add puts a cluster, served by source (for the log), in the fleet.
+func (f *Fleet) add(name, source string, h login.Handler, opts []login.Option) (*Member, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -136,7 +155,7 @@ func (f *Fleet) add(name string, h login.Handler, opts []login.Option) (*Member,
 		vopts.Registerer = reg
 	}
 	vopts.Fallback, vopts.NoFallback = nil, true
-	m := newMember(name, vault.New(vopts), reg, log)
+	m := newMember(name, source, vault.New(vopts), reg, log)
 	m.vault.OnLogin(h, opts...)
 	f.clusters[name] = m
 	return m, nil
@@ -181,15 +200,17 @@ func (f *Fleet) Names() []string {
 // was no such cluster. Like vault.Vault.Close, it waits up to five seconds
 // for a login handler that ignores its context.
 func (f *Fleet) Remove(name string) bool {
+	const reason = "removed with Fleet.Remove"
 	f.mu.Lock()
 	m := f.clusters[name]
 	if m != nil {
-		f.detachLocked(m, m.removed()) // the name is free at once
+		f.detachLocked(m, &leftError{name: name, reason: reason}) // the name is free at once
 	}
 	f.mu.Unlock()
 	if m == nil {
 		return false
 	}
+	f.left(m, reason)
 	f.close(m)
 	return true
 }
@@ -201,15 +222,15 @@ func (f *Fleet) holds(m *Member) bool {
 	return f.clusters[m.name] == m
 }
 
-// detachMember takes m out of the map if it is still there, and tells
-// whether it was.
-func (f *Fleet) detachMember(m *Member) bool {
+// detachMember takes m out of the map if it is still there, its context
+// ending for reason, and tells whether it was.
+func (f *Fleet) detachMember(m *Member, reason string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.clusters[m.name] != m {
 		return false
 	}
-	f.detachLocked(m, m.removed())
+	f.detachLocked(m, &leftError{name: m.name, reason: reason})
 	return true
 }
 
@@ -243,11 +264,14 @@ func (f *Fleet) removed(m *Member) {
 func (f *Fleet) Close() {
 	f.mu.Lock()
 	f.closed = true
-	members := slices.Collect(maps.Values(f.clusters))
+	members := slices.SortedFunc(maps.Values(f.clusters), func(a, b *Member) int { return strings.Compare(a.name, b.name) })
 	for _, m := range members {
 		f.detachLocked(m, ErrClosed)
 	}
 	f.mu.Unlock()
+	for _, m := range members {
+		f.left(m, "the fleet was closed")
+	}
 	var wg sync.WaitGroup
 	for _, m := range members {
 		wg.Go(func() { f.close(m) })

@@ -24,26 +24,39 @@ type Member struct {
 	ctx   context.Context // the one OnAdd gets: ends when the member leaves the fleet
 	leave context.CancelCauseFunc
 
-	mu  sync.Mutex // guards cfg
-	cfg *rest.Config
+	mu     sync.Mutex // guards cfg and source
+	cfg    *rest.Config
+	source string // what serves the cluster, for the fleet's log: "Fleet.Add", "Secret <namespace>/<name>"…
 }
 
-func newMember(name string, v *vault.Vault, reg *registerer, log logr.Logger) *Member {
+func newMember(name, source string, v *vault.Vault, reg *registerer, log logr.Logger) *Member {
 	// A context of its own, not one of the caller of Add: the member lives
 	// until it leaves the fleet, whoever added it.
 	ctx, leave := context.WithCancelCause(logr.NewContext(context.Background(), log))
-	return &Member{name: name, vault: v, reg: reg, ctx: ctx, leave: leave}
+	return &Member{name: name, source: source, vault: v, reg: reg, ctx: ctx, leave: leave}
 }
 
-// removed is the cause of m's leaving by Remove, or by its Secret.
-func (m *Member) removed() error { return &leftError{name: m.name} }
+// sourced returns what serves the cluster.
+func (m *Member) sourced() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.source
+}
 
-// leftError says that a member has left the fleet; it is an
-// ErrUnknownCluster.
-type leftError struct{ name string }
+// setSource records what serves the cluster now (a ClusterProfile's
+// provider changed).
+func (m *Member) setSource(source string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.source = source
+}
+
+// leftError is the cause of a member's leaving, but for Close: it says why,
+// and it is an ErrUnknownCluster.
+type leftError struct{ name, reason string }
 
 func (e *leftError) Error() string {
-	return fmt.Sprintf("fleet: cluster %q has left the fleet", e.name)
+	return fmt.Sprintf("fleet: cluster %q has left the fleet: %s", e.name, e.reason)
 }
 func (e *leftError) Unwrap() error { return ErrUnknownCluster }
 

@@ -355,16 +355,21 @@ func (w *profileWatch) upsert(obj any) {
 		})
 	case err != nil:
 		if held {
-			w.remove(name, pm)
+			w.remove(name, pm, "refused: "+err.Error())
 		}
 		w.logOnce(name, err.Error(), func() {
 			w.fleet.opts.Logger.Error(err, "ClusterProfile not added to the fleet", "profile", name)
 		})
 	case held:
 		delete(w.logged, name)
-		if pm.access.Load().digest != a.digest {
+		if old := pm.access.Load(); old.digest != a.digest {
 			pm.access.Store(a)
-			w.fleet.opts.Logger.V(1).Info("ClusterProfile's access changed: refreshing the cluster's credentials", "profile", name)
+			change := "its cluster data changed"
+			if old.where != a.where {
+				change = "its access provider changed"
+				pm.member.setSource(a.where)
+			}
+			w.fleet.opts.Logger.Info("cluster's source changed", "cluster", name, "source", a.where, "change", change)
 			pm.member.vault.Refresh()
 		}
 	default:
@@ -383,7 +388,7 @@ func (w *profileWatch) delete(obj any) {
 	name := u.GetNamespace() + "/" + u.GetName()
 	delete(w.logged, name)
 	if pm, ok := w.served[name]; ok {
-		w.remove(name, pm)
+		w.remove(name, pm, fmt.Sprintf("its ClusterProfile %s was deleted", name))
 	}
 }
 
@@ -409,7 +414,7 @@ func (w *profileWatch) add(name string, a *access) {
 		return info, nil
 	}
 	opts := append([]login.Option{login.ID("ClusterProfile " + name), login.Timeout(profileTimeout)}, w.opts.Login...)
-	m, err := w.fleet.add(name, h, opts)
+	m, err := w.fleet.add(name, a.where, h, opts)
 	if err != nil {
 		w.logOnce(name, "not added: "+err.Error(), func() {
 			w.fleet.opts.Logger.Error(err, "ClusterProfile not added to the fleet", "profile", name)
@@ -419,17 +424,17 @@ func (w *profileWatch) add(name string, a *access) {
 	delete(w.logged, name)
 	pm.member = m
 	w.served[name] = pm
-	w.fleet.added(m)
-	w.fleet.opts.Logger.V(1).Info("cluster added from its ClusterProfile", "profile", name, "provider", a.where)
+	w.fleet.joined(m, "", "")
 }
 
-// remove takes the cluster out of the fleet, as secretWatch.remove does.
-func (w *profileWatch) remove(name string, pm *profileMember) {
+// remove takes the cluster out of the fleet for reason, as
+// secretWatch.remove does.
+func (w *profileWatch) remove(name string, pm *profileMember, reason string) {
 	delete(w.served, name)
-	if !w.fleet.detachMember(pm.member) {
+	if !w.fleet.detachMember(pm.member, reason) {
 		return
 	}
-	w.fleet.opts.Logger.V(1).Info("cluster removed: its ClusterProfile is gone or no longer offers a provider of the file", "profile", name)
+	w.fleet.left(pm.member, reason)
 	w.fleet.removed(pm.member)
 	w.closing.Go(pm.member.vault.Close)
 }

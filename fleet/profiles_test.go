@@ -131,17 +131,28 @@ type profileHub struct {
 	fleet  *Fleet
 	logs   *testlog.Buffer
 
-	mu             sync.Mutex
+	mu             sync.Mutex // guards added, removed and ctxs
 	added, removed []string
+	ctxs           []context.Context // of OnAdd, in the order of added
 }
 
 func newProfileHub(t *testing.T, opts ProfilesOptions) *profileHub {
+	return newProfileHubLogging(t, 1, opts)
+}
+
+// newProfileHubLogging is newProfileHub with the fleet's log kept up to
+// verbosity v.
+func newProfileHubLogging(t *testing.T, v int, opts ProfilesOptions) *profileHub {
 	h := &profileHub{logs: &testlog.Buffer{}}
 	h.client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{profilesV1alpha1: "ClusterProfileList"})
 	h.fleet = New(Options{
-		Logger:   h.logs.Logger(1),
-		OnAdd:    func(_ context.Context, m *Member) { h.mu.Lock(); h.added = append(h.added, m.Name()); h.mu.Unlock() },
+		Logger: h.logs.Logger(v),
+		OnAdd: func(ctx context.Context, m *Member) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.added, h.ctxs = append(h.added, m.Name()), append(h.ctxs, ctx)
+		},
 		OnRemove: func(m *Member) { h.mu.Lock(); h.removed = append(h.removed, m.Name()); h.mu.Unlock() },
 	})
 	opts.Client = h.client
@@ -177,6 +188,20 @@ func (h *profileHub) put(t *testing.T, u *unstructured.Unstructured) {
 	if _, err := c.Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lastCtx is the context OnAdd got for the latest member called name.
+func (h *profileHub) lastCtx(t *testing.T, name string) context.Context {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.added) - 1; i >= 0; i-- {
+		if h.added[i] == name {
+			return h.ctxs[i]
+		}
+	}
+	t.Fatalf("OnAdd never saw %s", name)
+	return nil
 }
 
 func (h *profileHub) events() (added, removed []string) {

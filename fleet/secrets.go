@@ -85,7 +85,9 @@ type SecretsOptions struct {
 // credential is in place before the old one is revoked, and no other
 // cluster is touched; a cluster not used yet stays so. A change that
 // leaves the kubeconfig as it was (a resync, a label or annotation edit)
-// does nothing. A Secret that goes removes its cluster, closing its vault.
+// does nothing. A Secret that goes removes its cluster, closing its vault;
+// the API server reports a Secret that lost its label as deleted, so one GET
+// of a Secret that served a cluster tells the log which it was.
 //
 // Which Secret serves a cluster does not depend on the order they are
 // listed in: the Secrets there at the start are decided together, once the
@@ -150,7 +152,7 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
-	w := newSecretWatch(f, opts, format, selector)
+	w := newSecretWatch(ctx, f, opts, format, selector)
 	informer := factory.Core().V1().Secrets().Informer()
 	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		// Through the fleet's logger, not only klog's: a watch that RBAC
@@ -188,6 +190,7 @@ const secretTimeout = 30 * time.Second
 // at a time, from one goroutine; mu is for decideAll, which WatchSecrets
 // calls once the initial list is in.
 type secretWatch struct {
+	ctx      context.Context // WatchSecrets'
 	fleet    *Fleet
 	opts     SecretsOptions
 	format   secretFormat
@@ -203,8 +206,8 @@ type secretWatch struct {
 	conflicts map[string]string          // by cluster name: what keeps it from being served (ambiguous Secrets, a failed add), logged once
 }
 
-func newSecretWatch(f *Fleet, opts SecretsOptions, format secretFormat, selector labels.Selector) *secretWatch {
-	return &secretWatch{fleet: f, opts: opts, format: format, selector: selector,
+func newSecretWatch(ctx context.Context, f *Fleet, opts SecretsOptions, format secretFormat, selector labels.Selector) *secretWatch {
+	return &secretWatch{ctx: ctx, fleet: f, opts: opts, format: format, selector: selector,
 		claims: map[string]claim{}, byCluster: map[string]map[string]bool{}, served: map[string]served{},
 		skipped: map[string]string{}, conflicts: map[string]string{}}
 }
@@ -230,6 +233,12 @@ type secretFormat struct {
 	// rank is how strongly a Secret claims the cluster it names (see
 	// claimRank).
 	rank func(s *corev1.Secret) claimRank
+	// refusal says why a Secret ranked noClaim claims no cluster, after
+	// "it": "has an empty cluster-name label".
+	refusal func(s *corev1.Secret) string
+	// holds is what a Secret holds that makes it a cluster's, and changed
+	// what changed when its digest did: for the log.
+	holds, changed string
 	// handler logs in with the Secret namespace/name.
 	handler func(client corev1client.SecretsGetter, namespace, name string) login.Handler
 }
@@ -249,6 +258,9 @@ func clusterAPIFormat(key string, policy handlers.PluginPolicy) secretFormat {
 		},
 		clusterName: func(s *corev1.Secret) string { return s.Labels[ClusterNameLabel] },
 		rank:        clusterAPIRank,
+		refusal:     clusterAPIRefusal,
+		holds:       fmt.Sprintf("a kubeconfig under the key %q", key),
+		changed:     "its kubeconfig changed",
 		handler: func(client corev1client.SecretsGetter, namespace, name string) login.Handler {
 			return handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{
 				Client: client, Namespace: namespace, Name: name, Key: key, PluginPolicy: policy,

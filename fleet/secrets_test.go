@@ -32,8 +32,9 @@ type hub struct {
 	fleet  *Fleet
 	logs   *testlog.Buffer
 
-	mu             sync.Mutex // guards added and removed
+	mu             sync.Mutex // guards added, removed and ctxs
 	added, removed []string
+	ctxs           []context.Context // of OnAdd, in the order of added
 	barriers       int
 }
 
@@ -41,10 +42,20 @@ type hub struct {
 // restart.
 func newHub(t *testing.T, opts SecretsOptions, objs ...runtime.Object) *hub {
 	t.Helper()
+	return newHubLogging(t, 1, opts, objs...)
+}
+
+// newHubLogging is newHub with the fleet's log kept up to verbosity v.
+func newHubLogging(t *testing.T, v int, opts SecretsOptions, objs ...runtime.Object) *hub {
+	t.Helper()
 	h := &hub{t: t, client: fake.NewClientset(objs...), logs: &testlog.Buffer{}}
 	h.fleet = New(Options{
-		Logger:   h.logs.Logger(1),
-		OnAdd:    func(_ context.Context, m *Member) { h.mu.Lock(); h.added = append(h.added, m.Name()); h.mu.Unlock() },
+		Logger: h.logs.Logger(v),
+		OnAdd: func(ctx context.Context, m *Member) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.added, h.ctxs = append(h.added, m.Name()), append(h.ctxs, ctx)
+		},
 		OnRemove: func(m *Member) { h.mu.Lock(); h.removed = append(h.removed, m.Name()); h.mu.Unlock() },
 	})
 	opts.Client = h.client
@@ -80,6 +91,20 @@ func (h *hub) events() (added, removed string) {
 		return strings.Join(out, ",")
 	}
 	return notBarrier(h.added), notBarrier(h.removed)
+}
+
+// lastCtx is the context OnAdd got for the latest member called name.
+func (h *hub) lastCtx(name string) context.Context {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.added) - 1; i >= 0; i-- {
+		if h.added[i] == name {
+			return h.ctxs[i]
+		}
+	}
+	h.t.Fatalf("OnAdd never saw %s", name)
+	return nil
 }
 
 // barrier returns once the watch has handled every Secret event before it:

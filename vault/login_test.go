@@ -317,8 +317,10 @@ func abandonedCalls(t *testing.T, reg *prometheus.Registry, handler string) floa
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if m.GetLabel()[0].GetValue() == handler {
-				return m.GetGauge().GetValue()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "handler" && l.GetValue() == handler {
+					return m.GetGauge().GetValue()
+				}
 			}
 		}
 	}

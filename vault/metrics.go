@@ -2,6 +2,7 @@ package vault
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,10 @@ type metrics struct {
 	invalidations *prometheus.CounterVec
 	retries       prometheus.Counter
 	gauges        *gaugeCollector
+
+	// registered are the collectors register gave the registerer, as it
+	// gave them (wrapped or not), for unregister; set once, by New.
+	registered []prometheus.Collector
 }
 
 func newMetrics(v *Vault) *metrics {
@@ -48,16 +53,52 @@ func newMetrics(v *Vault) *metrics {
 	}
 }
 
-// register adds the metrics to r; a nil r registers nothing.
+// clusterLabel is the label that tells apart the vaults whose metrics one
+// registry holds: a fleet's clusters, a hub's own vault.
+const clusterLabel = "cluster"
+
+// register adds the metrics to r; a nil r registers nothing. Every series
+// carries clusterLabel, so that one registry holds the metrics of a plain
+// vault and of a fleet's vaults (a registry refuses a name whose label
+// names differ): r adds it (a fleet's cluster, a WrapRegistererWith of
+// the user's), else the vault does, empty. Which of the two is found by
+// trying: a wrapping registerer refuses a label that the collector has
+// already.
 func (m *metrics) register(r prometheus.Registerer) error {
 	if r == nil {
 		return nil
 	}
-	var errs []error
+	var labelled []prometheus.Collector
 	for _, c := range m.collectors() {
-		errs = append(errs, r.Register(c))
+		labelled = append(labelled, prometheus.WrapCollectorWith(prometheus.Labels{clusterLabel: ""}, c))
 	}
-	return errors.Join(errs...)
+	err := registerAll(r, labelled)
+	if err == nil {
+		m.registered = labelled
+		return nil
+	}
+	if registerAll(r, m.collectors()) == nil { // r adds the label
+		m.registered = m.collectors()
+		return nil
+	}
+	if errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return fmt.Errorf("vault: metrics not registered: another vault's metrics are on this registerer with the same labels; "+
+			"give this vault a cluster label of its own: prometheus.WrapRegistererWith(prometheus.Labels{%q: \"<name>\"}, reg): %w", clusterLabel, err)
+	}
+	return fmt.Errorf("vault: metrics not registered: %w", err)
+}
+
+// registerAll registers every one of cs with r, or none.
+func registerAll(r prometheus.Registerer, cs []prometheus.Collector) error {
+	for i, c := range cs {
+		if err := r.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				r.Unregister(done)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // unregister removes the metrics from r, so that a closed vault's gauges
@@ -66,7 +107,7 @@ func (m *metrics) unregister(r prometheus.Registerer) {
 	if r == nil {
 		return
 	}
-	for _, c := range m.collectors() {
+	for _, c := range m.registered {
 		r.Unregister(c)
 	}
 }

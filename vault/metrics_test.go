@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
 
@@ -51,11 +52,11 @@ func TestMetrics(t *testing.T) {
 	const gauges = `
 # HELP authvault_credentials Credentials by state: valid ones held, invalidated ones kept to be refused if their handler returns them again.
 # TYPE authvault_credentials gauge
-authvault_credentials{state="invalidated"} 1
-authvault_credentials{state="valid"} 1
+authvault_credentials{cluster="",state="invalidated"} 1
+authvault_credentials{cluster="",state="valid"} 1
 # HELP authvault_waiting_callers Callers waiting for a login now.
 # TYPE authvault_waiting_callers gauge
-authvault_waiting_callers 0
+authvault_waiting_callers{cluster=""} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(gauges), "authvault_credentials", "authvault_waiting_callers"); err != nil {
 		t.Error(err)
@@ -99,5 +100,68 @@ func TestMetricsRegisterNothingWithoutARegisterer(t *testing.T) {
 	defer b.Close()
 	if n, err := testutil.GatherAndCount(reg, "authvault_waiting_callers"); err != nil || n != 2 {
 		t.Errorf("waiting_callers series = %d (%v), want one per vault", n, err)
+	}
+}
+
+// Every vault's series carry the label cluster, empty unless the
+// registerer adds it: a plain vault (the quickstart's) and the vaults of a
+// fleet, whose registerer labels each cluster, share one registry (issue 32,
+// item 9: the fleet's were refused for their different label names).
+func TestMetricsOfAPlainAndALabelledVaultShareARegistry(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	var logs testlog.Buffer
+	plain := New(Options{Logger: logs.Logger(0), Registerer: reg, NoFallback: true})
+	defer plain.Close()
+	labelled := New(Options{Logger: logs.Logger(0), NoFallback: true,
+		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "prod"}, reg)})
+	defer labelled.Close()
+	if strings.Contains(logs.String(), "metrics") {
+		t.Errorf("a vault's metrics were not registered:\n%s", logs.String())
+	}
+	const want = `
+# HELP authvault_waiting_callers Callers waiting for a login now.
+# TYPE authvault_waiting_callers gauge
+authvault_waiting_callers{cluster=""} 0
+authvault_waiting_callers{cluster="prod"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "authvault_waiting_callers"); err != nil {
+		t.Error(err)
+	}
+	labelled.Close()
+	const left = `
+# HELP authvault_waiting_callers Callers waiting for a login now.
+# TYPE authvault_waiting_callers gauge
+authvault_waiting_callers{cluster=""} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(left), "authvault_waiting_callers"); err != nil {
+		t.Errorf("after the labelled vault closed: %v", err)
+	}
+}
+
+// A second plain vault on a registry cannot register beside the first
+// (their series would be the same): it says so, and how to tell them
+// apart; with that done, it registers.
+func TestMetricsOfASecondPlainVaultSayWhatToDo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var logs testlog.Buffer
+	first := New(Options{Registerer: reg, NoFallback: true})
+	defer first.Close()
+	second := New(Options{Logger: logs.Logger(0), Registerer: reg, NoFallback: true})
+	defer second.Close()
+	if got := logs.String(); !strings.Contains(got, `vault: metrics not registered`) || !strings.Contains(got, `prometheus.WrapRegistererWith(prometheus.Labels{\"cluster\"`) {
+		t.Errorf("the second vault's log does not say its metrics are not registered, and the fix:\n%s", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "authvault_waiting_callers"); err != nil || n != 1 {
+		t.Errorf("waiting_callers series = %d (%v), want the first vault's", n, err)
+	}
+	var fixed testlog.Buffer
+	third := New(Options{Logger: fixed.Logger(0), NoFallback: true,
+		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "other"}, reg)})
+	defer third.Close()
+	if fixed.String() != "" {
+		t.Errorf("with the fix, the vault logged:\n%s", fixed.String())
+	}
+	if n, err := testutil.GatherAndCount(reg, "authvault_waiting_callers"); err != nil || n != 2 {
+		t.Errorf("waiting_callers series = %d (%v), want the first's and the third's", n, err)
 	}
 }

@@ -117,10 +117,13 @@ type Options struct {
 	// credential arrives.
 	ReadyGrace time.Duration
 
-	// Registerer receives the vault's Prometheus metrics (authvault_*).
-	// Default: nil, which registers nothing. Two vaults on one registerer
-	// need prometheus.WrapRegistererWith to tell them apart (the fleet
-	// package labels each cluster's). Close unregisters them.
+	// Registerer receives the vault's Prometheus metrics (authvault_*),
+	// each with the label cluster: empty, unless Registerer adds it (a
+	// fleet's vaults, or prometheus.WrapRegistererWith(prometheus.Labels{
+	// "cluster": "hub"}, reg)), so that a fleet's vaults and this one share
+	// a registry. A second vault on one registerer needs a cluster of its
+	// own, or its metrics are not registered (logged). Close unregisters
+	// them. Default: nil, which registers nothing.
 	Registerer prometheus.Registerer
 }
 

@@ -66,5 +66,9 @@
 // or token, and no URL user info. An Options that cannot work (no cluster,
 // server or region) is a permanent error; the rest are retried by the vault.
 // Logs go to the logger in the handler's context (logr.FromContext), at
-// V(1), with the same care.
+// V(1), with the same care. So do the AWS SDK's own lines, for the
+// configurations the handlers load (not an [Options].AWS of yours, which
+// keeps its logger): a WARN at INFO ("AWS SDK warning", such as IMDS's
+// "falling back to IMDSv1"), the rest at V(1); the SDK's default logger
+// would write them to stderr.
 package eks

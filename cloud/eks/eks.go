@@ -64,7 +64,10 @@ type Options struct {
 	// AWS is the SDK configuration to take credentials, HTTP client and
 	// region from. Default: config.LoadDefaultConfig with Region, loaded at
 	// the first login and kept (with the SDK's credential cache) for the
-	// next ones.
+	// next ones; the SDK's own log lines then go to the logger in the
+	// login's context. A configuration given here keeps its Logger, which
+	// LoadDefaultConfig points at stderr unless told otherwise
+	// (config.WithLogger).
 	AWS *aws.Config
 }
 
@@ -195,7 +198,7 @@ func (h *handler) loadLocked(ctx context.Context) error {
 // loadDefault loads the SDK's default configuration, in region and profile
 // when they are set, and names where its credentials come from.
 func loadDefault(ctx context.Context, region, profile string) (*aws.Config, string, error) {
-	var load []func(*config.LoadOptions) error
+	load := []func(*config.LoadOptions) error{config.WithLogger(sdkLogger{log: logr.FromContextOrDiscard(ctx)})}
 	if region != "" {
 		load = append(load, config.WithRegion(region))
 	}

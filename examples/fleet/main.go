@@ -63,9 +63,9 @@ func run(ctx context.Context, o options) error {
 		defer cancel()
 	}
 
-	// The hub's own credentials, in a vault of their own. Its metrics carry
-	// a cluster label too: one registry cannot hold authvault_* with and
-	// without it.
+	// The hub's own credentials, in a vault of their own. Its metrics sit
+	// beside the fleet's on one registry, labelled cluster="hub" here
+	// (cluster="" without the wrapper).
 	hubVault := vault.New(vault.Options{
 		Logger:     ctrl.Log.WithName("hub"),
 		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "hub"}, metrics.Registry),

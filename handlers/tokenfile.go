@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/authvault/authvault/internal/clockctx"
+	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/login"
 )
 
@@ -46,7 +47,7 @@ func TokenFile(path string, base login.ConnectionInfo) login.Handler {
 		info := base
 		info.Token = token
 		info.Expiration = now.Add(RereadAfter)
-		if exp, ok := jwtExpiry(token); ok && exp.Before(info.Expiration) {
+		if exp, ok := kubeconf.TokenExpiry(token); ok && exp.Before(info.Expiration) {
 			info.Expiration = exp
 		}
 		if !base.Expiration.IsZero() && base.Expiration.Before(info.Expiration) {

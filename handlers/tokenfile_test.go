@@ -85,6 +85,30 @@ func TestTokenFileErrorsNameThePath(t *testing.T) {
 	}
 }
 
+// A static token that is a JWT expires at its exp, unless the info given
+// says sooner; any other token expires as the info says.
+func TestStaticJWTExpires(t *testing.T) {
+	exp := time.Date(2030, 1, 1, 13, 0, 0, 0, time.UTC)
+	token := jwt(fmt.Sprintf(`{"exp":%d}`, exp.Unix()))
+	sooner := exp.Add(-time.Minute)
+	for _, tc := range []struct {
+		name string
+		info login.ConnectionInfo
+		want time.Time
+	}{
+		{"JWT", login.ConnectionInfo{Server: "https://a", Token: token}, exp},
+		{"JWT, sooner expiration given", login.ConnectionInfo{Server: "https://a", Token: token, Expiration: sooner}, sooner},
+		{"JWT, later expiration given", login.ConnectionInfo{Server: "https://a", Token: token, Expiration: exp.Add(time.Hour)}, exp},
+		{"opaque", login.ConnectionInfo{Server: "https://a", Token: "t"}, time.Time{}},
+		{"JWT with a garbage exp", login.ConnectionInfo{Server: "https://a", Token: jwt(`{"exp":[]}`)}, time.Time{}},
+	} {
+		info, err := Static(tc.info)(context.Background())
+		if err != nil || !info.Expiration.Equal(tc.want) || info.Token != tc.info.Token {
+			t.Errorf("%s: Static() = %v, %v; want it expiring %v", tc.name, info, err, tc.want)
+		}
+	}
+}
+
 func TestStatic(t *testing.T) {
 	info := login.ConnectionInfo{Server: "https://a", Token: "t"}
 	h := Static(info)
@@ -96,22 +120,5 @@ func TestStatic(t *testing.T) {
 	a.Token = "changed"
 	if c, _ := h(context.Background()); c.Token != "t" {
 		t.Error("changing one result changed the next")
-	}
-}
-
-func TestJWTExpiry(t *testing.T) {
-	tests := map[string]bool{
-		jwt(`{"exp":1893456000}`):   true,
-		jwt(`{"exp":1.8934560e9}`):  true,
-		jwt(`{"exp":"1893456000"}`): false,
-		jwt(`{"exp":-5}`):           false,
-		jwt(`not json`):             false,
-		"two.parts":                 false,
-		"":                          false,
-	}
-	for token, want := range tests {
-		if _, ok := jwtExpiry(token); ok != want {
-			t.Errorf("jwtExpiry(%q) ok = %v, want %v", token, ok, want)
-		}
 	}
 }

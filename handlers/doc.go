@@ -113,9 +113,10 @@
 //
 // # Files and fixed credentials
 //
-// [TokenFile] reads a bearer token from a file on every login and makes sure
-// the file is read again at least every [RereadAfter], so tokens that the
-// kubelet rotates under a running pod are picked up. The file must be a
+// [TokenFile] reads a bearer token from a file on every login and asks the
+// vault to read the file again every [RereadAfter] (and before a JWT's exp),
+// so tokens that the kubelet rotates under a running pod are picked up; a
+// token that has not changed is kept. The file must be a
 // regular file of at most 1 MiB holding one token; it is never read beyond
 // that bound, and a named pipe never blocks a login. [Static] gives a fixed
 // credential.

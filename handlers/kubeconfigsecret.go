@@ -63,7 +63,8 @@ func KubeconfigSecret(client corev1client.SecretsGetter, namespace, name, key st
 
 // KubeconfigSecretFrom returns a handler that reads a kubeconfig from a
 // Secret at every login, so a rotated kubeconfig is picked up at the next
-// login, and maps its context as piggyback.KubeconfigFrom maps a file's,
+// login (a token that is a JWT expires at its exp claim, so the Secret is
+// read again before then), and maps its context as piggyback.KubeconfigFrom maps a file's,
 // with clientcmd's semantics, and two differences a Secret calls for: its
 // exec plugins and auth providers are refused unless cfg.PluginPolicy allows
 // them, and an entry that names a file (certificate-authority, client-key,

@@ -41,11 +41,11 @@ func TestTokenFile(t *testing.T) {
 		name, content, wantToken string
 		wantExpiration           time.Time
 	}{
-		{"opaque token, whitespace trimmed", "  opaque-token \n", "opaque-token", now.Add(RereadAfter)},
+		{"opaque token, whitespace trimmed", "  opaque-token \n", "opaque-token", time.Time{}},
 		{"JWT expiring before a minute", jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(30*time.Second).Unix())), "", now.Add(30 * time.Second)},
-		{"JWT expiring later", jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(time.Hour).Unix())), "", now.Add(RereadAfter)},
-		{"JWT without exp", jwt(`{"sub":"system:serviceaccount:ops:op"}`), "", now.Add(RereadAfter)},
-		{"JWT with a bad payload", "a.%%%.c", "a.%%%.c", now.Add(RereadAfter)},
+		{"JWT expiring later", jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(time.Hour).Unix())), "", now.Add(time.Hour)},
+		{"JWT without exp", jwt(`{"sub":"system:serviceaccount:ops:op"}`), "", time.Time{}},
+		{"JWT with a bad payload", "a.%%%.c", "a.%%%.c", time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,13 +58,36 @@ func TestTokenFile(t *testing.T) {
 			if want == "" {
 				want = tt.content
 			}
-			if info.Token != want || !info.Expiration.Equal(tt.wantExpiration) {
-				t.Errorf("credential token %q expiring %v, want %q expiring %v", info.Token, info.Expiration, want, tt.wantExpiration)
+			if info.Token != want || !info.Expiration.Equal(tt.wantExpiration) || info.RefreshAfter != RereadAfter {
+				t.Errorf("credential token %q expiring %v, read again after %v; want %q expiring %v, read again after %v",
+					info.Token, info.Expiration, info.RefreshAfter, want, tt.wantExpiration, RereadAfter)
 			}
 			if info.Server != base.Server || info.CAPath != base.CAPath || info.DefaultNamespace != "ops" {
 				t.Errorf("credential = %v, want the base's server, CA and namespace", info)
 			}
 		})
+	}
+}
+
+// What base says of expiry and rereading stands when it is sooner than the
+// token's exp and RereadAfter.
+func TestTokenFileKeepsSoonerBase(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "token")
+	writeToken(t, path, jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(time.Hour).Unix())))
+	for _, tc := range []struct {
+		name       string
+		base       login.ConnectionInfo
+		wantExp    time.Time
+		wantReread time.Duration
+	}{
+		{"sooner", login.ConnectionInfo{Server: "https://a", Expiration: now.Add(time.Minute), RefreshAfter: 10 * time.Second}, now.Add(time.Minute), 10 * time.Second},
+		{"later", login.ConnectionInfo{Server: "https://a", Expiration: now.Add(2 * time.Hour), RefreshAfter: time.Hour}, now.Add(time.Hour), RereadAfter},
+	} {
+		info, err := TokenFile(path, tc.base)(context.Background())
+		if err != nil || !info.Expiration.Equal(tc.wantExp) || info.RefreshAfter != tc.wantReread {
+			t.Errorf("%s: credential %v, %v; want it expiring %v, read again after %v", tc.name, info, err, tc.wantExp, tc.wantReread)
+		}
 	}
 }
 

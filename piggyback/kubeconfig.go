@@ -38,7 +38,8 @@ func Kubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 // KubeconfigFrom returns a handler that logs in as a context of a
 // kubeconfig, loaded and merged by client-go's clientcmd on every login, so
 // edits to the files are picked up. Every way a kubeconfig user
-// authenticates maps to the credential: token, tokenFile (reread),
+// authenticates maps to the credential: token (a JWT expires at its exp
+// claim, so the files are read again before then), tokenFile (reread),
 // basic auth, client certificate and key (files or data), exec plugins
 // (through handlers.Exec, with the cluster's information) and auth providers
 // (through client-go's own transport); with the cluster's CA,

@@ -13,8 +13,9 @@ import (
 )
 
 // FromRESTConfig returns a handler that turns a client-go config the
-// operator already has into a credential on every login. Token, basic auth,
-// client certificate and CA map to fields; a token file is reread like
+// operator already has into a credential on every login. Token (a JWT
+// expires at its exp claim), basic auth, client certificate and CA map to
+// fields; a token file is reread like
 // handlers.TokenFile's; an exec provider runs through handlers.Exec, so its
 // expiry drives the vault's refresh. Whatever only client-go can do (an auth
 // provider, WrapTransport, a custom Transport, Dial, a Proxy function,

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
 )
 
@@ -13,12 +14,15 @@ import (
 // a LoginError rather than a loop. A token that is a JWT expires at its exp
 // claim, unless info.Expiration is sooner: the vault then stops handing it
 // out, and says so, rather than sending a token the server will refuse.
+//
+// The handler is named "static credential for <server>"; its metric label
+// is "static".
 func Static(info login.ConnectionInfo) login.Handler {
 	if exp, ok := kubeconf.TokenExpiry(info.Token); ok && (info.Expiration.IsZero() || exp.Before(info.Expiration)) {
 		info.Expiration = exp
 	}
-	return func(context.Context) (*login.ConnectionInfo, error) {
+	return login.Named("static credential for "+redact.URL(info.Server), "static", func(context.Context) (*login.ConnectionInfo, error) {
 		c := info
 		return &c, nil
-	}
+	})
 }

@@ -39,8 +39,11 @@ const maxTokenFile = 1 << 20
 // sooner): a rotated token is picked up in the background, without any
 // caller waiting, and a token that has not changed is kept, with no new
 // login in the vault's log.
+//
+// The handler is named "token file <path>"; its metric label is "token
+// file".
 func TokenFile(path string, base login.ConnectionInfo) login.Handler {
-	return func(context.Context) (*login.ConnectionInfo, error) {
+	return login.Named("token file "+path, "token file", func(context.Context) (*login.ConnectionInfo, error) {
 		token, err := readToken(path)
 		if err != nil {
 			return nil, err
@@ -54,7 +57,7 @@ func TokenFile(path string, base login.ConnectionInfo) login.Handler {
 			info.RefreshAfter = RereadAfter
 		}
 		return &info, nil
-	}
+	})
 }
 
 // readToken reads the one token in the file at path, reading no more than

@@ -22,7 +22,8 @@ const (
 )
 
 // IDs of the fallback handlers: they say where the credential came from
-// (Credential.Handler, logs, metrics).
+// (Credential.Handler, logs). Their metric labels are shorter: "kubeconfig",
+// "service account" and "home kubeconfig".
 const (
 	IDExplicitKubeconfig = "kubeconfig from --kubeconfig or $KUBECONFIG"
 	IDServiceAccount     = "in-cluster service account"
@@ -47,8 +48,8 @@ func Defaults() []login.Registration {
 	var regs []login.Registration
 	for _, src := range sources() {
 		regs = append(regs, login.Registration{
-			Handler: withPriority(src.handler, src.priority),
-			Options: []login.Option{login.ID(src.id), login.Timeout(FallbackTimeout)},
+			Handler: login.Named(src.id, src.label, withPriority(src.handler, src.priority)),
+			Options: []login.Option{login.Timeout(FallbackTimeout)},
 		})
 	}
 	return regs
@@ -57,17 +58,17 @@ func Defaults() []login.Registration {
 // source is one place a process finds its configuration, as
 // controller-runtime's config.GetConfig looks for it.
 type source struct {
-	id       string
-	priority int
-	handler  login.Handler
+	id, label string // its name and its metric label (see login.Named)
+	priority  int
+	handler   login.Handler
 }
 
 // sources are the places Defaults and ClientGo look, highest priority first.
 func sources() []source {
 	return []source{
-		{IDExplicitKubeconfig, priorityExplicitKubeconfig, explicitKubeconfig},
-		{IDServiceAccount, priorityServiceAccount, ServiceAccount},
-		{IDHomeKubeconfig, priorityHomeKubeconfig, homeOnly},
+		{IDExplicitKubeconfig, "kubeconfig", priorityExplicitKubeconfig, explicitKubeconfig},
+		{IDServiceAccount, "service account", priorityServiceAccount, ServiceAccount},
+		{IDHomeKubeconfig, "home kubeconfig", priorityHomeKubeconfig, homeOnly},
 	}
 }
 

@@ -20,13 +20,14 @@ import (
 // expiry drives the vault's refresh. Whatever only client-go can do (an auth
 // provider, WrapTransport, a custom Transport, Dial, a Proxy function,
 // impersonation) keeps client-go's own round tripper as the credential's
-// Transport.
+// Transport. The handler is named "rest.Config <host>"; its metric label is
+// "rest.Config".
 func FromRESTConfig(cfg *rest.Config) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+	return login.Named("rest.Config "+redact.URL(cfg.Host), "rest.Config", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		info, err := kubeconf.FromREST(ctx, cfg, "", "", kubeplugins.Plugins)
 		if err != nil {
 			return nil, redact.Error(fmt.Errorf("piggyback: rest.Config: %w", err))
 		}
 		return info, nil
-	}
+	})
 }

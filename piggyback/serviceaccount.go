@@ -30,13 +30,16 @@ var serviceAccountRoot = ServiceAccountRoot
 // The token file is reread like handlers.TokenFile's: at its JWT exp and at
 // least once a minute, so tokens the kubelet rotates are picked up before
 // the server sees the old one expire.
+//
+// The handler is named "service account"; its metric label is the same.
 func ServiceAccount(ctx context.Context) (*login.ConnectionInfo, error) {
 	return ServiceAccountIn(serviceAccountRoot)(ctx)
 }
 
-// ServiceAccountIn is ServiceAccount reading its files under root.
+// ServiceAccountIn is ServiceAccount reading its files under root. It is
+// named "service account <root>".
 func ServiceAccountIn(root string) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+	return login.Named("service account "+root, "service account", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
 		if host == "" || port == "" {
 			return nil, nil // not in a cluster
@@ -56,7 +59,7 @@ func ServiceAccountIn(root string) login.Handler {
 			base.CAPath = ca
 		}
 		return redacted(handlers.TokenFile(tokenPath, base)(ctx))
-	}
+	})
 }
 
 // namespace is POD_NAMESPACE, else the namespace file, else "".

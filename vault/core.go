@@ -94,15 +94,25 @@ func (c *core) register(now time.Time, fn login.Handler, opts []login.Option) (e
 	return c.seal(e)
 }
 
-// newHandler configures a handler with a unique ID.
+// newHandler configures a handler with a unique ID and a unique metric
+// label: a second one of the same is numbered ("token file#2").
 func (c *core) newHandler(fn login.Handler, opts []login.Option, fallback bool) *handlerState {
 	s := configure(fn, opts...)
-	id := s.ID
-	for n := 2; c.lookup(id) != nil; n++ {
-		id = s.ID + "#" + strconv.Itoa(n)
-	}
-	s.ID = id
+	s.ID = c.unique(s.ID, func(h *handlerState) string { return h.settings.ID })
+	s.Label = c.unique(s.Label, func(h *handlerState) string { return h.settings.Label })
 	return newHandlerState(fn, s, fallback)
+}
+
+// unique is name, numbered if a handler has it already as of.
+func (c *core) unique(name string, of func(*handlerState) string) string {
+	taken := func(n string) bool {
+		return slices.ContainsFunc(c.all(), func(h *handlerState) bool { return of(h) == n })
+	}
+	unique := name
+	for n := 2; taken(unique); n++ {
+		unique = name + "#" + strconv.Itoa(n)
+	}
+	return unique
 }
 
 // lookup finds a handler by ID.

@@ -70,7 +70,7 @@ func (l *loginRun) run(reason login.Reason) {
 		if err == nil {
 			var unsound bool
 			if e, unsound, err = v.core.returnedCredential(v.clock.Now(), h, cred); err == nil {
-				v.metrics.attempt(h.settings.ID, result(nil), time.Since(start))
+				v.metrics.attempt(h.settings.Label, result(nil), time.Since(start))
 				l.loggedIn(cred, unsound, e.renewed, log)
 				v.applyLocked(e)
 				v.mu.Unlock()
@@ -78,7 +78,7 @@ func (l *loginRun) run(reason login.Reason) {
 			}
 			v.pool.releaseRoute(cred.route)
 		}
-		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
+		v.metrics.attempt(h.settings.Label, result(err), time.Since(start))
 		e, retry, delay, again := v.core.attemptFailed(v.clock.Now(), h, n, err)
 		if !retry {
 			l.endLocked(err, again).log(log)

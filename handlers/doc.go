@@ -5,6 +5,13 @@
 //	v.OnLogin(handlers.Exec(handlers.ExecConfig{...}), login.Timeout(time.Minute))
 //	v.OnLogin(handlers.TokenFile("/var/run/secrets/tokens/api", base))
 //
+// Each names itself after what it reads ([login.Named]): "exec
+// aws-iam-authenticator", "token file /var/run/secrets/tokens/api",
+// "kubeconfig Secret capi/prod-kubeconfig"; that is its ID in logs, errors
+// and credentials, and the kind alone ("exec", "token file", "kubeconfig
+// Secret") its metric label. No name holds a plugin's arguments or
+// environment, a token, or a URL's user info. [login.ID] overrides both.
+//
 // # Credential plugins
 //
 // [Exec] runs a client-go credential plugin (client.authentication.k8s.io v1

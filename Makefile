@@ -80,7 +80,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./login
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./internal/pemdata
 	$(GO) test -run '^$$' -fuzz FuzzParseExecCredential -fuzztime $(FUZZTIME) ./handlers
-	$(GO) test -run '^$$' -fuzz FuzzJWTExpiry -fuzztime $(FUZZTIME) ./handlers
+	$(GO) test -run '^$$' -fuzz FuzzJWTExpiry -fuzztime $(FUZZTIME) ./internal/kubeconf
 	$(GO) test -run '^$$' -fuzz FuzzParseProviders -fuzztime $(FUZZTIME) ./fleet
 	$(GO) test -run '^$$' -fuzz FuzzAccessFor -fuzztime $(FUZZTIME) ./fleet
 	$(GO) -C cloud/eks test -run '^$$' -fuzz FuzzNativeOptions -fuzztime $(FUZZTIME) .

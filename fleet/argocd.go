@@ -122,7 +122,7 @@ func argoCDFormat(policy handlers.PluginPolicy) secretFormat {
 // its plugin.
 func argoCDSecret(client corev1client.SecretsGetter, namespace, name string, policy handlers.PluginPolicy) login.Handler {
 	where := fmt.Sprintf("Argo CD cluster Secret %s/%s", namespace, name)
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+	return login.Named(where, "Argo CD Secret", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		secret, err := client.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -139,7 +139,7 @@ func argoCDSecret(client corev1client.SecretsGetter, namespace, name string, pol
 			return nil, redact.Error(fmt.Errorf("fleet: %s: %w", where, err))
 		}
 		return info, nil
-	}
+	})
 }
 
 func argoCDRESTConfig(data map[string][]byte, policy handlers.PluginPolicy) (*rest.Config, string, error) {

@@ -330,8 +330,9 @@ func (w *secretWatch) add(name, key, previous, change string) bool {
 	namespace, secretName, _ := cache.SplitMetaNamespaceKey(key)
 	h := w.format.handler(w.opts.Client.CoreV1(), namespace, secretName)
 	// A hub that stalls a GET holds a login no longer than secretTimeout;
-	// the caller's options come after, and win.
-	opts := append([]login.Option{login.ID("secret " + key), login.Timeout(secretTimeout)}, w.opts.Login...)
+	// the caller's options come after, and win. The handler names itself
+	// after the Secret.
+	opts := append([]login.Option{login.Timeout(secretTimeout)}, w.opts.Login...)
 	m, err := w.fleet.add(name, "Secret "+key, h, opts)
 	if err != nil {
 		if !w.conflict(name, "not added "+key) {

@@ -35,7 +35,7 @@ func servedBy(t *testing.T, h *hub, name string) (secret, server string) {
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	return strings.TrimPrefix(c.Handler, "secret "), c.Info.Server
+	return strings.TrimPrefix(strings.TrimPrefix(c.Handler, "kubeconfig Secret "), "Argo CD cluster Secret "), c.Info.Server
 }
 
 func kubeconfigSecret(namespace, name, cluster string, api *apiServer, owner *metav1.OwnerReference) *corev1.Secret {

@@ -405,15 +405,15 @@ func (w *profileWatch) add(name string, a *access) {
 	pm := &profileMember{}
 	pm.access.Store(a)
 	policy := w.opts.PluginPolicy
-	h := func(ctx context.Context) (*login.ConnectionInfo, error) {
+	h := login.Named("ClusterProfile "+name, "ClusterProfile", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		a := pm.access.Load()
 		info, err := kubeconf.Connection(ctx, kubeconf.Source{Config: a.kubeconfig(), Where: a.where, Policy: policy, Inline: true}, kubeplugins.Plugins)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: %w", err)
 		}
 		return info, nil
-	}
-	opts := append([]login.Option{login.ID("ClusterProfile " + name), login.Timeout(profileTimeout)}, w.opts.Login...)
+	})
+	opts := append([]login.Option{login.Timeout(profileTimeout)}, w.opts.Login...)
 	m, err := w.fleet.add(name, a.where, h, opts)
 	if err != nil {
 		w.logOnce(name, "not added: "+err.Error(), func() {

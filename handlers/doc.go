@@ -13,6 +13,13 @@
 //	}), login.Timeout(time.Minute))
 //	v.OnLogin(handlers.KubeconfigSecret(hub.CoreV1(), "capi", "prod-eu-kubeconfig", handlers.ClusterAPIKey))
 //
+// Each names itself after what it reads ([login.Named]): "exec
+// aws-iam-authenticator", "token file /var/run/secrets/tokens/api",
+// "kubeconfig Secret capi/prod-kubeconfig"; that is its ID in logs, errors
+// and credentials, and the kind alone ("exec", "token file", "kubeconfig
+// Secret") its metric label. No name holds a plugin's arguments or
+// environment, a token, or a URL's user info. [login.ID] overrides both.
+//
 // # Credential plugins
 //
 // [Exec] runs a client-go credential plugin (client.authentication.k8s.io v1
@@ -121,9 +128,10 @@
 //
 // # Files and fixed credentials
 //
-// [TokenFile] reads a bearer token from a file on every login and makes sure
-// the file is read again at least every [RereadAfter], so tokens that the
-// kubelet rotates under a running pod are picked up. The file must be a
+// [TokenFile] reads a bearer token from a file on every login and asks the
+// vault to read the file again every [RereadAfter] (and before a JWT's exp),
+// so tokens that the kubelet rotates under a running pod are picked up; a
+// token that has not changed is kept. The file must be a
 // regular file of at most 1 MiB holding one token; it is never read beyond
 // that bound, and a named pipe never blocks a login. [Static] gives a fixed
 // credential.

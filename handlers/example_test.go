@@ -58,8 +58,8 @@ func ExampleTokenFile() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(info.Server, time.Until(info.Expiration) <= handlers.RereadAfter)
-	// Output: https://kubernetes.default.svc true
+	fmt.Println(info.Server, info.RefreshAfter)
+	// Output: https://kubernetes.default.svc 1m0s
 }
 
 // A fixed credential, for tests or a token given on the command line.

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/term"
@@ -97,8 +98,12 @@ type ExecConfig struct {
 //
 // A plugin that a native login serves (UseNative) is not run: the native
 // login gives the credential, when the plugin policy allows it.
+//
+// The handler is named "exec <command>", the command without its
+// directory, and never its arguments or environment, which may hold
+// secrets; its metric label is "exec".
 func Exec(cfg ExecConfig) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+	return login.Named("exec "+filepath.Base(cfg.Command), "exec", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		if n, ok := nativeFor(cfg.ExecConfig); ok {
 			return runNative(ctx, cfg, n)
 		}
@@ -117,7 +122,7 @@ func Exec(cfg ExecConfig) login.Handler {
 		info := clusterPart(cfg.Cluster)
 		info.Token, info.CertificateData, info.PrivateKeyData, info.Expiration = r.token, r.cert, r.key, r.expiration
 		return &info, nil
-	}
+	})
 }
 
 // clusterPart keeps what a ConnectionInfo says about the cluster, none of

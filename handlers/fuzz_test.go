@@ -38,16 +38,3 @@ func FuzzParseExecCredential(f *testing.F) {
 		}
 	})
 }
-
-// FuzzJWTExpiry: reading a token's exp claim must not panic, and what it
-// returns is a time after the epoch.
-func FuzzJWTExpiry(f *testing.F) {
-	f.Add("eyJhbGciOiJSUzI1NiJ9.eyJleHAiOjE4OTM0NTYwMDB9.c2ln")
-	f.Add("a.b.c")
-	f.Add("opaque-token")
-	f.Fuzz(func(t *testing.T, token string) {
-		if exp, ok := jwtExpiry(token); ok && exp.Unix() <= 0 {
-			t.Errorf("jwtExpiry(%q) = %v, before the epoch", token, exp)
-		}
-	})
-}

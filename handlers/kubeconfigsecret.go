@@ -63,7 +63,8 @@ func KubeconfigSecret(client corev1client.SecretsGetter, namespace, name, key st
 
 // KubeconfigSecretFrom returns a handler that reads a kubeconfig from a
 // Secret at every login, so a rotated kubeconfig is picked up at the next
-// login, and maps its context as piggyback.KubeconfigFrom maps a file's,
+// login (a token that is a JWT expires at its exp claim, so the Secret is
+// read again before then), and maps its context as piggyback.KubeconfigFrom maps a file's,
 // with clientcmd's semantics, and two differences a Secret calls for: its
 // exec plugins and auth providers are refused unless cfg.PluginPolicy allows
 // them, and an entry that names a file (certificate-authority, client-key,
@@ -74,6 +75,10 @@ func KubeconfigSecret(client corev1client.SecretsGetter, namespace, name, key st
 // A missing Secret or key, or a kubeconfig that does not parse, is a
 // permanent error naming the Secret and the key; the kubeconfig's content
 // never appears in an error or a log.
+//
+// The handler is named "kubeconfig Secret <namespace>/<name>" (with the key
+// and the context when they are not the defaults); its metric label is
+// "kubeconfig Secret".
 func KubeconfigSecretFrom(cfg KubeconfigSecretConfig) login.Handler {
 	if cfg.Key == "" {
 		cfg.Key = ClusterAPIKey
@@ -82,13 +87,20 @@ func KubeconfigSecretFrom(cfg KubeconfigSecretConfig) login.Handler {
 		cfg.PluginPolicy = DenyAll
 	}
 	where := fmt.Sprintf("Secret %s/%s key %q", cfg.Namespace, cfg.Name, cfg.Key)
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+	name := "kubeconfig Secret " + cfg.Namespace + "/" + cfg.Name
+	if cfg.Key != ClusterAPIKey {
+		name += fmt.Sprintf(" key %q", cfg.Key)
+	}
+	if cfg.Context != "" {
+		name += fmt.Sprintf(" context %q", cfg.Context)
+	}
+	return login.Named(name, "kubeconfig Secret", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		info, err := kubeconfigSecret(ctx, cfg, where)
 		if err != nil {
 			return nil, redact.Error(fmt.Errorf("handlers: %w", err))
 		}
 		return info, nil
-	}
+	})
 }
 
 func kubeconfigSecret(ctx context.Context, cfg KubeconfigSecretConfig, where string) (*login.ConnectionInfo, error) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -219,5 +220,26 @@ func TestKubeconfigSecretParseErrorsQuoteNoContent(t *testing.T) {
 				t.Errorf("error repeats %q: %v", tc.secret, err)
 			}
 		})
+	}
+}
+
+// A Secret's kubeconfig whose token is a JWT expires at its exp, so that
+// the vault reads the Secret again before then; an opaque token never
+// expires.
+func TestKubeconfigSecretJWTExpires(t *testing.T) {
+	exp := time.Date(2030, 1, 1, 13, 0, 0, 0, time.UTC)
+	for token, want := range map[string]time.Time{
+		jwt(fmt.Sprintf(`{"sub":"robot","exp":%d}`, exp.Unix())): exp,
+		jwt(`{"sub":"robot","exp":"soon"}`):                      {},
+		secretToken:                                              {},
+	} {
+		hub := hubWith(map[string][]byte{"value": []byte(secretKubeconfig("https://wl.example:6443", "", fmt.Sprintf("{token: %q}", token)))})
+		info, err := KubeconfigSecret(hub.CoreV1(), "capi", "wl-kubeconfig", ClusterAPIKey)(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Token != token || !info.Expiration.Equal(want) {
+			t.Errorf("credential expiring %v, want %v", info.Expiration, want)
+		}
 	}
 }

@@ -11,12 +11,13 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/authvault/authvault/internal/clockctx"
+	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/login"
 )
 
 // RereadAfter is the longest a token read from a file is used before the file
-// is read again: projected service-account tokens rotate under a running pod.
+// is read again (the credential's ConnectionInfo.RefreshAfter): projected
+// service-account tokens rotate under a running pod.
 const RereadAfter = time.Minute
 
 // maxTokenFile bounds a token file: a larger file is an error, and no more
@@ -32,28 +33,31 @@ const maxTokenFile = 1 << 20
 // errors that name the path and never quote the content. A directory, any
 // other non-regular file and a file it may not read are permanent errors.
 //
-// The credential expires at the token's exp claim when it is a JWT, and in
-// any case RereadAfter after it was read, so the vault rereads the file in
-// the background at least that often and a rotated token is picked up
-// without any caller waiting.
+// The credential expires at the token's exp claim when it is a JWT (or at
+// base's Expiration, if sooner), else never, and asks the vault to read the
+// file again RereadAfter after each read (or after base's RefreshAfter, if
+// sooner): a rotated token is picked up in the background, without any
+// caller waiting, and a token that has not changed is kept, with no new
+// login in the vault's log.
+//
+// The handler is named "token file <path>"; its metric label is "token
+// file".
 func TokenFile(path string, base login.ConnectionInfo) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
-		now := clockctx.Now(ctx)
+	return login.Named("token file "+path, "token file", func(context.Context) (*login.ConnectionInfo, error) {
 		token, err := readToken(path)
 		if err != nil {
 			return nil, err
 		}
 		info := base
 		info.Token = token
-		info.Expiration = now.Add(RereadAfter)
-		if exp, ok := jwtExpiry(token); ok && exp.Before(info.Expiration) {
+		if exp, ok := kubeconf.TokenExpiry(token); ok && (info.Expiration.IsZero() || exp.Before(info.Expiration)) {
 			info.Expiration = exp
 		}
-		if !base.Expiration.IsZero() && base.Expiration.Before(info.Expiration) {
-			info.Expiration = base.Expiration
+		if info.RefreshAfter <= 0 || info.RefreshAfter > RereadAfter {
+			info.RefreshAfter = RereadAfter
 		}
 		return &info, nil
-	}
+	})
 }
 
 // readToken reads the one token in the file at path, reading no more than

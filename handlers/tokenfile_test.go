@@ -41,11 +41,11 @@ func TestTokenFile(t *testing.T) {
 		name, content, wantToken string
 		wantExpiration           time.Time
 	}{
-		{"opaque token, whitespace trimmed", "  opaque-token \n", "opaque-token", now.Add(RereadAfter)},
+		{"opaque token, whitespace trimmed", "  opaque-token \n", "opaque-token", time.Time{}},
 		{"JWT expiring before a minute", jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(30*time.Second).Unix())), "", now.Add(30 * time.Second)},
-		{"JWT expiring later", jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(time.Hour).Unix())), "", now.Add(RereadAfter)},
-		{"JWT without exp", jwt(`{"sub":"system:serviceaccount:ops:op"}`), "", now.Add(RereadAfter)},
-		{"JWT with a bad payload", "a.%%%.c", "a.%%%.c", now.Add(RereadAfter)},
+		{"JWT expiring later", jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(time.Hour).Unix())), "", now.Add(time.Hour)},
+		{"JWT without exp", jwt(`{"sub":"system:serviceaccount:ops:op"}`), "", time.Time{}},
+		{"JWT with a bad payload", "a.%%%.c", "a.%%%.c", time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,13 +58,36 @@ func TestTokenFile(t *testing.T) {
 			if want == "" {
 				want = tt.content
 			}
-			if info.Token != want || !info.Expiration.Equal(tt.wantExpiration) {
-				t.Errorf("credential token %q expiring %v, want %q expiring %v", info.Token, info.Expiration, want, tt.wantExpiration)
+			if info.Token != want || !info.Expiration.Equal(tt.wantExpiration) || info.RefreshAfter != RereadAfter {
+				t.Errorf("credential token %q expiring %v, read again after %v; want %q expiring %v, read again after %v",
+					info.Token, info.Expiration, info.RefreshAfter, want, tt.wantExpiration, RereadAfter)
 			}
 			if info.Server != base.Server || info.CAPath != base.CAPath || info.DefaultNamespace != "ops" {
 				t.Errorf("credential = %v, want the base's server, CA and namespace", info)
 			}
 		})
+	}
+}
+
+// What base says of expiry and rereading stands when it is sooner than the
+// token's exp and RereadAfter.
+func TestTokenFileKeepsSoonerBase(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "token")
+	writeToken(t, path, jwt(fmt.Sprintf(`{"exp":%d}`, now.Add(time.Hour).Unix())))
+	for _, tc := range []struct {
+		name       string
+		base       login.ConnectionInfo
+		wantExp    time.Time
+		wantReread time.Duration
+	}{
+		{"sooner", login.ConnectionInfo{Server: "https://a", Expiration: now.Add(time.Minute), RefreshAfter: 10 * time.Second}, now.Add(time.Minute), 10 * time.Second},
+		{"later", login.ConnectionInfo{Server: "https://a", Expiration: now.Add(2 * time.Hour), RefreshAfter: time.Hour}, now.Add(time.Hour), RereadAfter},
+	} {
+		info, err := TokenFile(path, tc.base)(context.Background())
+		if err != nil || !info.Expiration.Equal(tc.wantExp) || info.RefreshAfter != tc.wantReread {
+			t.Errorf("%s: credential %v, %v; want it expiring %v, read again after %v", tc.name, info, err, tc.wantExp, tc.wantReread)
+		}
 	}
 }
 
@@ -85,6 +108,30 @@ func TestTokenFileErrorsNameThePath(t *testing.T) {
 	}
 }
 
+// A static token that is a JWT expires at its exp, unless the info given
+// says sooner; any other token expires as the info says.
+func TestStaticJWTExpires(t *testing.T) {
+	exp := time.Date(2030, 1, 1, 13, 0, 0, 0, time.UTC)
+	token := jwt(fmt.Sprintf(`{"exp":%d}`, exp.Unix()))
+	sooner := exp.Add(-time.Minute)
+	for _, tc := range []struct {
+		name string
+		info login.ConnectionInfo
+		want time.Time
+	}{
+		{"JWT", login.ConnectionInfo{Server: "https://a", Token: token}, exp},
+		{"JWT, sooner expiration given", login.ConnectionInfo{Server: "https://a", Token: token, Expiration: sooner}, sooner},
+		{"JWT, later expiration given", login.ConnectionInfo{Server: "https://a", Token: token, Expiration: exp.Add(time.Hour)}, exp},
+		{"opaque", login.ConnectionInfo{Server: "https://a", Token: "t"}, time.Time{}},
+		{"JWT with a garbage exp", login.ConnectionInfo{Server: "https://a", Token: jwt(`{"exp":[]}`)}, time.Time{}},
+	} {
+		info, err := Static(tc.info)(context.Background())
+		if err != nil || !info.Expiration.Equal(tc.want) || info.Token != tc.info.Token {
+			t.Errorf("%s: Static() = %v, %v; want it expiring %v", tc.name, info, err, tc.want)
+		}
+	}
+}
+
 func TestStatic(t *testing.T) {
 	info := login.ConnectionInfo{Server: "https://a", Token: "t"}
 	h := Static(info)
@@ -96,22 +143,5 @@ func TestStatic(t *testing.T) {
 	a.Token = "changed"
 	if c, _ := h(context.Background()); c.Token != "t" {
 		t.Error("changing one result changed the next")
-	}
-}
-
-func TestJWTExpiry(t *testing.T) {
-	tests := map[string]bool{
-		jwt(`{"exp":1893456000}`):   true,
-		jwt(`{"exp":1.8934560e9}`):  true,
-		jwt(`{"exp":"1893456000"}`): false,
-		jwt(`{"exp":-5}`):           false,
-		jwt(`not json`):             false,
-		"two.parts":                 false,
-		"":                          false,
-	}
-	for token, want := range tests {
-		if _, ok := jwtExpiry(token); ok != want {
-			t.Errorf("jwtExpiry(%q) ok = %v, want %v", token, ok, want)
-		}
 	}
 }

@@ -37,8 +37,11 @@ type TokenRequestConfig struct {
 // credential's Expiration, so the vault mints the next one in the background
 // before it expires: an operator acts as a tenant's ServiceAccount with
 // short-lived tokens.
+//
+// The handler is named "token request <namespace>/<name>"; its metric label
+// is "token request".
 func TokenRequest(cfg TokenRequestConfig) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+	return login.Named("token request "+cfg.Namespace+"/"+cfg.Name, "token request", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		if cfg.Client == nil || cfg.Namespace == "" || cfg.Name == "" {
 			return nil, login.Permanent(errors.New("handlers: TokenRequest needs a Client, a Namespace and a Name"))
 		}
@@ -58,7 +61,7 @@ func TokenRequest(cfg TokenRequestConfig) login.Handler {
 		info.Token = resp.Status.Token
 		info.Expiration = resp.Status.ExpirationTimestamp.Time
 		return &info, nil
-	}
+	})
 }
 
 func nonZero(n int64) *int64 {

@@ -32,6 +32,22 @@
 // A handler that panics fails its attempt with a [*PanicError], which prints
 // the panic value's type, never its content; the process goes on.
 //
+// # Names
+//
+// Without [ID], a handler made by [Named] goes by the name it was given, in
+// logs, errors and credentials, and by its short label in metrics; every
+// handler of this module and of its cloud modules is made that way ("token
+// file /var/run/secrets/tokens/api", label "token file"). Any other handler
+// goes by its function's name. [ID] names a handler in all of these.
+//
+// # When to be asked again
+//
+// A credential's [ConnectionInfo.Expiration] says when it stops working: the
+// vault asks its handler for the next one before then. A handler that
+// re-reads a source (a file, a store) says how soon to ask again with
+// [ConnectionInfo.RefreshAfter], without inventing an expiration; a
+// credential given again unchanged serves on, logged at V(1) only.
+//
 // # Why a handler runs
 //
 // The vault calls a handler with a context that says why ([ReasonFrom]): its

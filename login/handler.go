@@ -2,6 +2,7 @@ package login
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/authvault/authvault/internal/handlerconf"
@@ -34,8 +35,11 @@ func init() {
 	}
 }
 
-// ID names the handler in logs, metrics, errors and credentials. Without it,
-// the handler is named after its function, without its package path.
+// ID names the handler in logs, errors, credentials and the handler label of
+// metrics. Without it, a handler that names itself (Named: every handler
+// this module and its cloud modules make) goes by its name in logs and by
+// its short label in metrics, and any other by its function's name, without
+// its package path, in both.
 func ID(name string) Option { return Option{func(s *handlerconf.Settings) { s.ID = name }} }
 
 // Retries limits how often a failed attempt is retried before the login
@@ -63,3 +67,67 @@ type Registration struct {
 	Handler Handler
 	Options []Option
 }
+
+// Named returns h under a name and a metric label of its own, for packages
+// that make handlers: the vault then calls the handler name in logs,
+// errors, LoginErrors and Credential.Handler, and label in the handler
+// label of its metrics, unless ID names it otherwise (then both). The name
+// says what the handler reads ("token file /var/run/secrets/tokens/api",
+// "kubeconfig Secret capi/prod-kubeconfig"); the label says what kind of
+// source it is ("token file", "kubeconfig Secret"), short and stable, so
+// that a path or an object's name never becomes a label value (a vault
+// numbers a second handler of one label: "token file#2"). Neither may hold
+// a secret: redact a URL's user info before it goes into name.
+//
+// Named handlers are how this module's handlers name themselves; it is
+// exported for the cloud modules and for packages of handlers like them.
+func Named(name, label string, h Handler) Handler {
+	return (&named{name: name, label: label, h: h}).login
+}
+
+// named is a handler that Named made.
+type named struct {
+	name, label string
+	h           Handler
+}
+
+// login calls the handler, unless ctx asks for its name (see nameOf): the
+// vault asks once, when the handler is registered.
+func (n *named) login(ctx context.Context) (*ConnectionInfo, error) {
+	if q, ok := ctx.Value(nameQuery{}).(*named); ok {
+		*q = *n
+		return nil, nil
+	}
+	return n.h(ctx)
+}
+
+// nameQuery is the context key that asks a named handler its name.
+type nameQuery struct{}
+
+// namedCode is the code of every handler Named makes: a method value's
+// code is its method's wrapper, whatever its receiver.
+var namedCode = reflect.ValueOf((&named{}).login).Pointer()
+
+// nameOf is the name and label of h when Named made it (without a name:
+// the wrapped function's): only such a handler is called to ask, and it
+// answers without calling the handler it wraps.
+func nameOf(h any) (name, label string, ok bool) {
+	var fn Handler
+	switch h := h.(type) {
+	case Handler:
+		fn = h
+	case func(context.Context) (*ConnectionInfo, error):
+		fn = h
+	}
+	if fn == nil || reflect.ValueOf(fn).Pointer() != namedCode {
+		return "", "", false
+	}
+	var q named
+	_, _ = fn(context.WithValue(context.Background(), nameQuery{}, &q))
+	if q.name == "" {
+		return handlerconf.FuncName(q.h), q.label, true
+	}
+	return q.name, q.label, true
+}
+
+func init() { handlerconf.Named = nameOf }

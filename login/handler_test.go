@@ -1,9 +1,12 @@
 package login
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/authvault/authvault/internal/handlerconf"
 )
 
 func TestPermanentAndTemporary(t *testing.T) {
@@ -20,5 +23,35 @@ func TestPermanentAndTemporary(t *testing.T) {
 	}
 	if got, want := tmp.Error(), "base"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+// A Named handler goes by its name and label unless ID says otherwise;
+// asking its name calls nothing, and a call reaches the handler it wraps.
+func TestNamed(t *testing.T) {
+	calls := 0
+	inner := func(context.Context) (*ConnectionInfo, error) {
+		calls++
+		return &ConnectionInfo{Server: "https://a"}, nil
+	}
+	h := Named("token file /var/run/t", "token file", inner)
+	if s := handlerconf.Configure[Option](h); s.ID != "token file /var/run/t" || s.Label != "token file" {
+		t.Errorf("ID %q, label %q; want the name and the label", s.ID, s.Label)
+	}
+	if s := handlerconf.Configure[Option](h, ID("mine")); s.ID != "mine" || s.Label != "mine" {
+		t.Errorf("with ID: ID %q, label %q; want mine, mine", s.ID, s.Label)
+	}
+	if calls != 0 {
+		t.Errorf("asking the name called the handler %d times", calls)
+	}
+	if info, err := h(context.Background()); err != nil || info.Server != "https://a" || calls != 1 {
+		t.Errorf("h() = %v, %v after %d calls; want the wrapped handler's credential", info, err, calls)
+	}
+	// Without a name, and a plain function: the function's name.
+	if s := handlerconf.Configure[Option](Named("", "", inner)); s.ID != "login.TestNamed.func1" || s.Label != s.ID {
+		t.Errorf("an empty name: ID %q, label %q; want the wrapped function's name for both", s.ID, s.Label)
+	}
+	if s := handlerconf.Configure[Option](Handler(inner)); s.ID != "login.TestNamed.func1" || s.Label != s.ID {
+		t.Errorf("a plain function: ID %q, label %q; want its function's name for both", s.ID, s.Label)
 	}
 }

@@ -67,6 +67,17 @@ type ConnectionInfo struct {
 	// the server rejects it.
 	Expiration time.Time `json:"expiration,omitzero"`
 
+	// RefreshAfter asks the vault to call the handler again this long after
+	// it returned this credential, while the credential serves: for a
+	// handler that re-reads a source (a file, a store) that may change
+	// before Expiration, or that has no expiration to give. It says nothing
+	// of how long the credential works, and a refresh that gives the same
+	// credential again keeps it (logged at V(1) only). The vault never asks
+	// sooner than the handler's login floor (login.Backoff's initial delay,
+	// 1 s by default), and still before Expiration. Zero or less: only
+	// before Expiration.
+	RefreshAfter time.Duration `json:"refreshAfter,omitempty"`
+
 	// Transport, when set, is a round tripper that authenticates by itself
 	// (client-go's transport for a kubeconfig auth provider, or a custom one).
 	// The vault then only selects, routes and invalidates this credential, so

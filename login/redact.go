@@ -90,6 +90,7 @@ type view struct {
 	DefaultNamespace string `json:"defaultNamespace,omitempty"`
 	Priority         int    `json:"priority,omitempty"`
 	Expiration       string `json:"expiration,omitempty"`
+	RefreshAfter     string `json:"refreshAfter,omitempty"`
 	Transport        string `json:"transport,omitempty"`
 	Fingerprint      string `json:"fingerprint"`
 }
@@ -116,6 +117,9 @@ func (ci ConnectionInfo) view() view {
 	}
 	if !ci.Expiration.IsZero() {
 		v.Expiration = ci.Expiration.UTC().Format(time.RFC3339)
+	}
+	if ci.RefreshAfter > 0 {
+		v.RefreshAfter = ci.RefreshAfter.String()
 	}
 	if ci.Transport != nil {
 		v.Transport = fmt.Sprintf("%T", ci.Transport)
@@ -160,6 +164,7 @@ func (ci ConnectionInfo) String() string {
 		{"DefaultNamespace", quoteNonEmpty(v.DefaultNamespace)},
 		{"Priority", intNonZero(v.Priority)},
 		{"Expiration", v.Expiration},
+		{"RefreshAfter", v.RefreshAfter},
 		{"Transport", v.Transport},
 		{"Fingerprint", v.Fingerprint},
 	}

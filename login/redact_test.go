@@ -127,3 +127,16 @@ func TestFingerprintFollowsAuthenticationMaterial(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintingShowsRefreshAfter(t *testing.T) {
+	info := ConnectionInfo{Server: "https://a", Token: "t", RefreshAfter: 30 * time.Second}
+	asJSON, err := json.Marshal(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"String": info.String(), "json": string(asJSON)} {
+		if want := map[string]string{"String": "RefreshAfter: 30s", "json": `"refreshAfter":"30s"`}[name]; !strings.Contains(out, want) {
+			t.Errorf("%s = %s, want it to contain %s", name, out, want)
+		}
+	}
+}

@@ -27,7 +27,8 @@ const KubeconfigFlag = "kubeconfig"
 // returns (nil, nil).
 //
 // It reads the flag through flag.Lookup and registers none: importing
-// authvault never defines a flag.
+// authvault never defines a flag. It is named "client-go config"; its
+// metric label is "client-go".
 func ClientGo(ctx context.Context) (*login.ConnectionInfo, error) {
 	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
 	if env != "" && kubeconfigFlagValue() == "" {

@@ -24,7 +24,8 @@ const (
 )
 
 // IDs of the fallback handlers: they say where the credential came from
-// (Credential.Handler, logs, metrics).
+// (Credential.Handler, logs). Their metric labels are shorter: "kubeconfig",
+// "service account" and "home kubeconfig".
 const (
 	IDExplicitKubeconfig = "kubeconfig from --kubeconfig or $KUBECONFIG"
 	IDServiceAccount     = "in-cluster service account"
@@ -54,8 +55,8 @@ func Defaults() []login.Registration {
 	var regs []login.Registration
 	for _, src := range sources() {
 		regs = append(regs, login.Registration{
-			Handler: withPriority(src.handler, src.priority),
-			Options: []login.Option{login.ID(src.id), login.Timeout(FallbackTimeout)},
+			Handler: login.Named(src.id, src.label, withPriority(src.handler, src.priority)),
+			Options: []login.Option{login.Timeout(FallbackTimeout)},
 		})
 	}
 	return regs
@@ -64,19 +65,19 @@ func Defaults() []login.Registration {
 // source is one place a process finds its configuration, as
 // controller-runtime's config.GetConfig looks for it.
 type source struct {
-	id       string
-	priority int
-	handler  login.Handler // returns an error of nothing when the source is absent
+	id, label string // its name and its metric label (see login.Named)
+	priority  int
+	handler   login.Handler // returns an error of nothing when the source is absent
 }
 
 // sources are the places Defaults and ClientGo look, highest priority first.
 func sources() []source {
 	return []source{
-		{IDExplicitKubeconfig, priorityExplicitKubeconfig, explicitKubeconfig},
-		{IDServiceAccount, priorityServiceAccount, func(ctx context.Context) (*login.ConnectionInfo, error) {
+		{IDExplicitKubeconfig, "kubeconfig", priorityExplicitKubeconfig, explicitKubeconfig},
+		{IDServiceAccount, "service account", priorityServiceAccount, func(ctx context.Context) (*login.ConnectionInfo, error) {
 			return serviceAccountIn(ctx, serviceAccountRoot)
 		}},
-		{IDHomeKubeconfig, priorityHomeKubeconfig, homeOnly},
+		{IDHomeKubeconfig, "home kubeconfig", priorityHomeKubeconfig, homeOnly},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/internal/kubeplugins"
 	"github.com/authvault/authvault/internal/redact"
@@ -30,7 +31,9 @@ type KubeconfigOptions struct {
 }
 
 // Kubeconfig logs in as the current context of the kubeconfig that kubectl
-// would use. Without any kubeconfig it returns (nil, nil).
+// would use. Without any kubeconfig it returns (nil, nil). It is named
+// "kubeconfig $KUBECONFIG or ~/.kube/config"; its metric label is
+// "kubeconfig".
 func Kubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 	return KubeconfigFrom(KubeconfigOptions{})(ctx)
 }
@@ -38,7 +41,8 @@ func Kubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 // KubeconfigFrom returns a handler that logs in as a context of a
 // kubeconfig, loaded and merged by client-go's clientcmd on every login, so
 // edits to the files are picked up. Every way a kubeconfig user
-// authenticates maps to the credential: token, tokenFile (reread),
+// authenticates maps to the credential: token (a JWT expires at its exp
+// claim, so the files are read again before then), tokenFile (reread),
 // basic auth, client certificate and key (files or data), exec plugins
 // (through handlers.Exec, with the cluster's information) and auth providers
 // (through client-go's own transport); with the cluster's CA,
@@ -49,14 +53,35 @@ func Kubeconfig(ctx context.Context) (*login.ConnectionInfo, error) {
 // missing cluster or user, a file it names that is missing, unreadable or a
 // directory, a server without a scheme) is a permanent error that names the
 // file and the entry.
+//
+// The handler is named "kubeconfig <path>" (with the context when one is
+// given); its metric label is "kubeconfig".
 func KubeconfigFrom(opts KubeconfigOptions) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+	name := "kubeconfig " + kubectlKubeconfig
+	if opts.Path != "" {
+		name = "kubeconfig " + opts.Path
+	}
+	if opts.Context != "" {
+		name += fmt.Sprintf(" context %q", opts.Context)
+	}
+	return login.Named(name, "kubeconfig", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		rules := defaultRules()
 		if opts.Path != "" {
 			rules.ExplicitPath = opts.Path
 		}
 		return redacted(fromKubeconfig(ctx, rules, opts.Context, opts.PluginPolicy))
-	}
+	})
+}
+
+// kubectlKubeconfig names what kubectl reads.
+const kubectlKubeconfig = "$KUBECONFIG or ~/.kube/config"
+
+// Kubeconfig, ServiceAccount and ClientGo are functions: they name
+// themselves here.
+func init() {
+	handlerconf.NameFunc(Kubeconfig, "kubeconfig "+kubectlKubeconfig, "kubeconfig")
+	handlerconf.NameFunc(ServiceAccount, "service account", "service account")
+	handlerconf.NameFunc(ClientGo, "client-go config", "client-go")
 }
 
 func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, contextName string, policy handlers.PluginPolicy) (*login.ConnectionInfo, error) {

@@ -30,15 +30,18 @@ var serviceAccountRoot = ServiceAccountRoot
 // The token file is reread like handlers.TokenFile's: at its JWT exp and at
 // least once a minute, so tokens the kubelet rotates are picked up before
 // the server sees the old one expire.
+//
+// The handler is named "service account"; its metric label is the same.
 func ServiceAccount(ctx context.Context) (*login.ConnectionInfo, error) {
 	return ServiceAccountIn(serviceAccountRoot)(ctx)
 }
 
-// ServiceAccountIn is ServiceAccount reading its files under root.
+// ServiceAccountIn is ServiceAccount reading its files under root. It is
+// named "service account <root>".
 func ServiceAccountIn(root string) login.Handler {
-	return func(ctx context.Context) (*login.ConnectionInfo, error) {
+	return login.Named("service account "+root, "service account", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		return orNil(serviceAccountIn(ctx, root))
-	}
+	})
 }
 
 // serviceAccountIn is ServiceAccountIn's login, whose nothing says what is

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/testkit/testpki"
 )
 
@@ -60,8 +61,9 @@ func TestServiceAccount(t *testing.T) {
 			if info.Server != tt.wantServer || info.CAPath != wantCA || info.DefaultNamespace != "ops" || info.Token == "" {
 				t.Errorf("credential = %v, want server %s, CA %q, namespace ops and the token", info, tt.wantServer, wantCA)
 			}
-			if left := time.Until(info.Expiration); left <= 0 || left > time.Minute {
-				t.Errorf("expires in %v, want within the minute: the token is reread", left)
+			if info.RefreshAfter != handlers.RereadAfter || info.Expiration.IsZero() {
+				t.Errorf("credential read again after %v, expiring %v; want %v and the JWT's exp: the token is reread",
+					info.RefreshAfter, info.Expiration, handlers.RereadAfter)
 			}
 			if err := info.Validate(); err != nil {
 				t.Error(err)

@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -46,6 +47,10 @@ type effects struct {
 	accepted   *Credential // a new credential: the transport routes under its server
 	publish    bool        // the credentials changed: publish a snapshot and wake waiters
 	wake       bool        // waiters should look again
+	// renewed tells that accepted authenticates as the credential it
+	// replaces (the same token with a new expiration): nothing changed
+	// for the server.
+	renewed bool
 	// early names the handlers the round stopped waiting for when
 	// FirstLoginWait passed.
 	early []string
@@ -89,15 +94,25 @@ func (c *core) register(now time.Time, fn login.Handler, opts []login.Option) (e
 	return c.seal(e)
 }
 
-// newHandler configures a handler with a unique ID.
+// newHandler configures a handler with a unique ID and a unique metric
+// label: a second one of the same is numbered ("token file#2").
 func (c *core) newHandler(fn login.Handler, opts []login.Option, fallback bool) *handlerState {
 	s := configure(fn, opts...)
-	id := s.ID
-	for n := 2; c.lookup(id) != nil; n++ {
-		id = s.ID + "#" + strconv.Itoa(n)
-	}
-	s.ID = id
+	s.ID = c.unique(s.ID, func(h *handlerState) string { return h.settings.ID })
+	s.Label = c.unique(s.Label, func(h *handlerState) string { return h.settings.Label })
 	return newHandlerState(fn, s, fallback)
+}
+
+// unique is name, numbered if a handler has it already as of.
+func (c *core) unique(name string, of func(*handlerState) string) string {
+	taken := func(n string) bool {
+		return slices.ContainsFunc(c.all(), func(h *handlerState) bool { return of(h) == n })
+	}
+	unique := name
+	for n := 2; taken(unique); n++ {
+		unique = name + "#" + strconv.Itoa(n)
+	}
+	return unique
 }
 
 // lookup finds a handler by ID.
@@ -341,12 +356,18 @@ func (c *core) returnedCredential(now time.Time, h *handlerState, cred *Credenti
 		return e, false, ErrClosed
 	}
 	if err := h.offered(now, cred, c.opts.Leeway); err != nil {
+		if errors.Is(err, errUnchanged) {
+			// The credential h has serves on, rechecked as h now asks
+			// (see attemptFailed).
+			h.recheck = cred.Info.RefreshAfter
+		}
 		return e, false, err
 	}
 	old, unsound := h.install(now, cred, c.jitter)
 	if old != nil {
 		e.dropped = append(e.dropped, old)
 		e.superseded = append(e.superseded, supersession{old, cred})
+		e.renewed = old.digest == cred.digest
 	}
 	e.accepted = cred
 	c.roundStart = time.Time{}
@@ -361,13 +382,20 @@ func (c *core) returnedCredential(now time.Time, h *handlerState, cred *Credenti
 	return c.seal(e), unsound, nil
 }
 
-// attemptFailed ends attempt n of h's login at now with err (not a refused
-// credential's, which returnedCredential returned). It says whether the login goes
-// on, and after how long; else it has finished, and again tells that it
-// gave nothing as the one before it did.
+// attemptFailed ends attempt n of h's login at now with err (a failure,
+// or why returnedCredential refused the credential). It says whether the
+// login goes on, and after how long; else it has finished, and again tells
+// that it gave nothing as the one before it did. A login that gave the
+// credential h holds has not failed: it ends, and h is asked again as
+// handlerState.unchanged says.
 func (c *core) attemptFailed(now time.Time, h *handlerState, n int, err error) (e effects, retry bool, delay time.Duration, again bool) {
 	if n == 1 {
 		c.firstAttemptDone(now, h, &e)
+	}
+	if errors.Is(err, errUnchanged) && h.cred != nil && !c.closed {
+		h.unchanged(now, err, c.jitter)
+		e.wake = true
+		return c.seal(e), false, 0, false
 	}
 	if c.closed {
 		again = c.finish(now, h, err, 0, &e)

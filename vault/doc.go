@@ -158,7 +158,9 @@
 // own. At INFO, once each: a login and why (login.Reason), its end (the
 // credential's fingerprint, server and expiration, "never" for none) and
 // whose credentials are handed out when that changes; a refresh's start
-// is at V(1), its end at INFO. A handler that gave nothing and is asked
+// is at V(1), its end at INFO, unless it gave the credential the vault
+// holds (the same fingerprint, ConnectionInfo.RefreshAfter's re-reads):
+// then at V(1). A handler that gave nothing and is asked
 // again (every BackoffMax beside the fallback, say) says so at INFO once:
 // its next logins are at V(1) until one gives a credential. Per request (a
 // credential invalidated after a 401, one found expired, a caller given a

@@ -33,9 +33,16 @@ type handlerState struct {
 	backoff wait.Backoff // delays between failed logins, stepped without jitter
 	// retryAt: no new login before it, unless Refresh says so.
 	retryAt time.Time
-	// refreshAt is when cred is logged in again while it serves; zero
-	// when it does not expire.
-	refreshAt   time.Time
+	// refreshAt is when cred is logged in again while it serves: the
+	// sooner of renewAt and the recheck the handler asked for; zero when
+	// neither applies.
+	refreshAt time.Time
+	// renewAt is when cred's expiry calls for a new one (see schedule);
+	// zero when it does not expire.
+	renewAt time.Time
+	// recheck is the ConnectionInfo.RefreshAfter of the credential h last
+	// gave, taken or unchanged: h is asked again that long after.
+	recheck     time.Duration
 	invalidated [][sha256.Size]byte // digests of its recently invalidated credentials
 	// strikes counts its credentials in a row that the server rejected
 	// before they served a request; one that serves resets it.
@@ -235,9 +242,12 @@ func (h *handlerState) install(now time.Time, c *Credential, jitter func(int64) 
 // would only repeat that, so its refresh waits for the handler's next
 // backoff step instead, and the backoff keeps growing until a sound
 // credential comes.
+//
+// A handler's recheck (ConnectionInfo.RefreshAfter) brings the refresh
+// forward when it comes sooner, never sooner than the login floor.
 func (h *handlerState) schedule(now time.Time, jitter func(int64) int64) (unsound bool) {
 	c := h.cred
-	h.refreshAt = time.Time{}
+	h.renewAt = time.Time{}
 	var delay time.Duration
 	if !c.usableUntil.IsZero() {
 		life := c.usableUntil.Sub(now)
@@ -250,12 +260,58 @@ func (h *handlerState) schedule(now time.Time, jitter func(int64) int64) (unsoun
 		case delay < h.settings.BackoffInitial:
 			delay = h.settings.BackoffInitial // the login floor; it still serves then
 		}
-		h.refreshAt = now.Add(delay)
+		h.renewAt = now.Add(delay)
 	}
-	if !unsound && h.strikes == 0 && h.loss.Kind != login.TLSFailure {
-		h.backoff = newBackoff(h.settings)
+	h.recheck = c.Info.RefreshAfter
+	h.refreshAt = earlier(h.renewAt, h.recheckAt(now))
+	if !unsound {
+		h.resetBackoff()
 	}
 	return unsound
+}
+
+// resetBackoff starts h's backoff anew, unless h has strikes or a TLS
+// failure against it: those are cleared by a credential that serves (see
+// served).
+func (h *handlerState) resetBackoff() {
+	if h.strikes == 0 && h.loss.Kind != login.TLSFailure {
+		h.backoff = newBackoff(h.settings)
+	}
+}
+
+// recheckAt is when h is asked again for the recheck it asked for, counted
+// from now: no sooner than the login floor; zero when it asked for none.
+func (h *handlerState) recheckAt(now time.Time) time.Time {
+	if h.recheck <= 0 {
+		return time.Time{}
+	}
+	return now.Add(max(h.recheck, h.settings.BackoffInitial))
+}
+
+// earlier is the earlier of a and b, where zero means never (unlike
+// later, where zero is the earliest).
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// unchanged ends h's login at now, which gave again the credential h holds
+// (err is errUnchanged): it serves on, and nothing failed. A refresh that
+// its expiry called for comes again after the handler's next backoff step,
+// within half the time the credential has left (see nextDelay): its source
+// has not rotated yet. Otherwise the backoff starts anew, and h is asked
+// again when its recheck (set from the credential it gave) says.
+func (h *handlerState) unchanged(now time.Time, err error, jitter func(int64) int64) {
+	h.running, h.outcome, h.retryAt = false, err, time.Time{}
+	if !h.renewAt.IsZero() && !h.renewAt.After(now) {
+		h.retryAt = now.Add(h.nextDelay(now, err, jitter))
+		h.renewAt = h.retryAt
+	} else {
+		h.resetBackoff()
+	}
+	h.refreshAt = earlier(h.renewAt, h.recheckAt(now))
 }
 
 // finish ends h's login at now with err, no credential taken, and the next
@@ -265,9 +321,9 @@ func (h *handlerState) finish(now time.Time, err error, delay time.Duration, clo
 	again = errors.Is(h.outcome, errNoCredential) && errors.Is(err, errNoCredential)
 	h.running, h.outcome = false, err
 	h.retryAt = now.Add(delay)
-	if c := h.cred; c != nil && !c.usableUntil.IsZero() && !closed {
-		// A failed refresh: try again after the backoff while the old
-		// credential keeps serving.
+	if h.cred != nil && !h.refreshAt.IsZero() && !closed {
+		// A failed refresh (before expiry, or a recheck): try again after
+		// the backoff while the old credential keeps serving.
 		h.refreshAt = h.retryAt
 	}
 	return again
@@ -296,7 +352,7 @@ func (h *handlerState) served() {
 // drop removes h's credential and its refresh; it returns it, or nil.
 func (h *handlerState) drop() *Credential {
 	c := h.cred
-	h.cred, h.refreshAt = nil, time.Time{}
+	h.cred, h.refreshAt, h.renewAt = nil, time.Time{}, time.Time{}
 	return c
 }
 

@@ -65,7 +65,7 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 		v.mu.Unlock()
 		return false
 	}
-	v.metrics.invalidations.WithLabelValues(cred.Handler).Inc()
+	v.metrics.invalidations.WithLabelValues(cred.owner.settings.Label).Inc()
 	v.applyLocked(e)
 	h := cred.owner
 	left, retryAt, strikes := len(e.creds), h.retryAt, h.strikes

@@ -71,18 +71,18 @@ func (l *loginRun) run(reason login.Reason) {
 			var unsound bool
 			offstage := v.core.offstage(h) // before cred is h's
 			if e, unsound, err = v.core.returnedCredential(v.clock.Now(), h, cred); err == nil {
-				v.metrics.attempt(h.settings.ID, result(nil), time.Since(start))
+				v.metrics.attempt(h.settings.Label, result(nil), time.Since(start))
 				if offstage {
 					log = log.V(1)
 				}
-				l.loggedIn(cred, unsound, log)
+				l.loggedIn(cred, unsound, e.renewed, log)
 				v.applyLocked(e)
 				v.mu.Unlock()
 				return
 			}
 			v.pool.releaseRoute(cred.route)
 		}
-		v.metrics.attempt(h.settings.ID, result(err), time.Since(start))
+		v.metrics.attempt(h.settings.Label, result(err), time.Since(start))
 		e, retry, delay, again := v.core.attemptFailed(v.clock.Now(), h, n, err)
 		if !retry {
 			l.endLocked(err, again).log(log)
@@ -185,16 +185,22 @@ func (l *loginRun) call(ctx context.Context) (*Credential, error) {
 }
 
 // loggedIn logs the handler's new credential c; v.mu is held, before c is
-// published.
-func (l *loginRun) loggedIn(c *Credential, unsound bool, log logr.Logger) {
+// published. One that renewed the credential it replaces (the same token
+// with a new expiration) is at V(1), as an unchanged one is.
+func (l *loginRun) loggedIn(c *Credential, unsound, renewed bool, log logr.Logger) {
 	v, h := l.v, l.h
 	if unsound {
 		v.log.V(1).Info("credential expires within its refresh window: its refresh backs off", "handler", h.settings.ID,
 			"fingerprint", c.fingerprint, "expiration", expirationValue(c.Info.Expiration),
 			"refreshIn", h.refreshAt.Sub(v.clock.Now()))
 	}
-	log.Info("logged in", withTime([]any{"fingerprint", c.fingerprint, "server", c.Info.Server,
-		"priority", c.Info.Priority, "expiration", expirationValue(c.Info.Expiration)}, "refreshAt", h.refreshAt)...)
+	kv := withTime([]any{"fingerprint", c.fingerprint, "server", c.Info.Server,
+		"priority", c.Info.Priority, "expiration", expirationValue(c.Info.Expiration)}, "refreshAt", h.refreshAt)
+	if renewed {
+		log.V(1).Info("logged in: the credential is unchanged", kv...)
+		return
+	}
+	log.Info("logged in", kv...)
 }
 
 // stop ends the login before its next call (see core.stopped).

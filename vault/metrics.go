@@ -16,8 +16,9 @@ const (
 	resultRefused = "refused" // the vault refused it: rejected before, expired or unchanged
 )
 
-// metrics are the vault's Prometheus metrics. Labels carry handler IDs and
-// fixed words, never credential data.
+// metrics are the vault's Prometheus metrics. Labels carry handler labels
+// (a handler's short, stable label: its ID unless it names itself, see
+// login.Named) and fixed words, never credential data.
 type metrics struct {
 	logins        *prometheus.CounterVec
 	loginDuration *prometheus.HistogramVec
@@ -178,9 +179,9 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	var expiries []expiry
 	abandoned := map[string]float64{}
 	for _, h := range v.core.all() {
-		abandoned[h.settings.ID] = 0
+		abandoned[h.settings.Label] = 0
 		if h.abandonedCall() {
-			abandoned[h.settings.ID] = 1
+			abandoned[h.settings.Label] = 1
 		}
 		invalidated += len(h.invalidated)
 		if h.cred == nil || !h.cred.usable(now) {
@@ -188,7 +189,7 @@ func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		valid++
 		if !h.cred.usableUntil.IsZero() {
-			expiries = append(expiries, expiry{h.settings.ID, h.cred.usableUntil.Sub(now).Seconds()})
+			expiries = append(expiries, expiry{h.settings.Label, h.cred.usableUntil.Sub(now).Seconds()})
 		}
 	}
 	v.mu.Unlock()

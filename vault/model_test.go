@@ -80,6 +80,10 @@ type model struct {
 	// rejected is each handler's last credential the server rejected: a
 	// handler may give it again (a static token), which the vault refuses.
 	rejected map[*handlerState]*login.ConnectionInfo
+	// answered is, for each handler, its last login that gave a
+	// credential, taken or unchanged, while no login of it has failed
+	// since: the timer asks it again as that credential says.
+	answered map[*handlerState]modelAnswer
 	// issued are the credentials accepted so far: a late 401 may name one
 	// that its handler has replaced since.
 	issued   []*Credential
@@ -106,6 +110,12 @@ type modelCall struct {
 	started time.Time
 	attempt int
 	dropped bool // abandoned at its timeout: its result is thrown away
+}
+
+type modelAnswer struct {
+	at      time.Time
+	recheck time.Duration // the credential's RefreshAfter
+	cred    *Credential   // what the handler holds after it
 }
 
 type modelRound struct {
@@ -136,6 +146,7 @@ func newModel(seed uint64, rnd *rand.Rand) *model {
 		calls:    map[*handlerState]*modelCall{},
 		lastCall: map[*handlerState]time.Time{},
 		rejected: map[*handlerState]*login.ConnectionInfo{},
+		answered: map[*handlerState]modelAnswer{},
 	}
 	m.logf("seed %d, %+v", seed, struct {
 		Leeway, FirstLoginWait time.Duration
@@ -246,7 +257,7 @@ func (m *model) step() error {
 
 // apply does what the vault's applyLocked does with e, and checks what it
 // asks for.
-func (m *model) apply(e effects) error {
+func (m *model) apply(e effects) (err error) {
 	for range 10 {
 		if err := m.applyOnce(e); err != nil {
 			return err
@@ -254,7 +265,9 @@ func (m *model) apply(e effects) error {
 		if e.deadline.IsZero() || e.deadline.After(m.now) {
 			return nil
 		}
-		e = m.core.tick(m.now)
+		if e, err = m.tick(); err != nil {
+			return err
+		}
 	}
 	return fmt.Errorf("the core's deadline stays at or before now (%s) after ten ticks", m.core.deadline().Sub(modelEpoch))
 }
@@ -337,13 +350,59 @@ func (m *model) advance(d time.Duration) error {
 			return nil
 		}
 		m.now = later(m.now, at)
-		if err := m.apply(m.core.tick(m.now)); err != nil {
+		e, err := m.tick()
+		if err != nil {
+			return err
+		}
+		if err := m.apply(e); err != nil {
 			return err
 		}
 		if err := m.check(); err != nil {
 			return err
 		}
 	}
+}
+
+// tick is the vault's timer firing at now. A refresh it starts for a
+// credential that does not expire comes from the recheck its handler asked
+// for (or a failed refresh's retry): not before that recheck is due.
+func (m *model) tick() (effects, error) {
+	e := m.core.tick(m.now)
+	for _, h := range e.start {
+		a, ok := m.answered[h]
+		if h.reason.Kind != login.Refresh || !ok || a.cred != h.cred || !h.cred.usableUntil.IsZero() {
+			continue
+		}
+		if a.recheck <= 0 {
+			return e, fmt.Errorf("%s: refreshed %s, which neither expires nor asked for a recheck", h.settings.ID, h.cred.Info.Token)
+		}
+		if due := a.at.Add(max(a.recheck, h.settings.BackoffInitial)); m.now.Before(due) {
+			return e, fmt.Errorf("%s: refreshed %s at %s, before the recheck it asked for at %s", h.settings.ID, h.cred.Info.Token, at(m.now), at(due))
+		}
+	}
+	return e, nil
+}
+
+// answer notes that h's login gave a credential at now, taken or
+// unchanged, asking for a recheck after recheck: it is asked again no
+// later than that (nor its login floor), as long as its credential
+// serves. An unchanged credential that does not expire is no failure: h's
+// backoff starts anew.
+func (m *model) answer(h *handlerState, recheck time.Duration, unchanged bool) error {
+	m.answered[h] = modelAnswer{at: m.now, recheck: recheck, cred: h.cred}
+	if h.cred == nil || h.running || m.core.closed {
+		return nil
+	}
+	if recheck > 0 {
+		due := m.now.Add(max(recheck, h.settings.BackoffInitial))
+		if h.refreshAt.IsZero() || h.refreshAt.After(due) {
+			return fmt.Errorf("%s: asked for a recheck at %s, and its refresh is at %s", h.settings.ID, at(due), at(h.refreshAt))
+		}
+	}
+	if unchanged && h.cred.usableUntil.IsZero() && h.strikes == 0 && h.loss.Kind != login.TLSFailure && h.backoff != newBackoff(h.settings) {
+		return fmt.Errorf("%s: gave its credential again, and its backoff is at %s", h.settings.ID, h.backoff.Duration)
+	}
+	return nil
 }
 
 // selectCred is Select's slow path when nothing is handed out.
@@ -481,7 +540,8 @@ func (m *model) callReturns(h *handlerState, c *modelCall, quiet bool) error {
 	}
 	outcome := "credential"
 	if !quiet {
-		outcome = pick(m.rnd, "credential", "credential", "nothing", "error", "temporary", "permanent", "abandoned", "same", "expired", "short", "rejected")
+		outcome = pick(m.rnd, "credential", "credential", "nothing", "error", "temporary", "permanent", "abandoned", "same", "expired", "short",
+			"rejected", "renewed", "same")
 	}
 	if outcome == "rejected" && m.rejected[h] == nil {
 		outcome = "credential"
@@ -528,10 +588,16 @@ func (m *model) callReturns(h *handlerState, c *modelCall, quiet bool) error {
 			if !cred.usable(m.now) {
 				return fmt.Errorf("%s: accepted a credential already unusable", h.settings.ID)
 			}
+			if err := m.answer(h, cred.Info.RefreshAfter, false); err != nil {
+				return err
+			}
 			return m.checkRefresh(h, unsound, nil)
 		}
 		m.logf("%s: refused: %v", h.settings.ID, err)
-		return m.attemptFailed(h, l, c.attempt, err)
+		if failed := m.attemptFailed(h, l, c.attempt, err); failed != nil || !errors.Is(err, errUnchanged) {
+			return failed
+		}
+		return m.answer(h, cred.Info.RefreshAfter, true)
 	}
 	return m.attemptFailed(h, l, c.attempt, err)
 }
@@ -544,21 +610,26 @@ func at(t time.Time) string {
 }
 
 // credential is what a handler returns: a new token (sometimes short-lived
-// or already expired), or its current one again.
+// or already expired), its current one again (same), or its current token
+// with a new expiration (renewed); any but a quiet one may ask for a
+// recheck.
 func (m *model) credential(h *handlerState, kind string, quiet bool) *Credential {
 	if kind == "rejected" {
 		info := *m.rejected[h]
 		return &Credential{Handler: h.settings.ID, Info: &info, owner: h, digest: handlerconf.Digest(&info), route: &route{}}
 	}
 	token := ""
-	if kind == "same" && h.cred != nil {
+	if (kind == "same" || kind == "renewed") && h.cred != nil {
 		token = h.cred.Info.Token
 	} else {
 		m.tokens++
 		token = fmt.Sprintf("t%d", m.tokens)
 	}
 	info := &login.ConnectionInfo{Server: "https://api.example", Token: token, Priority: pick(m.rnd, 0, 0, 10, 30)}
-	if kind == "same" && h.cred != nil {
+	if !quiet {
+		info.RefreshAfter = pick(m.rnd, 0, 0, 30*time.Second, 300*time.Millisecond, 5*time.Minute)
+	}
+	if (kind == "same" || kind == "renewed") && h.cred != nil {
 		info.Priority, info.Expiration = h.cred.Info.Priority, h.cred.Info.Expiration
 	}
 	switch {
@@ -569,7 +640,7 @@ func (m *model) credential(h *handlerState, kind string, quiet bool) *Credential
 		info.Expiration = m.now.Add(-time.Second)
 	case kind == "short":
 		info.Expiration = m.now.Add(pick(m.rnd, 5*time.Millisecond, 500*time.Millisecond, 3*time.Second))
-	case kind == "credential":
+	case kind == "credential", kind == "renewed":
 		info.Expiration = pick(m.rnd, time.Time{}, m.now.Add(15*time.Minute), m.now.Add(time.Hour), m.now.Add(40*time.Second))
 	}
 	return &Credential{Handler: h.settings.ID, Info: info, owner: h, digest: handlerconf.Digest(info), route: &route{}}
@@ -577,6 +648,7 @@ func (m *model) credential(h *handlerState, kind string, quiet bool) *Credential
 
 // attemptFailed is the end of attempt n with err.
 func (m *model) attemptFailed(h *handlerState, l *modelLogin, n int, err error) error {
+	delete(m.answered, h)
 	if n == 1 {
 		m.firstDone(h, l)
 	}
@@ -603,6 +675,7 @@ func (m *model) attemptFailed(h *handlerState, l *modelLogin, n int, err error) 
 
 // endLogin ends h's login before a call.
 func (m *model) endLogin(h *handlerState, end func() effects) error {
+	delete(m.answered, h)
 	l := m.logins[h]
 	m.firstDone(h, l)
 	delete(m.logins, h)

@@ -1,12 +1,15 @@
 package vault
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 )
 
@@ -32,7 +35,7 @@ func TestTokenFileRotationIsPickedUpWithoutWaiting(t *testing.T) {
 	rotatedAt := clk.Now()
 	for clk.Since(rotatedAt) <= time.Minute {
 		clk.Step(5 * time.Second)
-		eventually(t, "a settled vault", func() bool { return clk.Waiters() == 2 && idle(v) })
+		settled(t, v, clk)
 		if mustSelect(t, v).Info.Token == "second" {
 			break
 		}
@@ -42,5 +45,37 @@ func TestTokenFileRotationIsPickedUpWithoutWaiting(t *testing.T) {
 	}
 	if got := v.waits.waited.Load() - waitedBefore; got != 0 {
 		t.Errorf("%d callers waited for the reread, want none", got)
+	}
+}
+
+// A token file is read again every RereadAfter, not at a fraction of an
+// expiration made up to force it; a token that does not change says so at
+// V(1) only, and does not expire.
+func TestTokenFileIsReadAgainAtItsPace(t *testing.T) {
+	var logs testlog.Buffer
+	v, clk := testVault(t, Options{Logger: logs.Logger(0)})
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("opaque\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	tokenFile := handlers.TokenFile(path, login.ConnectionInfo{Server: "https://kubernetes.default.svc"})
+	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+		reads.Add(1)
+		return tokenFile(ctx)
+	}, login.ID("sa"))
+	if c := mustSelect(t, v); !c.Info.Expiration.IsZero() {
+		t.Errorf("an opaque token expiring %v, want never", c.Info.Expiration)
+	}
+	settled(t, v, clk)
+	for range 5 * 60 {
+		clk.Step(time.Second)
+		settled(t, v, clk)
+	}
+	if got, want := reads.Load(), int64(1+5*time.Minute/handlers.RereadAfter); got != want {
+		t.Errorf("the file was read %d times in 5 min, want %d: every %v", got, want, handlers.RereadAfter)
+	}
+	if lines := logLines(&logs, "logged in"); len(lines) != 1 {
+		t.Errorf("%d INFO lines \"logged in\", want the first login's only:\n%s", len(lines), logs.String())
 	}
 }

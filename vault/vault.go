@@ -302,7 +302,8 @@ func SetDefault(opts Options) *Vault {
 // once one is registered, the fallback handlers are no longer run, unless
 // Options.KeepFallback says so. A handler registered while only fallback
 // credentials serve logs in at once, and its credential serves in their
-// place. A handler whose ID is taken gets a numbered one ("id#2").
+// place. A handler whose ID is taken gets a numbered one ("id#2"); so does
+// one whose metric label is (see login.Named: "token file#2").
 //
 // The vault hands out a credential of the highest ConnectionInfo.Priority
 // present (0 unless the handler sets it), and lower ones only while no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -36,8 +37,11 @@ type Options struct {
 
 // Login returns a handler, for Vault.OnLogin, that logs in to opts.Server
 // with an Entra ID token for opts.ServerID. The credential expires with the
-// token, so the vault fetches a new one before then.
-func Login(opts Options) login.Handler { return newSource(opts, time.Now).login }
+// token, so the vault fetches a new one before then. It is named "aks
+// <host>", the host of opts.Server; its metric label is "aks".
+func Login(opts Options) login.Handler {
+	return login.Named("aks "+serverHost(opts.Server), "aks", newSource(opts, time.Now).login)
+}
 
 // newSource applies opts' defaults.
 func newSource(opts Options, now func() time.Time) *source {
@@ -82,3 +86,12 @@ func (e *Error) Error() string {
 
 // Unwrap returns the context's error when the login's context ended it.
 func (e *Error) Unwrap() error { return e.cause }
+
+// serverHost is the host (and port) of server, for the handler's name: no
+// user info, no path.
+func serverHost(server string) string {
+	if u, err := url.Parse(server); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return redact.URL(server)
+}

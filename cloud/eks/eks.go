@@ -73,10 +73,16 @@ type Options struct {
 
 // Login returns a handler that makes an EKS token for opts.Cluster at every
 // login; see the package documentation for the token, its expiration and the
-// credentials. Its logins may run concurrently: they take turns.
+// credentials. Its logins may run concurrently: they take turns. It is
+// named "eks <cluster> (<region>)", without the region when Options has
+// none; its metric label is "eks".
 func Login(opts Options) login.Handler {
 	h := &handler{opts: opts, turn: make(chan struct{}, 1)}
-	return h.login
+	name := "eks " + opts.Cluster
+	if opts.Region != "" {
+		name += " (" + opts.Region + ")"
+	}
+	return login.Named(name, "eks", h.login)
 }
 
 // handler is one Login's state.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -47,9 +48,10 @@ type Options struct {
 
 // Login returns a handler, for Vault.OnLogin, that logs in to opts.Server
 // with a Google access token. The credential expires with the token, so the
-// vault fetches a new one before then.
+// vault fetches a new one before then. It is named "gke <host>", the host
+// of opts.Server; its metric label is "gke".
 func Login(opts Options) login.Handler {
-	return newSource(opts, time.Now).login
+	return login.Named("gke "+serverHost(opts.Server), "gke", newSource(opts, time.Now).login)
 }
 
 // newSource applies opts' defaults.
@@ -116,3 +118,12 @@ func (e *Error) Error() string {
 
 // Unwrap returns the context's error when the login's context ended it.
 func (e *Error) Unwrap() error { return e.cause }
+
+// serverHost is the host (and port) of server, for the handler's name: no
+// user info, no path.
+func serverHost(server string) string {
+	if u, err := url.Parse(server); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return redact.URL(server)
+}

@@ -19,7 +19,7 @@ func namedHandler(context.Context) (*login.ConnectionInfo, error) { return nil, 
 
 func TestConfigureDefaults(t *testing.T) {
 	s := handlerconf.Configure[login.Option](namedHandler)
-	want := handlerconf.Settings{ID: "handlerconf_test.namedHandler", Retries: login.Unlimited, BackoffInitial: time.Second, BackoffMax: time.Minute}
+	want := handlerconf.Settings{ID: "handlerconf_test.namedHandler", Label: "handlerconf_test.namedHandler", Retries: login.Unlimited, BackoffInitial: time.Second, BackoffMax: time.Minute}
 	if s != want {
 		t.Errorf("handlerconf.Configure() = %+v, want %+v", s, want)
 	}
@@ -27,7 +27,7 @@ func TestConfigureDefaults(t *testing.T) {
 
 func TestConfigureOptions(t *testing.T) {
 	s := handlerconf.Configure(namedHandler, login.ID("mine"), login.Retries(3), login.Backoff(time.Millisecond, time.Second), login.Timeout(5*time.Second))
-	want := handlerconf.Settings{ID: "mine", Retries: 3, BackoffInitial: time.Millisecond, BackoffMax: time.Second, Timeout: 5 * time.Second}
+	want := handlerconf.Settings{ID: "mine", Label: "mine", Retries: 3, BackoffInitial: time.Millisecond, BackoffMax: time.Second, Timeout: 5 * time.Second}
 	if s != want {
 		t.Errorf("handlerconf.Configure() = %+v, want %+v", s, want)
 	}
@@ -86,5 +86,23 @@ func TestDigestIsLoginsDigest(t *testing.T) {
 	}
 	if handlerconf.Digest(other) == d {
 		t.Error("Digest() is equal for another token")
+	}
+}
+
+func selfNamed(context.Context) (*login.ConnectionInfo, error) { return nil, nil }
+
+func init() { handlerconf.NameFunc(selfNamed, "self named", "self") }
+
+// A function given to NameFunc, and no closure of the same shape, goes by
+// its name; login.ID still wins.
+func TestConfigureNameFunc(t *testing.T) {
+	if s := handlerconf.Configure[login.Option](selfNamed); s.ID != "self named" || s.Label != "self" {
+		t.Errorf("ID %q, label %q; want self named, self", s.ID, s.Label)
+	}
+	if s := handlerconf.Configure(selfNamed, login.ID("mine")); s.ID != "mine" || s.Label != "mine" {
+		t.Errorf("with login.ID: ID %q, label %q; want mine, mine", s.ID, s.Label)
+	}
+	if s := handlerconf.Configure[login.Option](namedHandler); s.ID != "handlerconf_test.namedHandler" {
+		t.Errorf("another function: ID %q", s.ID)
 	}
 }

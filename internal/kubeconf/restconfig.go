@@ -15,7 +15,8 @@ import (
 
 // FromREST maps cfg to a credential; proxyURL and namespace come from a
 // kubeconfig, which knows them as strings. Token, basic auth, client
-// certificate and CA map to fields; a token file and an exec provider go to
+// certificate and CA map to fields (a token that is a JWT expires at its
+// exp, see TokenExpiry); a token file and an exec provider go to
 // plugins; whatever only client-go can do (an auth provider, WrapTransport,
 // a custom Transport, Dial, a Proxy function, impersonation) keeps client-go's
 // own round tripper as the credential's Transport.
@@ -48,6 +49,9 @@ func FromREST(ctx context.Context, cfg *rest.Config, proxyURL, namespace string,
 		return plugins.TokenFile(ctx, cfg.BearerTokenFile, info)
 	case cfg.BearerToken != "":
 		info.Token = cfg.BearerToken
+		// A JWT expires at its exp: the vault reads the kubeconfig again
+		// before then, as it would a plugin's credential.
+		info.Expiration, _ = TokenExpiry(cfg.BearerToken)
 	case execRuns(cfg):
 		return plugins.Exec(ctx, *cfg.ExecProvider, info, cfg.DisableCompression)
 	case cfg.Username != "" || cfg.Password != "":

@@ -1,4 +1,4 @@
-package handlers
+package kubeconf
 
 import (
 	"encoding/base64"
@@ -7,10 +7,12 @@ import (
 	"time"
 )
 
-// jwtExpiry returns the exp claim of token when it is a JWT. The signature
-// is not checked: the server does that; the claim only says when to read the
-// token again.
-func jwtExpiry(token string) (time.Time, bool) {
+// TokenExpiry is the exp claim of token when it is a JWT: when the server
+// will stop taking it. Neither the signature nor any other claim is
+// checked (the server does that): the claim only says when to read the
+// token's source again. A token that is no JWT, or whose exp is absent, no
+// number or out of range (not after the epoch, beyond 2^40 s), has none.
+func TokenExpiry(token string) (time.Time, bool) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return time.Time{}, false

@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // A grammar is the way a plugin's parser reads its flags.
@@ -44,6 +46,12 @@ type knownPlugin struct {
 	// goNames: a long name may be written with one dash (Go's flag
 	// package, which older releases parsed with).
 	goNames bool
+	// env are the variables the plugin reads for a flag, by name: the
+	// flag's first name.
+	env map[string]string
+	// envSwitches are flags that change which variables it reads: a
+	// profile may not set them when the provider's variables set a flag.
+	envSwitches []string
 }
 
 // flagKind is what one of a plugin's flag names sets.
@@ -72,21 +80,44 @@ var klogFlags = []string{"--v -v", "--vmodule", "--log_dir", "--log_file", "--lo
 	"!--alsologtostderr", "--alsologtostderrthreshold", "--stderrthreshold", "!--legacy_stderr_threshold_behavior",
 	"!--add_dir_header", "!--skip_headers", "!--skip_log_headers", "!--one_output", "--log_backtrace_at"}
 
+// withEnv is k that reads, for the flag named first in each of vars, the
+// variables named after it.
+func (k *knownPlugin) withEnv(vars ...string) *knownPlugin {
+	k.env = map[string]string{}
+	for _, v := range vars {
+		names := strings.Fields(v)
+		for _, n := range names[1:] {
+			k.env[n] = k.flags[names[0]].sets
+		}
+	}
+	return k
+}
+
+// withEnvSwitches is k whose flags named change which variables it reads.
+func (k *knownPlugin) withEnvSwitches(names ...string) *knownPlugin {
+	k.envSwitches = names
+	return k
+}
+
 // knownPlugins are the plugins this package knows, by command name.
 var knownPlugins = map[string]*knownPlugin{
 	"aws-iam-authenticator": plugin("aws-iam-authenticator token", pflagGrammar, []string{"token"},
 		// The root command's flags, then token's.
 		"--config -c", "--log-format -l", "--cluster-id -i", "--feature-gates", "!--help -h",
-		"--role -r", "--region", "--external-id -e", "--session-name -s", "!--token-only", "!--forward-session-name", "!--cache"),
+		"--role -r", "--region", "--external-id -e", "--session-name -s", "!--token-only", "!--forward-session-name", "!--cache").
+		withEnv("--role DEFAULT_ROLE", "--cluster-id KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID", "--region AWS_REGION AWS_DEFAULT_REGION"),
 	"aws": plugin("aws eks get-token", argparseGrammar, []string{"eks", "get-token"},
 		// The global options (v1 and v2), then get-token's: --cluster-id
 		// names the cluster as --cluster-name does.
 		"!--debug", "--endpoint-url", "!--no-verify-ssl", "!--no-paginate", "--output", "--query", "--profile", "--region",
 		"!--version", "--color", "!--no-sign-request", "--ca-bundle", "--cli-read-timeout", "--cli-connect-timeout",
 		"--cli-binary-format", "!--no-cli-pager", "!--cli-auto-prompt", "!--no-cli-auto-prompt", "!--v2-debug",
-		"--cluster-name --cluster-id", "--role-arn", "--session-name"),
+		"--cluster-name --cluster-id", "--role-arn", "--session-name").
+		withEnv("--region AWS_REGION AWS_DEFAULT_REGION", "--profile AWS_PROFILE AWS_DEFAULT_PROFILE", "--output AWS_DEFAULT_OUTPUT",
+			"--ca-bundle AWS_CA_BUNDLE", "--endpoint-url AWS_ENDPOINT_URL AWS_ENDPOINT_URL_STS"),
 	"argocd-k8s-auth": plugin("argocd-k8s-auth aws", pflagGrammar, []string{"aws"},
-		"--cluster-name", "--role-arn", "--profile", "!--help -h"),
+		"--cluster-name", "--role-arn", "--profile", "!--help -h").
+		withEnv("--profile AWS_PROFILE AWS_DEFAULT_PROFILE"),
 	"gke-gcloud-auth-plugin": func() *knownPlugin {
 		k := plugin("gke-gcloud-auth-plugin", pflagGrammar, nil, append([]string{
 			"!--use_application_default_credentials", "!--use_edge_cloud", "--project", "--account", "--location",
@@ -101,7 +132,21 @@ var knownPlugins = map[string]*knownPlugin{
 		"--environment -e", "!--legacy", "!--use-azurerm-env-vars", "!--pop-enabled", "--pop-claims", "--timeout",
 		"!--disable-environment-override", "!--disable-instance-discovery", "--redirect-url", "--login-hint",
 		// The root command's, from Go's flag set (klog's), and cobra's.
-		"--v -v", "!--logtostderr", "!--help -h"),
+		"--v -v", "!--logtostderr", "!--help -h").
+		// Its variables win over its flags, unless
+		// --disable-environment-override; --use-azurerm-env-vars reads
+		// Terraform's (ARM_*) in place of others.
+		withEnv("--login AAD_LOGIN_METHOD",
+			"--client-id AAD_SERVICE_PRINCIPAL_CLIENT_ID AZURE_CLIENT_ID ARM_CLIENT_ID AZURESUBSCRIPTION_CLIENT_ID",
+			"--client-secret AAD_SERVICE_PRINCIPAL_CLIENT_SECRET AZURE_CLIENT_SECRET ARM_CLIENT_SECRET",
+			"--client-certificate AAD_SERVICE_PRINCIPAL_CLIENT_CERTIFICATE AZURE_CLIENT_CERTIFICATE_PATH ARM_CLIENT_CERTIFICATE_PATH",
+			"--client-certificate-password AAD_SERVICE_PRINCIPAL_CLIENT_CERTIFICATE_PASSWORD AZURE_CLIENT_CERTIFICATE_PASSWORD ARM_CLIENT_CERTIFICATE_PASSWORD",
+			"--tenant-id AZURE_TENANT_ID ARM_TENANT_ID AZURESUBSCRIPTION_TENANT_ID",
+			"--federated-token-file AZURE_FEDERATED_TOKEN_FILE", "--authority-host AZURE_AUTHORITY_HOST",
+			"--username AAD_USER_PRINCIPAL_NAME AZURE_USERNAME", "--password AAD_USER_PRINCIPAL_PASSWORD AZURE_PASSWORD",
+			"--timeout AZURE_CLI_TIMEOUT", "--azure-pipelines-service-connection-id AZURESUBSCRIPTION_SERVICE_CONNECTION_ID",
+			"--token-cache-dir KUBECACHEDIR").
+		withEnvSwitches("--disable-environment-override", "--use-azurerm-env-vars"),
 }
 
 // knownNames lists the plugins of knownPlugins, for errors.
@@ -243,52 +288,101 @@ func (k *knownPlugin) argparseFlag(args []string, i int) (occurrence, int) {
 // maxShownFlag bounds what an error quotes of a profile's flag.
 const maxShownFlag = 64
 
-// overridden returns an error, to follow the words "extension X", when extra (a profile's arguments, appended
-// to own, the provider's) may give a flag that own sets a value of the
-// profile's: a plugin takes the last value of a repeated flag, so the
-// profile would choose what the operator fixed (a role, a region). The
-// arguments are read as command's parser reads them, when it is a plugin
-// this package knows; for another plugin, any flag of extra may be another
-// name of one of own's, and extra may hold no flag at all when own does.
-// The error names the flag, never a value of extra.
-func overridden(command string, own, extra []string) error {
-	k, occs := knownParse(command, own, extra)
+// overridden returns an error when a profile may give a flag that the
+// provider's own arguments or variables set (own's) a value of its own:
+// by extra, its arguments appended to own's, since a plugin takes the last
+// value of a repeated flag; or by a variable of env (own's, with the
+// profile's merged in) that the plugin reads in place of that flag. The
+// arguments are read as the plugin's parser reads them, when it is one
+// this package knows; for another plugin, any flag of extra may be
+// another name of one of own's, so extra may hold no flag when own does,
+// and the variables are not compared. A variable the provider sets itself
+// and the profile replaces (ProfileSourcedEnvVarsPolicy Replace) is the
+// provider's to give. The error names the flag or the variable, never a
+// value of the profile's.
+func overridden(own clientcmdapi.ExecConfig, extra []string, env []clientcmdapi.ExecEnvVar) error {
+	k, occs := knownParse(own.Command, own.Args, extra)
 	if k == nil {
-		if !slices.ContainsFunc(own, isFlag) {
+		if !slices.ContainsFunc(own.Args, isFlag) {
 			return nil
 		}
 		if i := slices.IndexFunc(extra, isFlag); i >= 0 {
-			return fmt.Errorf("sets a flag (its argument %d), and %s is not a plugin whose flags this package knows (%s): "+
-				"any flag may be another name of one the provider's own arguments set", i+1, filepath.Base(command), knownNames)
+			return fmt.Errorf("extension %s sets a flag (its argument %d), and %s is not a plugin whose flags this package knows (%s): "+
+				"any flag may be another name of one the provider's own arguments set", ExtraArgsExtension, i+1, filepath.Base(own.Command), knownNames)
 		}
 		return nil
 	}
-	fixed := map[string]bool{}
+	// fixed has what own sets: flags, and what sets each (a flag, or the
+	// variables that stand for it).
+	fixed := map[string][]string{}
 	for _, o := range occs {
-		if o.at < len(own) {
+		if o.at < len(own.Args) {
 			for _, s := range o.sets {
-				fixed[s] = true
+				fixed[s] = append(fixed[s], s)
 			}
+		}
+	}
+	byEnv := false
+	for _, e := range own.Env {
+		if s, ok := k.env[e.Name]; ok {
+			fixed[s], byEnv = append(fixed[s], e.Name), true
+		}
+	}
+	if byEnv {
+		for _, s := range k.envSwitches {
+			fixed[s] = append(fixed[s], s)
 		}
 	}
 	if len(fixed) == 0 {
 		return nil
 	}
 	for _, o := range occs {
-		if o.value < len(own) {
+		if o.value < len(own.Args) {
 			continue
 		}
 		if len(o.sets) == 0 {
-			return fmt.Errorf("sets %q, which is not a flag of %s that this package knows: it may be another name of one the provider's own arguments set",
-				shownFlag(o.shown), k.name)
+			return fmt.Errorf("extension %s sets %q, which is not a flag of %s that this package knows: it may be another name of one the provider's own arguments set",
+				ExtraArgsExtension, shownFlag(o.shown), k.name)
 		}
 		for _, s := range o.sets {
-			if fixed[s] {
-				return fmt.Errorf("sets %q, which the provider's own arguments set (%s reads the last)", s, k.name)
+			if by := fixed[s]; by != nil {
+				if what(by) == "arguments" {
+					return fmt.Errorf("extension %s sets %q, which the provider's own arguments set (%s reads the last)", ExtraArgsExtension, s, k.name)
+				}
+				return fmt.Errorf("extension %s sets %q, which the provider's own environment variables set (%s reads %s for it)",
+					ExtraArgsExtension, s, k.name, strings.Join(by, ", "))
 			}
 		}
 	}
+	for _, name := range changedEnv(own.Env, env) {
+		s, ok := k.env[name]
+		if by := fixed[s]; ok && by != nil && !slices.Equal(by, []string{name}) {
+			return fmt.Errorf("extension %s sets %s, which %s reads for %s: the provider's own %s set it", ExtraEnvExtension, name, k.name, s, what(by))
+		}
+	}
 	return nil
+}
+
+// what says what of a provider's sets a flag: by, its flags' names and
+// variables'.
+func what(by []string) string {
+	if slices.ContainsFunc(by, func(s string) bool { return strings.HasPrefix(s, "-") }) {
+		return "arguments"
+	}
+	return "environment variables"
+}
+
+// changedEnv are the names of the variables of env whose value is not
+// own's: those a profile added or replaced.
+func changedEnv(own, env []clientcmdapi.ExecEnvVar) []string {
+	var names []string
+	for _, e := range env {
+		i := slices.IndexFunc(own, func(o clientcmdapi.ExecEnvVar) bool { return o.Name == e.Name })
+		if i < 0 || own[i].Value != e.Value {
+			names = append(names, e.Name)
+		}
+	}
+	return names
 }
 
 // knownParse is command's plugin, when this package knows it and own and

@@ -162,9 +162,6 @@ func newAccess(where string, p AccessProvider, o offered) (*access, error) {
 				return nil, fmt.Errorf("extension %s is not a list of strings", ExtraArgsExtension)
 			}
 			if p.ProfileSourcedCLIArgsPolicy == ArgsAppend {
-				if err := overridden(exec.Command, exec.Args, args); err != nil {
-					return nil, fmt.Errorf("extension %s %w", ExtraArgsExtension, err)
-				}
 				exec.Args = append(exec.Args, args...)
 			}
 		case ExtraEnvExtension:
@@ -176,6 +173,9 @@ func newAccess(where string, p AccessProvider, o offered) (*access, error) {
 		default:
 			kept = append(kept, ext)
 		}
+	}
+	if err := overridden(*p.ExecConfig, exec.Args[len(p.ExecConfig.Args):], exec.Env); err != nil {
+		return nil, err
 	}
 	digest := sha256.New()
 	_ = json.NewEncoder(digest).Encode(offered{Name: p.Name, Cluster: o.Cluster})

@@ -183,3 +183,79 @@ func TestProfileArgsCompleteTheProvidersFlag(t *testing.T) {
 		}
 	}
 }
+
+// A variable the plugin reads for a flag is that flag: a profile's
+// variable may not set what the provider's arguments or variables set
+// (kubelogin reads AZURE_TENANT_ID over its --tenant-id), nor a
+// profile's flag what the provider's variables set, nor, when they set
+// one, the flags that change which variables kubelogin reads. The
+// provider's own variable, replaced under Replace, is the provider's to
+// give; a variable no flag stands for, or one of a plugin whose flags are
+// not known, is the env policy's alone.
+func TestProfileEnvCannotSetTheProvidersFlags(t *testing.T) {
+	provider := func(policy, command string, args []string, env ...string) AccessProvider {
+		p := AccessProvider{Name: "p", ProfileSourcedCLIArgsPolicy: ArgsAppend, ProfileSourcedEnvVarsPolicy: policy,
+			ExecConfig: &clientcmdapi.ExecConfig{Command: command, APIVersion: execAPIVersionV1, Args: args}}
+		for i := 0; i+1 < len(env); i += 2 {
+			p.ExecConfig.Env = append(p.ExecConfig.Env, clientcmdapi.ExecEnvVar{Name: env[i], Value: env[i+1]})
+		}
+		return p
+	}
+	kubeloginArgs := []string{"get-token", "-l", "workloadidentity", "--server-id", "S", "--client-id", "C", "--tenant-id", "T"}
+	for _, tt := range []struct {
+		provider AccessProvider
+		args     []string
+		env      map[string]any
+		want     string // in the error; "" for none
+	}{
+		{provider(EnvAppendIfNotExists, "kubelogin", kubeloginArgs), nil, map[string]any{"AZURE_TENANT_ID": chosen},
+			"sets AZURE_TENANT_ID, which kubelogin get-token reads for --tenant-id: the provider's own arguments set it"},
+		{provider(EnvAppendIfNotExists, "kubelogin", kubeloginArgs), nil, map[string]any{"ARM_CLIENT_ID": chosen},
+			"sets ARM_CLIENT_ID, which kubelogin get-token reads for --client-id"},
+		{provider(EnvReplace, "kubelogin", kubeloginArgs), nil, map[string]any{"AAD_LOGIN_METHOD": chosen}, "reads for --login"},
+		{provider(EnvAppendIfNotExists, "kubelogin", []string{"get-token"}, "AZURE_CLIENT_ID", "C"), []string{"--client-id", chosen}, nil,
+			`sets "--client-id", which the provider's own environment variables set`},
+		{provider(EnvAppendIfNotExists, "kubelogin", []string{"get-token"}, "AZURE_CLIENT_ID", "C"), []string{"--disable-environment-override"}, nil,
+			`sets "--disable-environment-override"`},
+		{provider(EnvAppendIfNotExists, "kubelogin", []string{"get-token"}, "AZURE_CLIENT_ID", "C"), []string{"--use-azurerm-env-vars=true"}, nil,
+			`sets "--use-azurerm-env-vars"`},
+		{provider(EnvAppendIfNotExists, "kubelogin", []string{"get-token"}, "AZURE_CLIENT_ID", "C"), nil, map[string]any{"AAD_SERVICE_PRINCIPAL_CLIENT_ID": chosen},
+			"the provider's own environment variables set it"},
+		{provider(EnvAppendIfNotExists, "aws", []string{"eks", "get-token"}, "AWS_REGION", "eu-west-1"), []string{"--cluster-name", "c", "--reg", chosen}, nil,
+			`sets "--region", which the provider's own environment variables set`},
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", []string{"token", "-i", "c"}, "DEFAULT_ROLE", "arn:aws:iam::1:role/fixed"), []string{"-r" + chosen}, nil,
+			`sets "--role"`},
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", []string{"token", "-i", "c", "--region", "eu-west-1"}), nil, map[string]any{"AWS_DEFAULT_REGION": chosen},
+			"reads for --region"},
+		{provider(EnvReplace, "kubelogin", []string{"get-token", "--tenant-id", "T"}, "AZURE_TENANT_ID", "T"), nil, map[string]any{"AZURE_TENANT_ID": chosen},
+			"sets AZURE_TENANT_ID, which kubelogin get-token reads for --tenant-id: the provider's own arguments set it"},
+
+		// Taken.
+		{provider(EnvReplace, "kubelogin", []string{"get-token"}, "AZURE_TENANT_ID", "T"), nil, map[string]any{"AZURE_TENANT_ID": "T2"}, ""},
+		{provider(EnvAppendIfNotExists, "kubelogin", []string{"get-token"}, "AZURE_TENANT_ID", "T"), nil, map[string]any{"AZURE_TENANT_ID": chosen}, ""}, // the provider's wins
+		{provider(EnvAppendIfNotExists, "kubelogin", kubeloginArgs), []string{"-v", "4"}, map[string]any{"KUBELOGIN_OTHER": "x"}, ""},
+		{provider(EnvAppendIfNotExists, "aws", []string{"eks", "get-token", "--role-arn", "r"}), []string{"--cluster-name", "c"}, map[string]any{"AWS_REGION": "eu-west-1"}, ""},
+		{provider(EnvAppendIfNotExists, "vendor-credentials", []string{"--tenant", "T"}), nil, map[string]any{"VENDOR_TENANT": "x"}, ""},
+	} {
+		list := []any{}
+		for _, a := range tt.args {
+			list = append(list, a)
+		}
+		if tt.env == nil {
+			tt.env = map[string]any{}
+		}
+		u := profile("ns", "p", "p", map[string]any{"server": "https://a.example", "extensions": []any{
+			map[string]any{"name": ExtraArgsExtension, "extension": list},
+			map[string]any{"name": ExtraEnvExtension, "extension": tt.env},
+		}})
+		_, err := accessFor(u, []AccessProvider{tt.provider})
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s %q, env %v: %v", tt.provider.ExecConfig.Command, tt.args, tt.env, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s %q, env %v: %v, want an error with %q", tt.provider.ExecConfig.Command, tt.args, tt.env, err, tt.want)
+		case err != nil && strings.Contains(err.Error(), chosen):
+			t.Errorf("the error quotes the profile's value: %v", err)
+		}
+	}
+}

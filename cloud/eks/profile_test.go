@@ -30,15 +30,16 @@ type profileFleet struct {
 	fleet  *fleet.Fleet
 	client *dynamicfake.FakeDynamicClient
 	logs   *testlog.Buffer
+	ca     []byte // of every profile's cluster
 }
 
 var profilesGVR = schema.GroupVersionResource{Group: fleet.ProfileGroup, Version: "v1alpha1", Resource: "clusterprofiles"}
 
 // watchProfiles starts a fleet that watches the fake hub's profiles with
-// opts, until the test ends.
-func watchProfiles(t *testing.T, opts fleet.ProfilesOptions) *profileFleet {
+// opts, until the test ends; their clusters' CA is ca.
+func watchProfiles(t *testing.T, ca []byte, opts fleet.ProfilesOptions) *profileFleet {
 	t.Helper()
-	p := &profileFleet{logs: &testlog.Buffer{}}
+	p := &profileFleet{logs: &testlog.Buffer{}, ca: ca}
 	p.client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{profilesGVR: "ClusterProfileList"})
 	p.fleet = fleet.New(fleet.Options{Logger: p.logs.Logger(0)})
@@ -73,7 +74,7 @@ func (p *profileFleet) put(t *testing.T, name, provider, server string, args ...
 		"spec":       map[string]any{"clusterManager": map[string]any{"name": "test"}},
 		"status": map[string]any{"accessProviders": []any{map[string]any{"name": provider, "cluster": map[string]any{
 			"server":                     server,
-			"certificate-authority-data": base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")),
+			"certificate-authority-data": base64.StdEncoding.EncodeToString(p.ca),
 			"extensions":                 []any{map[string]any{"name": fleet.ExtraArgsExtension, "extension": list}},
 		}}}},
 	}}
@@ -109,7 +110,7 @@ var roleProviders = []struct {
 // that its plugin reads.
 var roleAttempts = map[string][][]string{
 	"iam": {{"-r", otherRole}, {"-r" + otherRole}, {"-r=" + otherRole}, {"--role", otherRole}, {"--role=" + otherRole},
-		{"-hr", otherRole}, {"--session-name", "s", "-r", otherRole}},
+		{"-hr", otherRole}, {"--session-name", "ops", "-r", otherRole}},
 	"aws": {{"--role-arn", otherRole}, {"--role-arn=" + otherRole}, {"--role", otherRole}, {"--role-a=" + otherRole},
 		{"--ro", otherRole}, {"--", "--role-arn", otherRole}},
 }
@@ -130,7 +131,7 @@ func TestProfileCannotChooseTheNativeLoginsRole(t *testing.T) {
 		providers = append(providers, fleet.AccessProvider{Name: p.name, ProfileSourcedCLIArgsPolicy: fleet.ArgsAppend,
 			ExecConfig: &clientcmdapi.ExecConfig{Command: p.command, Args: p.args, APIVersion: "client.authentication.k8s.io/v1beta1"}})
 	}
-	pf := watchProfiles(t, fleet.ProfilesOptions{Providers: providers})
+	pf := watchProfiles(t, s.caPEM(), fleet.ProfilesOptions{Providers: providers})
 	var refused []string
 	for _, p := range roleProviders {
 		for i, attempt := range roleAttempts[p.name] {

@@ -274,7 +274,7 @@ func (k *knownPlugin) argparseFlag(args []string, i int) (occurrence, int) {
 	if len(o.sets) == 0 {
 		o.shown = name
 		if !strings.HasPrefix(name, "--") {
-			o.shown = name[:2]
+			o.shown = args[i][:2] // -x…: argparse has no flag of one dash here
 		}
 		return o, i
 	}

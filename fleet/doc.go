@@ -58,7 +58,8 @@
 // credential is sent to, as a kubeconfig's writer does: the hub's RBAC on
 // clusterprofiles/status decides who receives this process's plugin
 // tokens. A provider whose profileSourcedCLIArgsPolicy is Append gives
-// that writer the plugin's command line as well ([AccessProvider]).
+// that writer the plugin's command line as well ([AccessProvider]), but
+// for the flags the provider sets (see "Arguments a profile adds").
 //
 // A provider served by a native cloud login (handlers.UseNative, called
 // before the watch starts: its default policy is made then) takes a
@@ -69,6 +70,33 @@
 // name no cluster to check the server against. Such a provider serves no
 // profile in a process that uses its native login, and its plugin does
 // not run in its place.
+//
+// # Arguments a profile adds
+//
+// A provider whose profileSourcedCLIArgsPolicy is Append runs its plugin
+// with its own arguments, then the profile's. A plugin takes the last value
+// of a flag given twice, so a profile could choose what the provider file
+// fixed (the role to assume, the tenant, the region): a profile is refused,
+// naming the flag and never its value, when its arguments may set again a
+// flag the provider's arguments or environment set. They are read as the
+// plugin reads them, for the plugins the native logins serve, whose flags
+// this package knows (aws-iam-authenticator token, aws eks get-token,
+// argocd-k8s-auth aws, gke-gcloud-auth-plugin, kubelogin get-token): under
+// each of the plugin's names for the flag (-r and --role; -t and
+// --tenant-id), in each spelling its parser takes (-rV, -r=V, -r V, --role V,
+// --role=V, a one-letter flag after others that take no value, an
+// abbreviation the aws CLI takes, such as --role for --role-arn), or as
+// the value of a provider's flag left without one. A variable the
+// plugin reads for a flag counts as that flag: a profile's AZURE_TENANT_ID
+// (which kubelogin reads over --tenant-id) is refused when the provider
+// sets --tenant-id, a profile's --region when the provider sets
+// AWS_REGION. A flag the plugin does not have is refused too, when the
+// provider sets one: a later release may have made it another name.
+//
+// For any other plugin, no parser tells which flags are the same: when the
+// provider's own arguments hold a flag, a profile may add words but no
+// flag (no argument that starts with "-"), and its variables are checked
+// by the env policy alone.
 //
 // Secrets and profiles name clusters alike: in a fleet that watches both,
 // a profile and a kubeconfig Secret for the same namespace and cluster

@@ -164,9 +164,6 @@ func newAccess(where string, p AccessProvider, o offered) (*access, error) {
 				return nil, fmt.Errorf("extension %s is not a list of strings", ExtraArgsExtension)
 			}
 			if p.ProfileSourcedCLIArgsPolicy == ArgsAppend {
-				if flag := overridden(exec.Args, args); flag != "" {
-					return nil, fmt.Errorf("extension %s sets %q, which the provider's own arguments set", ExtraArgsExtension, flag)
-				}
 				exec.Args = append(exec.Args, args...)
 			}
 		case ExtraEnvExtension:
@@ -178,6 +175,9 @@ func newAccess(where string, p AccessProvider, o offered) (*access, error) {
 		default:
 			kept = append(kept, ext)
 		}
+	}
+	if err := overridden(*p.ExecConfig, exec.Args[len(p.ExecConfig.Args):], exec.Env); err != nil {
+		return nil, err
 	}
 	digest := sha256.New()
 	_ = json.NewEncoder(digest).Encode(offered{Name: p.Name, Cluster: o.Cluster})
@@ -227,38 +227,4 @@ func mergeEnv(own []clientcmdapi.ExecEnvVar, extra map[string]string, policy str
 		own = append(own, clientcmdapi.ExecEnvVar{Name: name, Value: extra[name]})
 	}
 	return own
-}
-
-// maxShownFlag bounds what an error quotes of a profile's flag.
-const maxShownFlag = 64
-
-// overridden is the first flag of extra (a profile's arguments) that own
-// (the provider file's) sets too, by name, without its value: a plugin
-// takes the last of a repeated flag, and the profile's come last, so the
-// profile would choose what the operator fixed (a region, a role).
-func overridden(own, extra []string) string {
-	set := map[string]bool{}
-	for _, a := range own {
-		if name, ok := flagName(a); ok {
-			set[name] = true
-		}
-	}
-	for _, a := range extra {
-		if name, ok := flagName(a); ok && set[name] {
-			if len(name) > maxShownFlag {
-				name = strings.ToValidUTF8(name[:maxShownFlag], "") + "…"
-			}
-			return name
-		}
-	}
-	return ""
-}
-
-// flagName is the name of a flag argument ("--region=x" → "--region").
-func flagName(arg string) (string, bool) {
-	if !strings.HasPrefix(arg, "-") || arg == "-" || arg == "--" {
-		return "", false
-	}
-	name, _, _ := strings.Cut(arg, "=")
-	return name, true
 }

@@ -371,8 +371,8 @@ func TestAccessFor(t *testing.T) {
 	}{
 		{[]AccessProvider{{Name: "a", ExecConfig: exec()}, {Name: "b", ExecConfig: exec()}}, "https://a.example", "", "OWN=own"},
 		{[]AccessProvider{{Name: "z", ExecConfig: exec()}, {Name: "c", ExecConfig: exec("--v")}}, "https://c.example", "--v", "OWN=own"},
-		{[]AccessProvider{{Name: "b", ExecConfig: exec("--v"), ProfileSourcedCLIArgsPolicy: ArgsAppend, ProfileSourcedEnvVarsPolicy: EnvAppendIfNotExists}},
-			"https://b.example", "--v --cluster=x", "OWN=own NEW=new"},
+		{[]AccessProvider{{Name: "b", ExecConfig: exec("get-token"), ProfileSourcedCLIArgsPolicy: ArgsAppend, ProfileSourcedEnvVarsPolicy: EnvAppendIfNotExists}},
+			"https://b.example", "get-token --cluster=x", "OWN=own NEW=new"},
 		{[]AccessProvider{{Name: "b", ExecConfig: exec(), ProfileSourcedCLIArgsPolicy: ArgsIgnore, ProfileSourcedEnvVarsPolicy: EnvReplace}},
 			"https://b.example", "", "OWN=profile's NEW=new"},
 	} {

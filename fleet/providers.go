@@ -43,10 +43,12 @@ type AccessProvider struct {
 	// choose every flag of aws (--endpoint-url, --profile, --debug…), or,
 	// served natively, the cluster, --role-arn and --region: whichever role
 	// this process can assume, for whichever cluster it can reach
-	// (DescribeCluster still keeps the token from other servers). A flag
-	// the provider's own args set, a profile may not set again (the last
-	// of a repeated flag is the one a plugin takes): fix the region and
-	// the role there, and a profile's --region or --role-arn is refused.
+	// (DescribeCluster still keeps the token from other servers). What
+	// the provider's own args or env set (fix the region and the role
+	// there), a profile may not set again by any name or spelling the
+	// plugin reads: the plugin takes the last. For a plugin whose flags
+	// this package does not know, a profile may then add no flag at all
+	// (see "Arguments a profile adds" in the package doc).
 	ProfileSourcedCLIArgsPolicy string `json:"profileSourcedCLIArgsPolicy,omitempty"`
 	// ProfileSourcedEnvVarsPolicy says what to do with the environment a
 	// profile adds (ExtraEnvExtension): "AppendIfNotExists" (the

@@ -432,3 +432,45 @@ func TestNativeErrorsQuoteNoValue(t *testing.T) {
 		}
 	}
 }
+
+// A flag given twice, in any of kubelogin's spellings, or a variable set
+// twice in the kubeconfig, counts at its last value, as kubelogin (pflag,
+// and a process's environment) takes it: the login asks Entra ID as the
+// plugin would have.
+func TestNativeTakesTheLastValue(t *testing.T) {
+	e := newEntra(t)
+	useNative(t, e)
+	cleanEnv(t, nil)
+	e.setScope(wantScope)
+	for _, tt := range []struct {
+		name    string
+		exec    clientcmdapi.ExecConfig
+		kubeEnv []clientcmdapi.ExecEnvVar
+		want    tokenRequest
+	}{
+		{name: "flags", exec: kubelogin("--login", "msi", "-lspn", "--server-id", aks.DefaultServerID, "--client-id", "first-given", "--client-id="+client,
+			"-t", "first-given", "--tenant-id", tenant, "--client-secret", "first-given", "--client-secret="+secret,
+			"-e", "AzureChinaCloud", "--environment=AzurePublicCloud"),
+			want: tokenRequest{host: publicCloud, client: client, grant: "secret", scope: wantScope}},
+		{name: "shorthands", exec: kubelogin("-l=msi", "-l", "spn", "--server-id", aks.DefaultServerID, "--client-id", client,
+			"-tfirst-given", "-t="+tenant, "--client-secret", secret, "--environment", "AzurePublicCloud", "-eAzureChinaCloud"),
+			want: tokenRequest{host: "login.chinacloudapi.cn", client: client, grant: "secret", scope: wantScope}},
+		{name: "variables", exec: kubelogin("--login", "spn", "--server-id", aks.DefaultServerID, "--tenant-id", tenant),
+			kubeEnv: []clientcmdapi.ExecEnvVar{{Name: "AZURE_CLIENT_ID", Value: "first-given"}, {Name: "AZURE_CLIENT_SECRET", Value: "first-given"},
+				{Name: "AZURE_CLIENT_ID", Value: client}, {Name: "AZURE_CLIENT_SECRET", Value: secret}},
+			want: tokenRequest{host: publicCloud, client: client, grant: "secret", scope: wantScope}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.exec.Env = tt.kubeEnv
+			before := len(e.asked())
+			_, err := handlers.Exec(handlers.ExecConfig{ExecConfig: tt.exec, Cluster: login.ConnectionInfo{Server: server, CAData: testCA()}})(
+				login.WithReason(context.Background(), login.Reason{Kind: login.Refresh}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if asked := e.asked()[before:]; len(asked) != 1 || asked[0] != tt.want {
+				t.Errorf("the stand-in was asked %+v, want %+v", asked, tt.want)
+			}
+		})
+	}
+}

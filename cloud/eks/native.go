@@ -22,7 +22,9 @@ import (
 //
 // (flags as `--flag value` or `--flag=value`), and of the plugin's
 // environment AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION and
-// AWS_STS_REGIONAL_ENDPOINTS=regional. Without a region there, the region
+// AWS_STS_REGIONAL_ENDPOINTS=regional. A flag or a variable given twice
+// counts at its last value, as the plugin takes it, and AWS_REGION wins
+// over AWS_DEFAULT_REGION. Without a region there, the region
 // is the one in the server's name when it is an EKS endpoint
 // (<id>.gr7.<region>.eks.amazonaws.com), else this process's. Any other
 // argument or variable is an error: a parameter is never ignored.
@@ -177,17 +179,21 @@ func nativeOptions(req handlers.NativeRequest) (nativeCall, error) {
 	if err := sameWords(command, words, places, p.words); err != nil {
 		return nativeCall{}, err
 	}
+	// A variable set twice has its last value, as in the plugin's
+	// process; AWS_REGION wins over AWS_DEFAULT_REGION, as the SDKs and
+	// the aws CLI v2 read them.
+	last := map[string]string{}
 	for _, env := range req.Exec.Env {
 		switch {
-		case env.Name == "AWS_PROFILE":
-			c.profile = cmpOr(c.profile, env.Value)
-		case env.Name == "AWS_REGION" || env.Name == "AWS_DEFAULT_REGION":
-			c.Region = cmpOr(c.Region, env.Value)
-		case env.Name == "AWS_STS_REGIONAL_ENDPOINTS" && env.Value == "regional":
+		case env.Name == "AWS_PROFILE" || env.Name == "AWS_REGION" || env.Name == "AWS_DEFAULT_REGION",
+			env.Name == "AWS_STS_REGIONAL_ENDPOINTS" && env.Value == "regional":
+			last[env.Name] = env.Value
 		default:
 			return nativeCall{}, fmt.Errorf("eks: %s: environment variable %s is not one this login understands", command, env.Name)
 		}
 	}
+	c.profile = cmpOr(c.profile, last["AWS_PROFILE"])
+	c.Region = cmpOr(c.Region, cmpOr(last["AWS_REGION"], last["AWS_DEFAULT_REGION"]))
 	if c.Cluster == "" {
 		return nativeCall{}, fmt.Errorf("eks: %s: no cluster name", command)
 	}

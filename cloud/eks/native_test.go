@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -291,6 +292,60 @@ func TestNativeErrorsQuoteNoOtherArgument(t *testing.T) {
 			Cluster: login.ConnectionInfo{Server: testServer}, Untrusted: true})
 		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "from-the-kubeconfig") {
 			t.Errorf("%s %q: %v, want an error with %q, without the next argument", tt.command, tt.args, err, tt.want)
+		}
+	}
+}
+
+// A flag given twice, or a variable set twice, counts at its last value,
+// as the plugins take it (pflag, argparse, a process's environment), and
+// AWS_REGION wins over AWS_DEFAULT_REGION wherever it is, as the SDKs and
+// the aws CLI v2 read them: the native login logs in as the plugin would
+// have, to the same cluster, region and role.
+func TestNativeTakesTheLastValue(t *testing.T) {
+	s := newSTSStub(t)
+	s.staticEnv(t)
+	useNative(t)
+	const other = "arn:aws:iam::111122223333:role/first-given"
+	env := func(kv ...string) []clientcmdapi.ExecEnvVar {
+		var out []clientcmdapi.ExecEnvVar
+		for i := 0; i+1 < len(kv); i += 2 {
+			out = append(out, clientcmdapi.ExecEnvVar{Name: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		command string
+		args    []string
+		env     []clientcmdapi.ExecEnvVar
+		role    string // the role AssumeRole must be asked for, if any
+	}{
+		{"aws-iam-authenticator", []string{"token", "-i", "first", "-r", other, "--region", "us-east-1",
+			"--cluster-id", testCluster, "--role=" + testRoleARN, "--region=" + testRegion}, nil, testRoleARN},
+		{"aws-iam-authenticator", []string{"token", "--cluster-id=first", "-i", testCluster, "--role", other, "-r=" + testRoleARN}, env("AWS_REGION", testRegion), testRoleARN},
+		{"aws", []string{"--region", "us-east-1", "eks", "get-token", "--cluster-name", "first", "--role-arn", other,
+			"--cluster-name=" + testCluster, "--role-arn", testRoleARN, "--region", testRegion}, nil, testRoleARN},
+		{"argocd-k8s-auth", []string{"aws", "--cluster-name", "first", "--role-arn", other, "--cluster-name", testCluster, "--role-arn=" + testRoleARN},
+			env("AWS_REGION", "us-east-1", "AWS_REGION", testRegion), testRoleARN},
+		{"aws", []string{"eks", "get-token", "--cluster-name", testCluster}, env("AWS_DEFAULT_REGION", "us-east-1", "AWS_REGION", testRegion), ""},
+		{"aws", []string{"eks", "get-token", "--cluster-name", testCluster}, env("AWS_REGION", testRegion, "AWS_DEFAULT_REGION", "us-east-1"), ""},
+		{"aws", []string{"eks", "get-token", "--cluster-name", testCluster}, env("AWS_DEFAULT_REGION", "us-east-1", "AWS_DEFAULT_REGION", testRegion), ""},
+	} {
+		before := len(s.roles())
+		info, err := handlers.Exec(handlers.ExecConfig{ExecConfig: clientcmdapi.ExecConfig{Command: tt.command, Args: tt.args, Env: tt.env,
+			APIVersion: "client.authentication.k8s.io/v1beta1"}, Cluster: login.ConnectionInfo{Server: testServer, CAData: s.caPEM()}})(context.Background())
+		if err != nil {
+			t.Errorf("%s %q %v: %v", tt.command, tt.args, tt.env, err)
+			continue
+		}
+		if code, body := s.callPresigned(t, presignedURL(t, info.Token), testCluster); code != http.StatusOK {
+			t.Errorf("%s %q %v: the token does not verify for %s in %s: %d %s", tt.command, tt.args, tt.env, testCluster, testRegion, code, body)
+		}
+		var want []string
+		if tt.role != "" {
+			want = []string{tt.role}
+		}
+		if got := s.roles()[before:]; !slices.Equal(got, want) {
+			t.Errorf("%s %q: AssumeRole asked for %q, want %q", tt.command, tt.args, got, want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,8 @@ type stsStub struct {
 	issued []issue // AssumeRole*: what was issued when, in order
 	// describedBy has the key of each DescribeCluster's signer, in order.
 	describedBy []string
+	// assumed has the RoleArn of each AssumeRole asked, in order.
+	assumed []string
 }
 
 // principal is an identity the stand-in knows.
@@ -106,6 +109,13 @@ func (s *stsStub) count(action string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[action]
+}
+
+// roles are the roles AssumeRole was asked for, in order.
+func (s *stsStub) roles() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.assumed)
 }
 
 // issues is a copy of what the stand-in issued.
@@ -173,6 +183,9 @@ func (s *stsStub) serve(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		s.mu.Lock()
+		s.assumed = append(s.assumed, params.Get("RoleArn"))
+		s.mu.Unlock()
 		if params.Get("RoleSessionName") == "" {
 			stsError(w, http.StatusBadRequest, "ValidationError", "no RoleSessionName")
 			return

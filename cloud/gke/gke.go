@@ -16,8 +16,14 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
-// DefaultScope is the OAuth2 scope GKE accepts for its API servers.
+// DefaultScope is the OAuth2 scope that lets a token call GKE's API
+// servers. Login asks it with userinfo.email unless Options.Scopes says.
 const DefaultScope = "https://www.googleapis.com/auth/cloud-platform"
+
+// emailScope has Google put a service account's email in what it says of
+// the token's identity, so that GKE names a service account by its email
+// (as RBAC bindings name it), not by its numeric ID.
+const emailScope = "https://www.googleapis.com/auth/userinfo.email"
 
 // Options says which cluster to log in to, and as whom.
 type Options struct {
@@ -27,7 +33,11 @@ type Options struct {
 	// masterAuth.clusterCaCertificate gives it). Required: a Google token is
 	// never sent to a server this process cannot verify.
 	CAData []byte
-	// Scopes of the access token. Default: DefaultScope.
+	// Scopes of the access token. Default: DefaultScope and
+	// https://www.googleapis.com/auth/userinfo.email, as
+	// gke-gcloud-auth-plugin asks: without the latter, GKE names a
+	// service account by its numeric ID, and RBAC bound to its email does
+	// not match.
 	Scopes []string
 
 	// Credentials is the Google identity to log in as. When it carries its
@@ -57,7 +67,7 @@ func Login(opts Options) login.Handler {
 // newSource applies opts' defaults.
 func newSource(opts Options, now func() time.Time) *source {
 	if len(opts.Scopes) == 0 {
-		opts.Scopes = []string{DefaultScope}
+		opts.Scopes = []string{DefaultScope, emailScope}
 	}
 	return &source{opts: opts, now: now}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,8 @@ func near(got, want time.Time) bool {
 	return d > -5*time.Second && d < 5*time.Second
 }
 
+// Login gets a token from each kind of credentials, for the scopes
+// gke-gcloud-auth-plugin asks.
 func TestLogin(t *testing.T) {
 	g := newStandIn(t)
 	for _, tc := range []struct {
@@ -61,10 +64,15 @@ func TestLogin(t *testing.T) {
 		}, "ya29.sa-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := g.issued.Load()
+			before, asked := g.issued.Load(), len(g.asked())
 			info, err := gke.Login(tc.opts())(context.Background())
 			if err != nil {
 				t.Fatal(err)
+			}
+			// gke-gcloud-auth-plugin's: with userinfo.email, GKE names a
+			// service account by its email, as RBAC bindings do.
+			if got := g.asked()[asked:]; len(got) != 1 || !slices.Equal(slices.Sorted(slices.Values(got[0])), []string{scope, emailScope}) {
+				t.Errorf("scopes asked: %q, want %s and %s, as the plugin asks", got, scope, emailScope)
 			}
 			if want := fmt.Sprint(tc.token, before+1); info.Token != want {
 				t.Errorf("token: got %q, want %q", info.Token, want)

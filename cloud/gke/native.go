@@ -22,7 +22,8 @@ const adcFlag = "--use_application_default_credentials"
 // Native is the GKE login for handlers.UseNative: kubeconfigs whose user
 // runs `gke-gcloud-auth-plugin --use_application_default_credentials` log
 // in with Login and Application Default Credentials, as the plugin then
-// does, with the kubeconfig's server and CA. Without that flag the plugin
+// does (for its scopes, cloud-platform and userinfo.email), with the
+// kubeconfig's server and CA. Without that flag the plugin
 // reads gcloud's own account, which this login does not: such a kubeconfig
 // runs the plugin as before. Any other argument, or any environment
 // variable, is an error: a parameter is never ignored.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,6 +65,16 @@ func TestNativeServesThePluginWithADC(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the plugin ran")
 	}
+	// The plugin's scopes, so that GKE names the identity as it would
+	// have: a service account by its email.
+	for _, got := range g.asked() {
+		if !slices.Equal(slices.Sorted(slices.Values(got)), []string{scope, emailScope}) {
+			t.Errorf("scopes asked: %q, want %s and %s, as the plugin asks", got, scope, emailScope)
+		}
+	}
+	if len(g.asked()) == 0 {
+		t.Error("no token was asked for")
+	}
 
 	info, err := handlers.Exec(handlers.ExecConfig{ExecConfig: pluginExec(t, marker), Cluster: login.ConnectionInfo{Server: server}})(context.Background())
 	if err != nil || info.Token != "from-plugin" {
@@ -85,6 +96,10 @@ func TestNativeRefusesWhatItCannotServe(t *testing.T) {
 		want   string
 	}{
 		{pluginExec(t, marker, "--use_application_default_credentials", "--verbosity=debug"), handlers.AllowAll, `argument "--verbosity" is not one`},
+		// The flag again, with another value: the plugin would take the
+		// last, which this login does not serve.
+		{pluginExec(t, marker, "--use_application_default_credentials", "--use_application_default_credentials=false"), handlers.AllowAll,
+			`argument "--use_application_default_credentials" is not one`},
 		// An argument's value may be a secret: it is never quoted.
 		{pluginExec(t, marker, "--use_application_default_credentials", "--access-token=ya29.in-the-kubeconfig"), handlers.AllowAll, `argument "--access-token" is not one`},
 		{pluginExec(t, marker, "--use_application_default_credentials", "ya29.in-the-kubeconfig"), handlers.AllowAll, `argument 2, not a flag, is not one`},

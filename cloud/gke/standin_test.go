@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,9 @@ const (
 	saEmail  = "vault@authvault-test.iam.gserviceaccount.com"
 	audience = "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/aws"
 	scope    = "https://www.googleapis.com/auth/cloud-platform"
+	// emailScope has Google put the service account's email in what the
+	// token says of its identity, which GKE then names it by.
+	emailScope = "https://www.googleapis.com/auth/userinfo.email"
 )
 
 // standIn is a loopback stand-in for Google's token endpoints: /token
@@ -54,9 +58,27 @@ type standIn struct {
 
 	issued    atomic.Int64
 	revokeAt  atomic.Int64 // the token of this number is revoked as it is issued; 0: none
-	mu        sync.Mutex   // guards assertion and tokens
+	mu        sync.Mutex   // guards assertion, scopes and tokens
 	assertion string       // the last assertion /token got
+	scopes    [][]string   // the scopes of each token asked for, in order
 	tokens    map[string]grant
+}
+
+// asked returns the scopes of each token asked for so far.
+func (g *standIn) asked() [][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.scopes)
+}
+
+// scoped records the scopes of a request, space-separated in asked, and
+// tells whether they let the token call GKE (cloud-platform among them).
+func (g *standIn) scoped(asked string) bool {
+	scopes := strings.Fields(asked)
+	g.mu.Lock()
+	g.scopes = append(g.scopes, scopes)
+	g.mu.Unlock()
+	return slices.Contains(scopes, scope)
 }
 
 // grant is what the stand-in knows of a token it issued, for /tokeninfo.
@@ -98,7 +120,7 @@ func (g *standIn) token(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, "assertion: %v", err)
 		return
 	}
-	if claims["scope"] != scope {
+	if asked, _ := claims["scope"].(string); !g.scoped(asked) {
 		g.fail(w, "scope %v", claims["scope"])
 		return
 	}
@@ -115,13 +137,16 @@ func (g *standIn) sts(w http.ResponseWriter, r *http.Request) {
 		"subject_token":        g.subjectToken,
 		"subject_token_type":   "urn:ietf:params:oauth:token-type:jwt",
 		"audience":             audience,
-		"scope":                scope,
 		"requested_token_type": "urn:ietf:params:oauth:token-type:access_token",
 	} {
 		if got := r.PostFormValue(k); got != want {
 			g.fail(w, "%s: got %q, want %q", k, got, want)
 			return
 		}
+	}
+	if asked := r.PostFormValue("scope"); !g.scoped(asked) {
+		g.fail(w, "scope: got %q, want %s among them", asked, scope)
+		return
 	}
 	g.issue(w, "ya29.sts-")
 }

@@ -90,8 +90,13 @@ func TestStormEndsCleanly(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("served again %v after the storm's end; %d tokens issued", recovered.Round(time.Millisecond), iss.count())
-	if recovered > floor+time.Second {
-		t.Errorf("served again %v after the storm's end, want within the login floor and a second (%v)", recovered, floor+time.Second)
+	// On an idle machine this is the floor and a fraction of a second
+	// (0.99–1.09 s measured; the log line above shows it). The bound here
+	// is what no busy machine explains: a backoff left over from the storm
+	// would show as 4 s or more, and the strikes and backoff checked below
+	// say directly that none was left.
+	if limit := floor + 3*time.Second; recovered > limit {
+		t.Errorf("served again %v after the storm's end, want within the login floor and a few seconds (%v)", recovered, limit)
 	}
 
 	h := mustSelect(t, v).owner

@@ -95,8 +95,8 @@ func Example_loginHandlers() {
 	// A fixed credential: a token from a flag, a test.
 	v.OnLogin(handlers.Static(login.ConnectionInfo{Server: server, CAPath: caPath, Token: *tokenFlag}))
 
-	// A bearer token file (a regular file of at most 1 MiB, one token), reread on every login and
-	// at least once a minute (projected tokens rotate).
+	// A bearer token file (a regular file of at most 1 MiB, one token), read again every minute
+	// (RefreshAfter) and before a JWT's exp; a token that has not changed is kept.
 	v.OnLogin(handlers.TokenFile("/var/run/secrets/tokens/operator", login.ConnectionInfo{Server: server, CAPath: caPath}))
 
 	// Short-lived tokens for a tenant's ServiceAccount through the TokenRequest API.

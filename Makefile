@@ -83,6 +83,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzJWTExpiry -fuzztime $(FUZZTIME) ./internal/kubeconf
 	$(GO) test -run '^$$' -fuzz FuzzParseProviders -fuzztime $(FUZZTIME) ./fleet
 	$(GO) test -run '^$$' -fuzz FuzzAccessFor -fuzztime $(FUZZTIME) ./fleet
+	$(GO) test -run '^$$' -fuzz FuzzProfileArgs -fuzztime $(FUZZTIME) ./fleet
 	$(GO) -C cloud/eks test -run '^$$' -fuzz FuzzNativeOptions -fuzztime $(FUZZTIME) .
 	$(GO) -C cloud/gke test -run '^$$' -fuzz FuzzNativeOptions -fuzztime $(FUZZTIME) .
 	$(GO) -C cloud/aks test -run '^$$' -fuzz FuzzNativeGetToken -fuzztime $(FUZZTIME) .

@@ -39,8 +39,8 @@ const (
 
 // knownPlugin is a plugin's command line as this package knows it.
 type knownPlugin struct {
-	name    string   // for errors: "aws eks get-token"
-	grammar grammar  //
+	name    string // for errors: "aws eks get-token"
+	grammar grammar
 	words   []string // the positional words that choose its mode, first of its words
 	flags   map[string]flagKind
 	// goNames: a long name may be written with one dash (Go's flag
@@ -87,7 +87,7 @@ func (k *knownPlugin) withEnv(vars ...string) *knownPlugin {
 	for _, v := range vars {
 		names := strings.Fields(v)
 		for _, n := range names[1:] {
-			k.env[n] = k.flags[names[0]].sets
+			k.env[n] = k.flag(names[0])
 		}
 	}
 	return k
@@ -95,8 +95,26 @@ func (k *knownPlugin) withEnv(vars ...string) *knownPlugin {
 
 // withEnvSwitches is k whose flags named change which variables it reads.
 func (k *knownPlugin) withEnvSwitches(names ...string) *knownPlugin {
-	k.envSwitches = names
+	for _, n := range names {
+		k.envSwitches = append(k.envSwitches, k.flag(n))
+	}
 	return k
+}
+
+// withGoNames is k whose long names may be written with one dash.
+func (k *knownPlugin) withGoNames() *knownPlugin {
+	k.goNames = true
+	return k
+}
+
+// flag is the first name of k's flag name: a name the tables below give
+// that is not one of k's flags is a mistake in them.
+func (k *knownPlugin) flag(name string) string {
+	f, ok := k.flags[name]
+	if !ok {
+		panic("fleet: " + k.name + " has no flag " + name)
+	}
+	return f.sets
 }
 
 // knownPlugins are the plugins this package knows, by command name.
@@ -118,13 +136,10 @@ var knownPlugins = map[string]*knownPlugin{
 	"argocd-k8s-auth": plugin("argocd-k8s-auth aws", pflagGrammar, []string{"aws"},
 		"--cluster-name", "--role-arn", "--profile", "!--help -h").
 		withEnv("--profile AWS_PROFILE AWS_DEFAULT_PROFILE"),
-	"gke-gcloud-auth-plugin": func() *knownPlugin {
-		k := plugin("gke-gcloud-auth-plugin", pflagGrammar, nil, append([]string{
-			"!--use_application_default_credentials", "!--use_edge_cloud", "--project", "--account", "--location",
-			"--cluster", "--impersonate_service_account", "!--version", "!--help -h"}, klogFlags...)...)
-		k.goNames = true
-		return k
-	}(),
+	"gke-gcloud-auth-plugin": plugin("gke-gcloud-auth-plugin", pflagGrammar, nil, append([]string{
+		"!--use_application_default_credentials", "!--use_edge_cloud", "--project", "--account", "--location",
+		"--cluster", "--impersonate_service_account", "!--version", "!--help -h"}, klogFlags...)...).
+		withGoNames(),
 	"kubelogin": plugin("kubelogin get-token", pflagGrammar, []string{"get-token"},
 		"--login -l", "--server-id", "--client-id", "--client-secret", "--client-certificate", "--client-certificate-password",
 		"--username", "--password", "--identity-resource-id", "--federated-token-file", "--authority-host",
@@ -307,8 +322,9 @@ func overridden(own clientcmdapi.ExecConfig, extra []string, env []clientcmdapi.
 			return nil
 		}
 		if i := slices.IndexFunc(extra, isFlag); i >= 0 {
-			return fmt.Errorf("extension %s sets a flag (its argument %d), and %s is not a plugin whose flags this package knows (%s): "+
-				"any flag may be another name of one the provider's own arguments set", ExtraArgsExtension, i+1, filepath.Base(own.Command), knownNames)
+			return fmt.Errorf("extension %s sets a flag (its argument %d), and %s with the provider's arguments is not a command line "+
+				"whose flags this package knows (%s): any flag may be another name of one the provider's own arguments set",
+				ExtraArgsExtension, i+1, filepath.Base(own.Command), knownNames)
 		}
 		return nil
 	}

@@ -164,7 +164,7 @@ func TestProfileArgsCompleteTheProvidersFlag(t *testing.T) {
 	}{
 		{"aws-iam-authenticator", []string{"token", "-i", "prod", "-r"}, `sets "--role", which the provider's own arguments set`},
 		{"kubelogin", []string{"get-token", "--tenant-id"}, `sets "--tenant-id", which the provider's own arguments set`},
-		{"kubelogin", []string{"get-token", "--new-in-a-later-release", "x"}, "kubelogin is not a plugin whose flags this package knows"},
+		{"kubelogin", []string{"get-token", "--new-in-a-later-release", "x"}, "kubelogin with the provider's arguments is not a command line whose flags this package knows"},
 		// The aws CLI parses in passes: "--" ends nothing for sure.
 		{"aws", []string{"eks", "get-token", "--role-arn", "arn:aws:iam::1:role/fixed", "--"}, `sets "--role-arn"`},
 	} {
@@ -174,7 +174,7 @@ func TestProfileArgsCompleteTheProvidersFlag(t *testing.T) {
 		switch {
 		case tt.command == "aws":
 			extra = []string{"--role-arn", chosen}
-		case strings.Contains(tt.want, "not a plugin"):
+		case strings.Contains(tt.want, "not a command line"):
 			extra = []string{"--cluster-name", chosen}
 		}
 		_, err := accessFor(argsProfile(extra), []AccessProvider{provider})

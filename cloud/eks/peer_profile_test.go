@@ -31,8 +31,8 @@ func TestAWSIAMAuthenticatorReadsProfileArgsAsTheFleetDoes(t *testing.T) {
 	})
 
 	cases := slices.Concat(roleAttempts["iam"], [][]string{
-		{"--role-arn", otherRole},                     // not its flag: it fails
-		{"-s-r", "--session-name", "-r"},              // each -r a session's name
+		{"--role-arn", otherRole},                         // not its flag: it fails
+		{"-s-r", "--session-name", "-r"},                  // each -r a session's name
 		{"--external-id", "ext-1", "--", "-r", otherRole}, // words after "--"
 		{"--forward-session-name"},
 	})

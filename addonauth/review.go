@@ -39,10 +39,13 @@ type reviewer struct {
 	seq     atomic.Uint64     // of the last review asked; see reviewed.seq
 	backend *circuit          // remembers that reviews fail, so that callers do not wait for each
 
-	// overdue is when a caller last stopped waiting for a review
-	// (StaleWait), by the real clock in Unix nanoseconds; 0 once a review
-	// has answered since. See staleDeadline.
-	overdue atomic.Int64
+	// Reviews are overdue (see staleDeadline) while the latest review a
+	// caller stopped waiting for (StaleWait) began after the last answer:
+	// late is when that review began, answered when the last review
+	// answered, both since epoch by the monotonic clock, and only grow.
+	epoch    time.Time
+	late     atomic.Int64
+	answered atomic.Int64
 
 	mu    sync.Mutex             // guards began
 	began map[tokenKey]time.Time // when each review in flight began, by the real clock; see staleDeadline
@@ -75,7 +78,7 @@ func newReviewer(client authnclient.TokenReviewInterface, opts *Options, m *metr
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // never fails on supported platforms
 	return &reviewer{client: client, audiences: opts.Audiences, opts: opts, metrics: m, key: key, cache: lru.New(opts.CacheSize),
-		backend: newCircuit("TokenReviews", opts.now, opts.Logger), began: map[tokenKey]time.Time{}}
+		backend: newCircuit("TokenReviews", opts.now, opts.Logger), began: map[tokenKey]time.Time{}, epoch: time.Now()}
 }
 
 // cached returns the fresh verdict on token, if there is one: the local
@@ -168,14 +171,16 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 		got, err := r.ask(ctx, token, local)
 		if err == nil {
 			r.cache.Add(k, got) // before the flight ends, so no caller falls between
-			r.overdue.Store(0)
+			raise(&r.answered, time.Since(r.epoch))
 		}
 		return got, err
 	})
-	waitCtx := ctx
+	waitCtx, began := ctx, time.Time{}
 	if mayStale && r.servesStale(prev, now) {
+		var deadline time.Time
+		deadline, began = r.staleDeadline(k)
 		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithDeadline(ctx, r.staleDeadline(k))
+		waitCtx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
 	got, err := wait[*reviewed](waitCtx, answer)
@@ -187,7 +192,7 @@ func (r *reviewer) reviewMaybeFresh(ctx context.Context, token string, local Use
 	case err != nil && waitCtx.Err() != nil:
 		// Past StaleWait: the stale verdict serves; the review goes on,
 		// and leaves its answer in the cache for the next requests.
-		r.overdue.Store(time.Now().UnixNano())
+		raise(&r.late, began.Sub(r.epoch))
 		return r.fallback(prev, now, err)
 	case err != nil:
 		return r.fallback(prev, now, err) // not cached: the next request asks again
@@ -210,25 +215,44 @@ func (r *reviewer) servesStale(prev any, now time.Time) bool {
 }
 
 // staleDeadline is when a caller with a stale verdict stops waiting for
-// the review of k: StaleWait after that review began, so that callers who
-// join a review already late are served at once, not StaleWait each; and
-// now while reviews are overdue (a caller stopped waiting for one less
-// than a ReviewTimeout ago, and none has answered since), so that a hung
-// API server costs StaleWait to the callers at its onset, not to each
-// token's first. Real time: the wait is a timer's, whatever the clock of
-// the verdicts.
-func (r *reviewer) staleDeadline(k tokenKey) time.Time {
+// the review of k, and when that review began: StaleWait after it began,
+// so that callers who join a review already late are served at once, not
+// StaleWait each; and now while reviews are overdue (see overdue), so that
+// a hung API server costs StaleWait to the callers at its onset, not to
+// each token's first. Real time: the wait is a timer's, whatever the clock
+// of the verdicts.
+func (r *reviewer) staleDeadline(k tokenKey) (deadline, began time.Time) {
 	now := time.Now()
-	if since := r.overdue.Load(); since != 0 && now.Sub(time.Unix(0, since)) < r.opts.ReviewTimeout {
-		return now
-	}
 	r.mu.Lock()
 	began, ok := r.began[k]
 	r.mu.Unlock()
 	if !ok { // the review's goroutine has not begun yet
 		began = now
 	}
-	return began.Add(r.opts.StaleWait)
+	if r.overdue(now) {
+		return now, began
+	}
+	return began.Add(r.opts.StaleWait), began
+}
+
+// overdue tells whether a caller has stopped waiting for a review that
+// began less than a ReviewTimeout before now, and after the last answer of
+// a review: a review begun since that answered shows that the API server
+// answers, whatever one hung review (a token a hung webhook must answer)
+// still keeps its callers from, so that a revocation is still seen at once.
+func (r *reviewer) overdue(now time.Time) bool {
+	late := r.late.Load()
+	return late > r.answered.Load() && now.Sub(r.epoch)-time.Duration(late) < r.opts.ReviewTimeout
+}
+
+// raise sets v to d unless it holds more already.
+func raise(v *atomic.Int64, d time.Duration) {
+	for {
+		old := v.Load()
+		if int64(d) <= old || v.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
 }
 
 // mark records that the review of k begins; unmark that it has ended.

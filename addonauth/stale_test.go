@@ -177,7 +177,7 @@ func TestStaleCallersAreServedAtOnceWhileReviewsAreOverdue(t *testing.T) {
 		_, _ = s.auth.Authenticate(ctx, first)
 	}()
 	waitFor(t, "first's review to reach the API server", func() bool { return s.auth.reviewer.inFlight() == 1 })
-	s.auth.reviewer.overdue.Store(time.Now().UnixNano())
+	raise(&s.auth.reviewer.late, time.Since(s.auth.reviewer.epoch))
 	go func() {
 		resp, _ := s.get(t, other, nil)
 		answered <- resp.StatusCode
@@ -197,12 +197,66 @@ func TestStaleCallersAreServedAtOnceWhileReviewsAreOverdue(t *testing.T) {
 	// The API server answers: reviews are waited for again.
 	s.api.setHung(false)
 	waitFor(t, "the reviews to end", func() bool { return s.auth.reviewer.inFlight() == 0 })
-	if s.auth.reviewer.overdue.Load() != 0 {
+	if s.auth.reviewer.overdue(time.Now()) {
 		t.Error("reviews still count as overdue after the API server answered")
 	}
 	s.api.revoke(other)
 	clk.advance(11 * time.Second)
 	if resp, _ := s.get(t, other, nil); resp.StatusCode != 401 {
 		t.Errorf("revoked token once the API server answers again = %d, want 401", resp.StatusCode)
+	}
+}
+
+// One review that hangs (a token that a hung webhook behind the API server
+// must answer) while the API server answers the reviews begun after it
+// does not keep reviews overdue: its callers, served at once, are no news
+// of a hang, so another token's caller waits for its review again, and a
+// revocation the API server answers at once is seen at once.
+func TestOneHungReviewDoesNotHideARevocation(t *testing.T) {
+	// Long enough that no answer of the fake comes near it; short enough
+	// that the test waits it out once, by the real clock.
+	const staleWait = 3 * time.Second
+	clk := newManualClock()
+	s := newSetup(t, Options{SuccessTTL: 10 * time.Second, StaleIfError: time.Hour, ReviewTimeout: 5 * time.Minute, StaleWait: staleWait, now: clk.now})
+	hung := s.api.token(t, "team-a", "hung", audience, 2*time.Hour)
+	healthy := s.api.token(t, "team-a", "healthy", audience, 2*time.Hour)
+	revoked := s.api.token(t, "team-a", "revoked", audience, 2*time.Hour)
+	for _, tok := range []string{hung, healthy, revoked} {
+		if resp, _ := s.get(t, tok, nil); resp.StatusCode != 200 {
+			t.Fatal("first GET refused")
+		}
+	}
+	s.api.hangOn(hung)
+	t.Cleanup(s.api.srv.CloseClientConnections) // ends the hung review, before the server's Close waits for it
+	clk.advance(11 * time.Second)               // every verdict has lapsed
+
+	// hung's review begins and hangs; its next caller, past StaleWait, is
+	// served from its stale verdict: reviews are overdue.
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a caller already gone: its review starts, and is left to run
+		_, _ = s.auth.Authenticate(ctx, hung)
+	}()
+	waitFor(t, "hung's review to reach the API server", func() bool { return s.auth.reviewer.inFlight() == 1 })
+	time.Sleep(staleWait)
+	if resp, _ := s.get(t, hung, nil); resp.StatusCode != 200 {
+		t.Fatalf("hung token with a stale verdict = %d, want 200", resp.StatusCode)
+	}
+	// A review begun since answers: the API server is answering.
+	if resp, _ := s.get(t, healthy, nil); resp.StatusCode != 200 {
+		t.Fatalf("healthy token = %d, want 200", resp.StatusCode)
+	}
+	waitFor(t, "healthy's review to answer", func() bool {
+		v, ok := s.auth.reviewer.cached(healthy)
+		return ok && v.err == nil
+	})
+	// hung's callers go on being served at once from its hung review.
+	if resp, _ := s.get(t, hung, nil); resp.StatusCode != 200 {
+		t.Fatalf("hung token with a stale verdict = %d, want 200", resp.StatusCode)
+	}
+
+	s.api.revoke(revoked)
+	if resp, _ := s.get(t, revoked, nil); resp.StatusCode != 401 {
+		t.Errorf("revoked token, its review answered at once, while another token's review hangs = %d, want 401", resp.StatusCode)
 	}
 }

@@ -66,12 +66,16 @@ func main() {
 // run starts the cluster, writes the files into dir, and serves revocations
 // until ctx ends.
 func run(ctx context.Context, dir string, revoke <-chan os.Signal, out io.Writer) (err error) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return errors.New("KUBEBUILDER_ASSETS is not set: start it with make cluster, which builds the API server first")
-	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
+	}
+	// Before anything: the files are replaced, then removed at the end.
+	if err := checkDir(abs); err != nil {
+		return err
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return errors.New("KUBEBUILDER_ASSETS is not set: start it with make cluster, which builds the API server first")
 	}
 	fmt.Fprintln(out, "starting kube-apiserver and etcd (a few seconds) ...")
 	c, err := testcluster.Start()
@@ -80,7 +84,6 @@ func run(ctx context.Context, dir string, revoke <-chan os.Signal, out io.Writer
 	}
 	defer func() { err = errors.Join(err, c.Stop()) }()
 
-	files := []string{"kubeconfig", "token", "pid"}
 	defer func() {
 		for _, f := range files {
 			if rmErr := os.Remove(filepath.Join(abs, f)); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
@@ -139,6 +142,39 @@ Ctrl-C stops the cluster.
 			fmt.Fprintf(out, "revoked the token (%d so far); a new one is in the token file\n", revoked)
 		}
 	}
+}
+
+// files are what the program writes in its directory, and removes when it
+// stops.
+var files = []string{"kubeconfig", "token", "pid"}
+
+// checkDir tells whether the program may write its files in dir, replace
+// them and remove them when it stops: none is there, or they are those of
+// a run that has ended without removing them (its pid file names no
+// process). Files of the user's (a --dir of ~/.kube) or of a cluster
+// running there are left alone.
+func checkDir(dir string) error {
+	pidFile := filepath.Join(dir, "pid")
+	b, err := os.ReadFile(pidFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		for _, f := range files {
+			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+				return fmt.Errorf("%s is there, and not from a run of this program (no pid file beside it): it would be replaced, then removed; move it, or give another --dir (CLUSTER_DIR)", filepath.Join(dir, f))
+			}
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("%s is there, and holds no pid of this program's: it would be replaced, then removed; move it, or give another --dir (CLUSTER_DIR)", pidFile)
+	}
+	if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+		return fmt.Errorf("a cluster already runs with the files in %s (pid %d): stop it (Ctrl-C), or give another --dir (CLUSTER_DIR)", dir, pid)
+	}
+	return nil // an ended run's files: replaced
 }
 
 // writeKubeconfig writes dir/kubeconfig: the cluster with its CA, and a

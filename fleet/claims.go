@@ -176,8 +176,12 @@ func (w *secretWatch) serves(key string) bool {
 	return ok && w.served[c.cluster].secret == key
 }
 
-// goneTimeout bounds the GET that tells why a Secret has gone.
-const goneTimeout = 5 * time.Second
+// goneTimeout bounds the GET that tells why a Secret has gone. It runs in
+// the informer's handler, so every later event waits for it: short, so that
+// a mass deletion on a slow or throttled hub (client-go's rate limiter
+// fails at once a wait past the deadline) delays a rotation queued behind
+// it by little, at the price of a reason that names both cases.
+const goneTimeout = time.Second
 
 // gone says why a Secret that the watch reports deleted has gone from it:
 // the API server reports a Secret that no longer matches the selector (its

@@ -94,9 +94,10 @@
 // provider sets one: a later release may have made it another name.
 //
 // For any other plugin, no parser tells which flags are the same: when the
-// provider's own arguments hold a flag, a profile may add words but no
-// flag (no argument that starts with "-"), and its variables are checked
-// by the env policy alone.
+// provider's own arguments hold a flag, or it sets a variable (which a
+// flag may stand for, as --role for aws-iam-authenticator's DEFAULT_ROLE),
+// a profile may add words but no flag (no argument that starts with "-"),
+// and its variables are checked by the env policy alone.
 //
 // Secrets and profiles name clusters alike: in a fleet that watches both,
 // a profile and a kubeconfig Secret for the same namespace and cluster

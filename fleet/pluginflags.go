@@ -310,21 +310,29 @@ const maxShownFlag = 64
 // profile's merged in) that the plugin reads in place of that flag. The
 // arguments are read as the plugin's parser reads them, when it is one
 // this package knows; for another plugin, any flag of extra may be
-// another name of one of own's, so extra may hold no flag when own does,
-// and the variables are not compared. A variable the provider sets itself
+// another name of one of own's, or stand for one of own's variables, so
+// extra may hold no flag when own has a flag or a variable, and the
+// variables are not compared. A variable the provider sets itself
 // and the profile replaces (ProfileSourcedEnvVarsPolicy Replace) is the
 // provider's to give. The error names the flag or the variable, never a
 // value of the profile's.
 func overridden(own clientcmdapi.ExecConfig, extra []string, env []clientcmdapi.ExecEnvVar) error {
 	k, occs := knownParse(own.Command, own.Args, extra)
 	if k == nil {
+		// A plugin reads a flag over the variable that stands for it (as
+		// aws-iam-authenticator reads --role over DEFAULT_ROLE): the
+		// provider's variables fix as its flags do.
+		by := "arguments"
 		if !slices.ContainsFunc(own.Args, isFlag) {
-			return nil
+			if len(own.Env) == 0 {
+				return nil
+			}
+			by = "environment variables"
 		}
 		if i := slices.IndexFunc(extra, isFlag); i >= 0 {
 			return fmt.Errorf("extension %s sets a flag (its argument %d), and %s with the provider's arguments is not a command line "+
-				"whose flags this package knows (%s): any flag may be another name of one the provider's own arguments set",
-				ExtraArgsExtension, i+1, filepath.Base(own.Command), knownNames)
+				"whose flags this package knows (%s): any flag may be another name of one the provider's own %s set",
+				ExtraArgsExtension, i+1, filepath.Base(own.Command), knownNames, by)
 		}
 		return nil
 	}

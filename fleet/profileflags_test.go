@@ -127,10 +127,12 @@ func TestProfileArgsThatSetOtherFlags(t *testing.T) {
 		extra    []string
 	}{
 		{iam, []string{"--session-name", "s", "--region=eu-west-1", "--forward-session-name"}},
-		{iam, []string{"--session-name", "-r"}},                  // -r is the session's name
-		{iam, []string{"-s-r", "-s=-r"}},                         // so is each -r here
-		{iam, []string{"-hs", "-r"}},                             // help, and the session's name
-		{iam, []string{"--", "-r", "arn:aws:iam::1:role/other"}}, // words after "--"
+		{iam, []string{"--session-name", "-r"}},                                    // -r is the session's name
+		{iam, []string{"-s-r", "-s=-r"}},                                           // so is each -r here
+		{iam, []string{"-hs", "-r"}},                                               // help, and the session's name
+		{iam, []string{"--", "-r", "arn:aws:iam::1:role/other"}},                   // words after "--"
+		{iam, []string{"\u2013r", "arn:aws:iam::1:role/other", "\u2014role", "x"}}, // dashes pflag does not read: words
+		{iam, []string{"-sr", "arn:aws:iam::1:role/other"}},                        // -s takes "r", then a word
 		{fixed("aws", "eks", "get-token", "--role-arn", "arn:aws:iam::1:role/fixed"), []string{"--cluster-name", "prod", "--reg", "eu-west-1", "--output=json"}},
 		{fixed("argocd-k8s-auth", "aws", "--role-arn", "arn:aws:iam::1:role/fixed"), []string{"--cluster-name", "prod"}},
 		{fixed("gke-gcloud-auth-plugin", "--use_application_default_credentials"), []string{"--v=4", "-vmodule=x=2"}},
@@ -202,6 +204,8 @@ func TestProfileEnvCannotSetTheProvidersFlags(t *testing.T) {
 		return p
 	}
 	kubeloginArgs := []string{"get-token", "-l", "workloadidentity", "--server-id", "S", "--client-id", "C", "--tenant-id", "T"}
+	iamArgs := []string{"token", "-i", "prod", "-r", "arn:aws:iam::1:role/fixed"}
+	awsArgs := []string{"eks", "get-token", "--cluster-name", "prod", "--role-arn", "arn:aws:iam::1:role/fixed", "--region", "eu-west-1", "--profile", "prod"}
 	for _, tt := range []struct {
 		provider AccessProvider
 		args     []string
@@ -229,6 +233,40 @@ func TestProfileEnvCannotSetTheProvidersFlags(t *testing.T) {
 			"reads for --region"},
 		{provider(EnvReplace, "kubelogin", []string{"get-token", "--tenant-id", "T"}, "AZURE_TENANT_ID", "T"), nil, map[string]any{"AZURE_TENANT_ID": chosen},
 			"sets AZURE_TENANT_ID, which kubelogin get-token reads for --tenant-id: the provider's own arguments set it"},
+		// A review's attempts: other spellings, names and aliases.
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", iamArgs), []string{"--role-arn=" + chosen}, nil, `sets "--role-arn", which is not a flag`},
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", iamArgs), []string{"--ROLE", chosen}, nil, `sets "--ROLE", which is not a flag`},
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", iamArgs), []string{"--role="}, nil, `sets "--role"`},
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", iamArgs), []string{"-r="}, nil, `sets "--role"`},
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", iamArgs), []string{"--session-name", "--", "-r", chosen}, nil, `sets "--role"`}, // "--" is the session's name
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", iamArgs), []string{"-s", "--", "-r", chosen}, nil, `sets "--role"`},
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", iamArgs), []string{"---role", chosen}, nil, "which is not a flag"},
+		{provider(EnvAppendIfNotExists, "aws-iam-authenticator", iamArgs), nil, map[string]any{"DEFAULT_ROLE": chosen}, "reads for --role"},
+		{provider(EnvAppendIfNotExists, "aws", awsArgs), []string{"--rol", chosen}, nil, `sets "--role-arn"`},
+		{provider(EnvAppendIfNotExists, "aws", awsArgs), []string{"--role-arn="}, nil, `sets "--role-arn"`},
+		{provider(EnvAppendIfNotExists, "aws", awsArgs), []string{"--output", "--role-arn", chosen}, nil, `sets "--role-arn"`},
+		{provider(EnvAppendIfNotExists, "aws", awsArgs), []string{"--cli-input-json", "{}"}, nil, "which is not a flag"},
+		{provider(EnvAppendIfNotExists, "aws", awsArgs), nil, map[string]any{"AWS_REGION": chosen}, "reads for --region"},
+		{provider(EnvAppendIfNotExists, "aws", awsArgs), nil, map[string]any{"AWS_DEFAULT_REGION": chosen}, "reads for --region"},
+		{provider(EnvAppendIfNotExists, "aws", awsArgs), nil, map[string]any{"AWS_PROFILE": chosen}, "reads for --profile"},
+		{provider(EnvAppendIfNotExists, "aws", awsArgs), nil, map[string]any{"AWS_DEFAULT_PROFILE": chosen}, "reads for --profile"},
+		{provider(EnvAppendIfNotExists, "aws", []string{"eks", "get-token", "--cluster-name", "c"}, "AWS_PROFILE", "prod"), []string{"--p", chosen}, nil,
+			`sets "--profile", which the provider's own environment variables set`},
+		{provider(EnvAppendIfNotExists, "aws", []string{"eks", "get-token", "--cluster-name", "c"}, "AWS_REGION", "eu-west-1"), nil, map[string]any{"AWS_DEFAULT_REGION": chosen},
+			"reads for --region: the provider's own environment variables set it"},
+		{provider(EnvReplace, "aws", []string{"eks", "get-token", "--cluster-name", "c"}, "AWS_REGION", "eu-west-1", "AWS_DEFAULT_REGION", "eu-west-1"),
+			nil, map[string]any{"AWS_REGION": chosen}, "reads for --region"},
+		{provider(EnvAppendIfNotExists, "argocd-k8s-auth", []string{"aws", "--cluster-name", "c"}, "AWS_PROFILE", "prod"), []string{"--profile=" + chosen}, nil,
+			`sets "--profile", which the provider's own environment variables set`},
+		{provider(EnvAppendIfNotExists, "gke-gcloud-auth-plugin", []string{"--use_application_default_credentials", "--project", "p"}), []string{"-project", chosen}, nil, `sets "--project"`},
+		{provider(EnvAppendIfNotExists, "gke-gcloud-auth-plugin", []string{"--use_application_default_credentials"}), []string{"-use_application_default_credentials=false"}, nil,
+			`sets "--use_application_default_credentials"`},
+		{provider(EnvAppendIfNotExists, "kubelogin", kubeloginArgs), []string{"--tenant", chosen}, nil, `sets "--tenant", which is not a flag`},
+		{provider(EnvAppendIfNotExists, "kubelogin", kubeloginArgs), []string{"-vt", chosen}, nil, ""}, // -v takes "t"
+		// A plugin whose flags are not known reads a flag over its
+		// variable, as the ones known do: the provider's variable fixes.
+		{provider(EnvAppendIfNotExists, "vendor-credentials", []string{"get-token"}, "VENDOR_ROLE", "fixed"), []string{"--role", chosen}, nil,
+			"is not a command line whose flags this package knows"},
 
 		// Taken.
 		{provider(EnvReplace, "kubelogin", []string{"get-token"}, "AZURE_TENANT_ID", "T"), nil, map[string]any{"AZURE_TENANT_ID": "T2"}, ""},

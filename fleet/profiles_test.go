@@ -355,7 +355,7 @@ func TestAccessFor(t *testing.T) {
 	}
 	cluster := func(server string) map[string]any {
 		return map[string]any{"server": server, "extensions": []any{
-			map[string]any{"name": ExtraArgsExtension, "extension": []any{"--cluster=x"}},
+			map[string]any{"name": ExtraArgsExtension, "extension": []any{"cluster=x"}}, // no flag: the provider's env may stand for any
 			map[string]any{"name": ExtraEnvExtension, "extension": map[string]any{"OWN": "profile's", "NEW": "new"}},
 		}}
 	}
@@ -372,7 +372,7 @@ func TestAccessFor(t *testing.T) {
 		{[]AccessProvider{{Name: "a", ExecConfig: exec()}, {Name: "b", ExecConfig: exec()}}, "https://a.example", "", "OWN=own"},
 		{[]AccessProvider{{Name: "z", ExecConfig: exec()}, {Name: "c", ExecConfig: exec("--v")}}, "https://c.example", "--v", "OWN=own"},
 		{[]AccessProvider{{Name: "b", ExecConfig: exec("get-token"), ProfileSourcedCLIArgsPolicy: ArgsAppend, ProfileSourcedEnvVarsPolicy: EnvAppendIfNotExists}},
-			"https://b.example", "get-token --cluster=x", "OWN=own NEW=new"},
+			"https://b.example", "get-token cluster=x", "OWN=own NEW=new"},
 		{[]AccessProvider{{Name: "b", ExecConfig: exec(), ProfileSourcedCLIArgsPolicy: ArgsIgnore, ProfileSourcedEnvVarsPolicy: EnvReplace}},
 			"https://b.example", "", "OWN=profile's NEW=new"},
 	} {

@@ -76,8 +76,9 @@ type Registration struct {
 // "kubeconfig Secret capi/prod-kubeconfig"); the label says what kind of
 // source it is ("token file", "kubeconfig Secret"), short and stable, so
 // that a path or an object's name never becomes a label value (a vault
-// numbers a second handler of one label: "token file#2"). Neither may hold
-// a secret: redact a URL's user info before it goes into name.
+// numbers a second handler of one label: "token file#2"); without one,
+// the label is h's function name, never name. Neither may hold a secret:
+// redact a URL's user info before it goes into name.
 //
 // Named handlers are how this module's handlers name themselves; it is
 // exported for the cloud modules and for packages of handlers like them.
@@ -124,6 +125,10 @@ func nameOf(h any) (name, label string, ok bool) {
 	}
 	var q named
 	_, _ = fn(context.WithValue(context.Background(), nameQuery{}, &q))
+	if q.label == "" {
+		// Never the name: it may hold a path or an object's name.
+		q.label = handlerconf.FuncName(q.h)
+	}
 	if q.name == "" {
 		return handlerconf.FuncName(q.h), q.label, true
 	}

@@ -55,3 +55,17 @@ func TestNamed(t *testing.T) {
 		t.Errorf("a plain function: ID %q, label %q; want its function's name for both", s.ID, s.Label)
 	}
 }
+
+// A name without a label is no label: a name says what the handler reads
+// (a path, an object's name), which would make a series per file or
+// object. The label is then the wrapped function's name, as for a plain
+// function.
+func TestNamedWithoutLabel(t *testing.T) {
+	inner := func(context.Context) (*ConnectionInfo, error) { return nil, nil }
+	for _, path := range []string{"/var/run/a", "/var/run/b"} {
+		s := handlerconf.Configure[Option](Named("token file "+path, "", inner))
+		if s.ID != "token file "+path || s.Label != "login.TestNamedWithoutLabel.func1" {
+			t.Errorf("Named(%q, \"\"): ID %q, label %q; want the name and the wrapped function's name", "token file "+path, s.ID, s.Label)
+		}
+	}
+}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
 )
@@ -101,6 +103,45 @@ func TestKubeconfigJWTWithOddExpServes(t *testing.T) {
 			}
 			if n := calls.Load(); n != 1 {
 				t.Errorf("the kubeconfig was read %d times in 10 min, want once", n)
+			}
+		})
+	}
+}
+
+// A JWT whose exp has passed when the kubeconfig is read, or comes within
+// the refresh's reach, is read again at the handler's backoff, not in a
+// loop; at every verbosity, the log never shows the token.
+func TestKubeconfigJWTExpiringSoonIsNoStorm(t *testing.T) {
+	for name, exp := range map[string]time.Time{
+		"past":    epoch.Add(-time.Hour),
+		"in 1 s":  epoch.Add(time.Second),
+		"in 11 s": epoch.Add(11 * time.Second),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs testlog.Buffer
+			v, clk := testVault(t, Options{Logger: logs.Logger(9)})
+			path := filepath.Join(t.TempDir(), "kubeconfig")
+			token := jwtToken(fmt.Sprintf(`{"sub":"S3CR3T-subject","exp":%d}`, exp.Unix()))
+			writeKubeconfig(t, path, token)
+			var calls atomic.Int64
+			kubeconfig := piggyback.KubeconfigFrom(piggyback.KubeconfigOptions{Path: path})
+			v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+				calls.Add(1)
+				return kubeconfig(ctx)
+			}, login.ID("kubeconfig"))
+			for range 600 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				_, _ = v.Select(ctx) // a caller every second
+				cancel()
+				clk.Step(time.Second)
+				settled(t, v, clk)
+			}
+			// The backoff (1 s doubling to 1 min): 16 logins in 10 min.
+			if n := calls.Load(); n > 20 {
+				t.Errorf("the kubeconfig was read %d times in 10 min, want at the backoff's pace (about 16)", n)
+			}
+			if out := logs.String(); strings.Contains(out, token) || strings.Contains(out, "S3CR3T") {
+				t.Error("the log shows the token")
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package vault
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -111,6 +113,42 @@ func TestRefreshAfterBounds(t *testing.T) {
 			t.Fatalf("%d calls at the 5 s floor, want 2", got)
 		}
 	})
+	t.Run("floor with a new token each time", func(t *testing.T) {
+		v, clk := testVault(t, Options{})
+		r := newRereader("t0", time.Nanosecond)
+		v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+			next := fmt.Sprint("t", r.calls.Load()+1)
+			r.token.Store(&next)
+			return r.login(ctx)
+		}, login.ID("reread"), login.Backoff(5*time.Second, time.Minute))
+		mustSelect(t, v)
+		settled(t, v, clk)
+		for range 60 {
+			clk.Step(time.Second)
+			settled(t, v, clk)
+		}
+		if got := r.calls.Load(); got != 13 {
+			t.Fatalf("%d calls in 60 s with a 5 s floor, want 13", got)
+		}
+	})
+	for name, after := range map[string]time.Duration{"far future": math.MaxInt64, "negative": -time.Hour, "least": math.MinInt64} {
+		t.Run(name, func(t *testing.T) {
+			v, clk := testVault(t, Options{Leeway: -1})
+			v.core.jitter = func(int64) int64 { return 0 }
+			r := newRereader("t", after)
+			r.expires = func() time.Time { return clk.Now().Add(time.Hour) }
+			v.OnLogin(r.login, login.ID("reread"))
+			mustSelect(t, v)
+			// Only the expiry asks: refreshed when 6 min of 60 are left.
+			for range 120 {
+				clk.Step(time.Minute)
+				settled(t, v, clk)
+			}
+			if got := r.calls.Load(); got != 3 {
+				t.Fatalf("%d calls in 2 h of one-hour credentials, want 3", got)
+			}
+		})
+	}
 	t.Run("expiration first", func(t *testing.T) {
 		v, clk := testVault(t, Options{Leeway: -1})
 		v.core.jitter = func(int64) int64 { return 0 }

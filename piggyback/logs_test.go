@@ -1,47 +1,28 @@
 package piggyback_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/vault"
 )
 
-// syncBuffer collects what a logger writes from the vault's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // quickstart is examples/quickstart's vault: a handler of one's own that
 // gives nothing (no $SECRET_STORE) beside the fallback handlers, logging
 // through controller-runtime's production zap logger into out. It returns
 // the LoginError of its first Select.
-func quickstart(t *testing.T, out *syncBuffer) *vault.LoginError {
+func quickstart(t *testing.T, out *testlog.Writer) *vault.LoginError {
 	t.Helper()
 	v := vault.New(vault.Options{Logger: crzap.New(crzap.WriteTo(out)), KeepFallback: true})
 	t.Cleanup(v.Close)
@@ -64,7 +45,7 @@ func quickstart(t *testing.T, out *syncBuffer) *vault.LoginError {
 // credential (next login at …)", and the operator exited on it.
 func TestNothingAnywhereSaysWhatIsMissing(t *testing.T) {
 	home := piggyback.Isolate(t)
-	var out syncBuffer
+	var out testlog.Writer
 	le := quickstart(t, &out)
 	msg := le.Error()
 	for _, want := range []string{
@@ -93,7 +74,7 @@ func TestQuickstartKubeconfigMissingIsOneLine(t *testing.T) {
 	piggyback.Isolate(t)
 	missing := filepath.Join(t.TempDir(), "config")
 	piggyback.SetFlag(t, missing)
-	var out syncBuffer
+	var out testlog.Writer
 	le := quickstart(t, &out)
 
 	msg := le.Error()

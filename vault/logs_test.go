@@ -1,14 +1,12 @@
 package vault
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,16 +21,7 @@ import (
 // zapOutput is what controller-runtime's zap logger writes, as an operator
 // sets it up (ctrl.SetLogger(zap.New())): JSON lines at INFO, with a stack
 // trace on every line at error level. It is safe for concurrent use.
-type zapOutput struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (z *zapOutput) Write(p []byte) (int, error) {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	return z.buf.Write(p)
-}
+type zapOutput struct{ testlog.Writer }
 
 // logger is the production zap logger of controller-runtime writing into z.
 func (z *zapOutput) logger() logr.Logger { return crzap.New(crzap.WriteTo(z)) }
@@ -40,10 +29,8 @@ func (z *zapOutput) logger() logr.Logger { return crzap.New(crzap.WriteTo(z)) }
 // lines are the lines written so far, each decoded.
 func (z *zapOutput) lines(t *testing.T) []zapLine {
 	t.Helper()
-	z.mu.Lock()
-	defer z.mu.Unlock()
 	var lines []zapLine
-	for _, raw := range strings.Split(strings.TrimSpace(z.buf.String()), "\n") {
+	for _, raw := range strings.Split(strings.TrimSpace(z.String()), "\n") {
 		if raw == "" {
 			continue
 		}
@@ -150,7 +137,7 @@ func TestRejectedAtOnceLogsNoStack(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("no line says the server rejected h's credentials:\n%s", out.buf.String())
+		t.Errorf("no line says the server rejected h's credentials:\n%s", out.String())
 	}
 }
 

@@ -1,7 +1,6 @@
 package vault
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/base64"
@@ -28,6 +27,7 @@ import (
 	streamhttp "k8s.io/streaming/pkg/httpstream"
 	streamspdy "k8s.io/streaming/pkg/httpstream/spdy"
 
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
@@ -120,7 +120,7 @@ func runExec(t *testing.T, e remotecommand.Executor) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), streamWait)
 	defer cancel()
-	var out lockedBuffer
+	var out testlog.Writer
 	err := e.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out})
 	return out.String(), err
 }
@@ -136,25 +136,6 @@ func mustExec(t *testing.T, e remotecommand.Executor) {
 	if got != execOutput {
 		t.Fatalf("stdout = %q, want %q", got, execOutput)
 	}
-}
-
-// lockedBuffer is a buffer an executor may still write to after a failed
-// StreamWithContext returned.
-type lockedBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // streamVault is a vault with one handler and no fallback, and its

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 )
@@ -84,7 +85,7 @@ func TestStreamUnansweredUpgradeEndsAtTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &lockedBuffer{}}) }()
+	go func() { done <- exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &testlog.Writer{}}) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {

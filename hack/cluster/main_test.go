@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,7 +44,7 @@ func TestClusterServesRevokesAndStops(t *testing.T) {
 	t.Logf("built in %v", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 
-	var out syncBuffer
+	var out testlog.Writer
 	cmd := exec.Command(bin, "--dir", dir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// A process group of its own, as a shell gives a foreground job: Ctrl-C
@@ -196,7 +194,7 @@ func TestClusterServesRevokesAndStops(t *testing.T) {
 
 // waitFor polls done until it holds, failing the test if the program exits
 // first or limit passes.
-func waitFor(t *testing.T, limit time.Duration, exited chan error, out *syncBuffer, what string, done func() bool) {
+func waitFor(t *testing.T, limit time.Duration, exited chan error, out *testlog.Writer, what string, done func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !done() {
@@ -246,22 +244,4 @@ func mustClient(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return cs
-}
-
-// syncBuffer is a bytes.Buffer a process writes to while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -120,7 +120,7 @@ func AllowNative(policy PluginPolicy, names ...string) PluginPolicy {
 	}
 	policy.Allowlist = slices.Clone(policy.Allowlist)
 	for _, n := range names {
-		policy.Allowlist = append(policy.Allowlist, clientcmdapi.AllowlistEntry{Command: nativePrefix + n})
+		policy.Allowlist = append(policy.Allowlist, allowlistEntry(nativePrefix + n))
 	}
 	return policy
 }
@@ -134,7 +134,7 @@ func trusted(policy PluginPolicy) bool {
 // the native login n, and a permanent error naming both when not.
 func nativeAllowed(policy PluginPolicy, n Native, command string) error {
 	if trusted(policy) || slices.ContainsFunc(policy.Allowlist, func(e clientcmdapi.AllowlistEntry) bool {
-		return e.Command == nativePrefix+n.Name
+		return entryCommand(e) == nativePrefix+n.Name
 	}) {
 		return nil
 	}

@@ -32,7 +32,7 @@ var (
 func Allowlist(commands ...string) PluginPolicy {
 	p := PluginPolicy{PolicyType: clientcmdapi.PluginPolicyAllowlist, Allowlist: []clientcmdapi.AllowlistEntry{}}
 	for _, c := range commands {
-		p.Allowlist = append(p.Allowlist, clientcmdapi.AllowlistEntry{Command: c})
+		p.Allowlist = append(p.Allowlist, allowlistEntry(c))
 	}
 	return p
 }
@@ -52,7 +52,7 @@ func policyAllows(policy PluginPolicy, command string) error {
 	// The same text runs the same file; a cleaned one need not: "./sh"
 	// cleans to "sh", and runs the working directory's sh, not $PATH's.
 	for _, entry := range policy.Allowlist {
-		if entry.Command == command && !strings.HasPrefix(command, nativePrefix) {
+		if entryCommand(entry) == command && !strings.HasPrefix(command, nativePrefix) {
 			return nil
 		}
 	}
@@ -61,7 +61,7 @@ func policyAllows(policy PluginPolicy, command string) error {
 		return login.Permanent(fmt.Errorf("handlers: exec plugin %q is not allowed: plugin policy %s: it cannot be resolved: %w", command, policy.PolicyType, err))
 	}
 	for _, entry := range policy.Allowlist {
-		if allowed, err := exec.LookPath(entry.Command); err == nil && allowed == resolved {
+		if allowed, err := exec.LookPath(entryCommand(entry)); err == nil && allowed == resolved {
 			return nil
 		}
 	}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# compat.sh CONTROLLER_RUNTIME CLIENT_GO [vet|test]: builds and vets every
+# package of the root module and of the cloud modules with controller-runtime
+# and the Kubernetes libraries at the versions given, in place of the oldest
+# ones go.mod requires, and with "test" runs the root's unit tests (every
+# package but the integration suite) under -race too. go.mod and go.sum stay
+# as they are: each module gets a copy to upgrade (go's -modfile), in a
+# temporary directory removed on exit.
+set -euo pipefail
+cr=$1 kube=$2 what=${3:-test}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+upgrade() { # upgrade MODULE_DIR NAME: prints the -modfile flag for the module
+	local dir=$1 mod=$tmp/$2.mod
+	cp "$dir/go.mod" "$mod"
+	cp "$dir/go.sum" "${mod%.mod}.sum"
+	(cd "$dir" && go get -modfile="$mod" "sigs.k8s.io/controller-runtime@$cr" "k8s.io/client-go@$kube" \
+		"k8s.io/api@$kube" "k8s.io/apimachinery@$kube" >&2 && go mod tidy -modfile="$mod" >&2)
+	echo "-modfile=$mod"
+}
+root=$(upgrade . root)
+echo "compat: $(go list "$root" -m -f '{{.Path}} {{.Version}}' sigs.k8s.io/controller-runtime k8s.io/client-go | tr '\n' ' ')" >&2
+go vet "$root" ./...
+for m in cloud/eks cloud/gke cloud/aks; do
+	flag=$(upgrade "$m" "$(basename "$m")")
+	(cd "$m" && go vet "$flag" ./...)
+done
+if [ "$what" = test ]; then
+	go test "$root" -race -count=1 -timeout 20m $(go list "$root" ./... | grep -v '/integration$')
+fi

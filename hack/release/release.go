@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/semver"
+)
+
+// published is one published module of the repository.
+type published struct {
+	dir  string // relative to the repository's top, "" for the root module
+	path string
+}
+
+// tag is the module's tag for version: Go finds a nested module's version
+// under a tag prefixed with the module's directory.
+func (m published) tag(version string) string {
+	if m.dir == "" {
+		return version
+	}
+	return m.dir + "/" + version
+}
+
+// release makes version's release commit and tags in the repository that
+// holds dir, or returns why not with the repository as it was.
+func release(ctx context.Context, dir, version string, out io.Writer) error {
+	if err := checkVersion(version); err != nil {
+		return err
+	}
+	repo, err := git(ctx, dir, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return err
+	}
+	mods, err := publishedModules(repo)
+	if err != nil {
+		return err
+	}
+	if branch, err := git(ctx, repo, "rev-parse", "--abbrev-ref", "HEAD"); err != nil {
+		return err
+	} else if branch != "main" {
+		return fmt.Errorf("release: HEAD is %s: releases are made from main", branch)
+	}
+	if status, err := git(ctx, repo, "status", "--porcelain"); err != nil {
+		return err
+	} else if status != "" {
+		first, _, _ := strings.Cut(status, "\n")
+		return fmt.Errorf("release: the tree has changes not committed (%s, …): commit or stash them first", first[min(3, len(first)):])
+	}
+	tagList, err := git(ctx, repo, "tag", "--list")
+	if err != nil {
+		return err
+	}
+	tags := strings.Fields(tagList)
+	for _, m := range mods {
+		if slices.Contains(tags, m.tag(version)) {
+			return fmt.Errorf("release: %s is tagged already: a released version is never made again; choose the next one", m.tag(version))
+		}
+	}
+	previous := newestRelease(tags)
+	if previous != "" && semver.Compare(version, previous) < 0 {
+		return fmt.Errorf("release: %s is older than the newest release, %s", version, previous)
+	}
+	if err := checkChangelog(filepath.Join(repo, "CHANGELOG.md"), version); err != nil {
+		return err
+	}
+
+	head, err := git(ctx, repo, "rev-parse", "HEAD")
+	if err != nil {
+		return err
+	}
+	var made []string
+	undo := func(cause error) error {
+		for _, t := range made {
+			if _, err := git(ctx, repo, "tag", "--delete", t); err != nil {
+				cause = errors.Join(cause, err)
+			}
+		}
+		if _, err := git(ctx, repo, "reset", "--hard", head); err != nil {
+			cause = errors.Join(cause, err)
+		}
+		return cause
+	}
+	if err := requireRoot(repo, mods, version); err != nil {
+		return undo(err)
+	}
+	if _, err := git(ctx, repo, "commit", "--quiet", "--allow-empty", "--all", "--message", "Release "+version); err != nil {
+		return undo(err)
+	}
+	for _, m := range mods {
+		if _, err := git(ctx, repo, "tag", "--annotate", "--message", m.path+" "+version, m.tag(version)); err != nil {
+			return undo(err)
+		}
+		made = append(made, m.tag(version))
+	}
+	if err := checkCompatibility(ctx, repo, mods, previous, version, out); err != nil {
+		return undo(err)
+	}
+	fmt.Fprintf(out, "released %s: the release commit is HEAD and the tags are %s\npush them with: git push origin main %s\n",
+		version, strings.Join(made, " "), strings.Join(made, " "))
+	return nil
+}
+
+// checkVersion accepts a semantic version as Go modules use it: v, then
+// MAJOR.MINOR.PATCH, an optional pre-release, and no build metadata, which
+// the go command does not carry.
+func checkVersion(version string) error {
+	if !semver.IsValid(version) || semver.Canonical(version) != version || semver.Build(version) != "" {
+		return fmt.Errorf("release: VERSION %q is not a semantic version as Go modules take it: vMAJOR.MINOR.PATCH, e.g. v0.1.0", version)
+	}
+	return nil
+}
+
+// publishedModules are the root module and every module under cloud/:
+// the modules users fetch. The demo and the tools modules under hack/ are
+// not published.
+func publishedModules(repo string) ([]published, error) {
+	root, err := modulePath(filepath.Join(repo, "go.mod"))
+	if err != nil {
+		return nil, err
+	}
+	mods := []published{{path: root}}
+	nested, err := filepath.Glob(filepath.Join(repo, "cloud", "*", "go.mod"))
+	if err != nil {
+		return nil, err
+	}
+	for _, gomod := range nested {
+		dir := filepath.ToSlash(filepath.Dir(strings.TrimPrefix(gomod, repo+string(filepath.Separator))))
+		path, err := modulePath(gomod)
+		if err != nil {
+			return nil, err
+		}
+		if path != root+"/"+dir {
+			return nil, fmt.Errorf("release: %s declares module %s: a nested module's path must be the root's path and its directory, %s", gomod, path, root+"/"+dir)
+		}
+		mods = append(mods, published{dir: dir, path: path})
+	}
+	return mods, nil
+}
+
+// modulePath reads the module path a go.mod declares.
+func modulePath(gomod string) (string, error) {
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", fmt.Errorf("release: %w", err)
+	}
+	path := modfile.ModulePath(data)
+	if path == "" {
+		return "", fmt.Errorf("release: %s declares no published path", gomod)
+	}
+	return path, nil
+}
+
+// newestRelease is the highest root release tag (vX.Y.Z) among tags, or "".
+func newestRelease(tags []string) string {
+	newest := ""
+	for _, t := range tags {
+		if checkVersion(t) == nil && semver.Compare(t, newest) > 0 {
+			newest = t
+		}
+	}
+	return newest
+}
+
+// changelogSection matches a released version's heading in a changelog
+// kept as keepachangelog.com 1.1.0 says: "## [1.2.3] - 2006-01-02".
+var changelogSection = regexp.MustCompile(`(?m)^## \[([^\]]+)\] - (.*?)[ \t]*$`)
+
+// checkChangelog requires a section for version, dated, with something
+// under it.
+func checkChangelog(path, version string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("release: every release has a section in CHANGELOG.md: %w", err)
+	}
+	want := strings.TrimPrefix(version, "v")
+	sections := changelogSection.FindAllSubmatchIndex(data, -1)
+	for i, s := range sections {
+		if string(data[s[2]:s[3]]) != want {
+			continue
+		}
+		if _, err := time.Parse(time.DateOnly, string(data[s[4]:s[5]])); err != nil {
+			return fmt.Errorf("release: CHANGELOG.md: the section of %s is dated %q, not YYYY-MM-DD", version, data[s[4]:s[5]])
+		}
+		end := len(data)
+		if i+1 < len(sections) {
+			end = sections[i+1][0]
+		}
+		if len(bytes.TrimSpace(data[s[1]:end])) == 0 {
+			return fmt.Errorf("release: CHANGELOG.md: the section of %s says nothing", version)
+		}
+		return nil
+	}
+	return fmt.Errorf("release: CHANGELOG.md has no section for %s: add \"## [%s] - YYYY-MM-DD\" with what changed, from [Unreleased]", version, want)
+}
+
+// requireRoot makes every nested module require the root module at
+// version. Their replace of the root by the working tree stays: the go
+// command ignores a dependency's replace directives, so users resolve the
+// root at version, while work in the repository builds against the tree.
+func requireRoot(repo string, mods []published, version string) error {
+	for _, m := range mods[1:] {
+		gomod := filepath.Join(repo, m.dir, "go.mod")
+		data, err := os.ReadFile(gomod)
+		if err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		f, err := modfile.Parse(gomod, data, nil)
+		if err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		if err := f.AddRequire(mods[0].path, version); err != nil {
+			return fmt.Errorf("release: %s: %w", gomod, err)
+		}
+		f.Cleanup()
+		out, err := f.Format()
+		if err != nil {
+			return fmt.Errorf("release: %s: %w", gomod, err)
+		}
+		if err := os.WriteFile(gomod, out, 0o644); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+	}
+	return nil
+}
+
+// git runs git in dir and returns its output, trimmed.
+func git(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("release: git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimRight(string(out), " \t\n"), nil
+}

@@ -3,14 +3,17 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        ?= ./...
 
-.PHONY: test vet staticcheck fmt-check gotest envtest peers bench fuzz demo cluster cluster-revoke
+.PHONY: test vet staticcheck fmt-check gotest compat envtest peers bench fuzz demo cluster cluster-revoke release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
 # two cores) and caches outside the work tree; the cloud modules' peer tests
 # run aws-iam-authenticator and kubelogin, which hack/peers.sh builds once
-# (about 2.5 min) and caches beside them.
-test: fmt-check vet staticcheck gotest
+# (about 2.5 min) and caches beside them. hack/release's tests release HEAD
+# in a clone, publish it to a file module proxy and fetch each published
+# module alone from outside the repository; compat builds and unit-tests
+# everything with the newer supported Kubernetes minors.
+test: fmt-check vet staticcheck gotest compat
 
 TIMED := bash hack/timed.sh
 
@@ -55,6 +58,30 @@ gotest:
 	$(TIMED) demo-test $(GO) -C $(DEMO) test -race -count=1 ./... && \
 	peers=$$($(TIMED) peers bash hack/peers.sh) && \
 	for m in $(CLOUD); do KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers $(TIMED) test-$$(basename $$m) $(GO) -C $$m test -race -count=1 ./... || exit 1; done
+
+# The supported controller-runtime minors newer than the oldest, which
+# go.mod requires so that adding authvault never upgrades a user's: each
+# with the client-go it requires (CONTROLLER_RUNTIME:CLIENT_GO). compat
+# builds and vets every module with each, and runs the root's unit tests
+# (the integration suite runs with go.mod's, in gotest); hack/compat.sh
+# works on copies of go.mod and go.sum.
+KUBE_NEWER := v0.24.1:v0.36.6 v0.25.2:v0.37.2
+compat:
+	@assets=$$(bash hack/envtest.sh) && \
+	for pair in $(KUBE_NEWER); do KUBEBUILDER_ASSETS=$$assets $(TIMED) compat-$${pair%%:*} bash hack/compat.sh $${pair%%:*} $${pair##*:} || exit 1; done
+
+# make release VERSION=vX.Y.Z: the release commit (every cloud module
+# requires the root at VERSION) and the tags of every published module
+# (VERSION, cloud/<name>/VERSION), made locally after hack/release's checks
+# (semver, not tagged, a CHANGELOG.md section, a clean main, gorelease
+# against the previous release); it pushes nothing. In the repository, each
+# cloud module keeps beside that requirement a replace of the root by
+# ../..: the go command ignores a dependency's replace, so users get the
+# released root, while work here builds every module against the working
+# tree. A go.work would do the latter too, but go mod tidy ignores it and
+# would then look for the root's unreleased version on a proxy.
+release:
+	@$(GO) run ./hack/release -version "$(VERSION)"
 
 # Benchmarks: figures go to docs/benchmarks.md. Those against the
 # embedded API server (addonauth and its peer) need the envtest binaries.

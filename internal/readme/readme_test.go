@@ -103,8 +103,9 @@ func contains(have, want []string) bool {
 	return false
 }
 
-// Every ```go block of the README, and of the documents under docs/ that it
-// links, is part of a compiled Go file, line for line (indentation aside).
+// Every ```go block of the README, of the other documents at the top
+// (CONTRIBUTING.md, SECURITY.md, CHANGELOG.md) and of those under docs/, is
+// part of a compiled Go file, line for line (indentation aside).
 // Before, the README's "Login handlers" block passed a pointer where a value
 // goes (handlers.ExecConfig{ExecConfig: kubeconfigUser.Exec}) and nothing
 // noticed.
@@ -117,7 +118,7 @@ func TestEveryREADMEGoBlockIsCompiledCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+	for _, path := range append(topDocuments(), docs...) {
 		name, _ := filepath.Rel(root, path)
 		md, err := os.ReadFile(path)
 		if err != nil {
@@ -193,7 +194,7 @@ func anchor(heading string) string {
 // mdLink is a Markdown link's target: ](target).
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
-// Every relative link of the README and of docs/ leads somewhere: a file of
+// Every relative link of the documents at the top and of docs/ leads somewhere: a file of
 // the repository, and a #fragment to a heading of the file it names. The
 // README's table of contents is made of such links.
 func TestDocumentLinksResolve(t *testing.T) {
@@ -215,7 +216,7 @@ func TestDocumentLinksResolve(t *testing.T) {
 		return found, nil
 	}
 	links := 0
-	for _, path := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+	for _, path := range append(topDocuments(), docs...) {
 		md, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -262,4 +263,14 @@ func TestAnchor(t *testing.T) {
 			t.Errorf("anchor(%q) = %q, want %q", heading, got, want)
 		}
 	}
+}
+
+// topDocuments are the Markdown files at the repository's top that a user
+// or a contributor reads, the README first.
+func topDocuments() []string {
+	var paths []string
+	for _, name := range []string{"README.md", "CONTRIBUTING.md", "SECURITY.md", "CHANGELOG.md"} {
+		paths = append(paths, filepath.Join(root, name))
+	}
+	return paths
 }

@@ -15,9 +15,12 @@ import (
 )
 
 // publishTimeout bounds a hang of the whole publication: a release, four
-// zips and four consumers fetched and built; on an idle machine with a
-// warm build cache it takes about a minute.
-const publishTimeout = 20 * time.Minute
+// zips and four consumers fetched and built. With a warm build cache it
+// takes a minute or two; the first run on a machine compiles every
+// dependency once more, with -trimpath (so that later runs hit the cache
+// wherever the temporary module cache is), which on two busy cores took
+// most of 25 minutes.
+const publishTimeout = 25 * time.Minute
 
 // The oldest Kubernetes libraries authvault supports: a consumer already on
 // them keeps them when it adds authvault.

@@ -14,8 +14,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/authvault/authvault/internal/cloudhttp"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // source fetches tokens for one handler, and keeps the last one for the

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/authvault/authvault/internal/cloudhttp"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // DefaultScope is the OAuth2 scope that lets a token call GKE's API

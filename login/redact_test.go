@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // secretInfo holds a distinct secret in every secret field.

@@ -9,10 +9,14 @@ import (
 	"github.com/authvault/authvault/redact"
 )
 
+// proxyURL is a proxy URL as a kubeconfig may hold it: a space in its
+// password makes it invalid.
+var proxyURL = "http://admin:pa ss@proxy.example:3128"
+
 // A login's errors and log lines quote what it was given: a URL with user
 // info, a token the server echoes back.
 func Example() {
-	_, err := url.Parse("http://admin:pa ss@proxy.example:3128")
+	_, err := url.Parse(proxyURL) // url.Error quotes the URL
 	fmt.Println(redact.Error(err))
 
 	fmt.Println(redact.URL("dial http://admin:s3cret@proxy.example:3128: connection refused"))

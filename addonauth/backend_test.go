@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testlog"
 	authnv1 "k8s.io/api/authentication/v1"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/internal/kubeplugins"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // SecretFormat says how a Secret describes its cluster.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/fakewatch"
+	"github.com/authvault/authvault/testkit/fakewatch"
 	"github.com/authvault/authvault/vault"
 )
 

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/vault"
 )
 

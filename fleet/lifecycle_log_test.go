@@ -8,7 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // lineCount counts the lines of logs that hold every one of parts.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // loopbackServer stands in for one cluster's API server in the scale

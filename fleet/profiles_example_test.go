@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/authvault/authvault/fleet"
-	"github.com/authvault/authvault/internal/testkit/fakewatch"
+	"github.com/authvault/authvault/testkit/fakewatch"
 )
 
 // Clusters join the fleet as ClusterProfiles that offer a provider of the

@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/internal/testkit/fakewatch"
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/fakewatch"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 var profilesV1alpha1 = schema.GroupVersionResource{Group: ProfileGroup, Version: "v1alpha1", Resource: "clusterprofiles"}

@@ -20,9 +20,9 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/fakewatch"
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/fakewatch"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // hub is a fake hub cluster's Secrets with a WatchSecrets running on them.

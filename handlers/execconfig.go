@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 )
 
 // An ExecConfig may carry secrets: env values (AWS_SECRET_ACCESS_KEY, a

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 	"os"
 	"strings"
 	"testing"

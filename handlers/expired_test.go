@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
 	"github.com/authvault/authvault/vault"
 )
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/authvault/authvault/internal/testkit/testplugin"
+	"github.com/authvault/authvault/testkit/testplugin"
 )
 
 // pluginPath is the test plugin (testdata/plugin), built once for the run.

@@ -9,8 +9,8 @@ import (
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // pinnedCloud is a native login that, like EKS's for a Secret, answers with

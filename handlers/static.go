@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/authvault/authvault/internal/kubeconf"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // Static returns a handler that gives a copy of info on every login: a token

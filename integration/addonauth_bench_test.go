@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/authvault/authvault/addonauth"
-	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testcluster"
 )
 
 // BenchmarkAddonAuth measures the middleware in front of a trivial

@@ -6,7 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/authvault/authvault/internal/testkit/rotation"
+	"github.com/authvault/authvault/testkit/rotation"
 )
 
 // The headline figure: the same workload, the same plugin and the same

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/authvault/authvault/internal/testkit/manifests"
+	"github.com/authvault/authvault/testkit/manifests"
 )
 
 // The manifests users deploy the sidecar with, against the real API

@@ -30,8 +30,8 @@ import (
 
 	"github.com/authvault/authvault/examples/operator/annotator"
 	"github.com/authvault/authvault/fleet"
-	"github.com/authvault/authvault/internal/testkit/rotation"
-	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/rotation"
+	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/vault"
 )
 

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/authvault/authvault/fleet"
-	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // The API server sends a watch a Secret that no longer matches its label

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/authvault/authvault/fleet"
-	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/vault"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/rotation"
 	"github.com/authvault/authvault/vault"
 )
 

@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/authvault/authvault/internal/testkit/testcluster"
-	"github.com/authvault/authvault/internal/testkit/testplugin"
+	"github.com/authvault/authvault/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testplugin"
 )
 
 var (

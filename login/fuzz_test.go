@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // FuzzValidate feeds arbitrary fields to Validate: it must not panic, and its

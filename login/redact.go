@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/internal/handlerconf"
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 )
 
 // fingerprintKey keys the fingerprint hash. It is random per process so that

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // secretInfo holds a distinct secret in every secret field.

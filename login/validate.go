@@ -10,7 +10,7 @@ import (
 	"unicode"
 
 	"github.com/authvault/authvault/internal/pemdata"
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 )
 
 // Validate checks that the credential is complete and consistent, and returns

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 func TestValidateAccepts(t *testing.T) {

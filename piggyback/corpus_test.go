@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // corpus is testdata/kubeconfig made real in a temporary directory: the

@@ -16,9 +16,9 @@ import (
 	_ "k8s.io/client-go/plugin/pkg/client/auth/oidc" // the oidc auth provider, as kubectl has it
 	"k8s.io/client-go/rest"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
+	"github.com/authvault/authvault/testkit/testpki"
 	"github.com/authvault/authvault/vault"
 )
 

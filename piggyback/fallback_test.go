@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/piggyback"
+	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/vault"
 )
 

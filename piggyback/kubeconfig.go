@@ -10,8 +10,8 @@ import (
 	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/internal/kubeplugins"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // KubeconfigOptions choose a kubeconfig and a context in it.

@@ -12,9 +12,9 @@ import (
 
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
+	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/vault"
 )
 

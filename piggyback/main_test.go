@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/authvault/authvault/internal/testkit/testplugin"
+	"github.com/authvault/authvault/testkit/testplugin"
 )
 
 // pluginPath is the handlers package's test plugin, built once for the run.

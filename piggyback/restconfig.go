@@ -8,8 +8,8 @@ import (
 
 	"github.com/authvault/authvault/internal/kubeconf"
 	"github.com/authvault/authvault/internal/kubeplugins"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // FromRESTConfig returns a handler that turns a client-go config the

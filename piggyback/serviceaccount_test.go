@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // mountServiceAccount writes what the kubelet mounts into a pod and sets

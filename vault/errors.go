@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // Errors callers can act on. They are matched with errors.Is, also through a

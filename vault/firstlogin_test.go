@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // Review of the first-login wait (issue 10): each test shows a problem.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // UnauthorizedError is why the transport invalidated a credential: the

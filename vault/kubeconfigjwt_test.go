@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // jwtToken makes a token shaped like a JWT whose payload is claims.

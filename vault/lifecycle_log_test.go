@@ -11,8 +11,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/authvault/authvault/internal/handlerconf"
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // logLines are the lines of logs whose message is msg, in order.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // Point 6: a failed login is a LoginError naming the handler that failed

@@ -7,8 +7,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // The vault's log follows one rule: what a person running the operator

@@ -13,9 +13,9 @@ import (
 	"github.com/go-logr/logr"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // zapOutput is what controller-runtime's zap logger writes, as an operator

@@ -4,7 +4,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 )
 
 // maskedBody is the body of an answer that refused an upgrade, as the

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // handlerLabels are the handler label values of the vault's login metric.

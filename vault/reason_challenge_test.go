@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // challengeServer answers 401 with challenge(auth) to every request

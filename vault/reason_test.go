@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/internal/handlerconf"
-	"github.com/authvault/authvault/internal/testkit/testlog"
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // reasons records why each call of a handler was made.

@@ -11,8 +11,8 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // rereader is a handler that re-reads a source: it returns the token the

@@ -11,8 +11,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/authvault/authvault/internal/pemdata"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // route is what the transport needs to send a request with a credential,

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // apiServer is a TLS server that authenticates like a kube-apiserver (bearer

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/transport/websocket"
 	streamhttp "k8s.io/streaming/pkg/httpstream"
 
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 )
 
 // upgradeAttempts bounds how often one upgrade is sent: a 401 invalidates

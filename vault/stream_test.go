@@ -27,9 +27,9 @@ import (
 	streamhttp "k8s.io/streaming/pkg/httpstream"
 	streamspdy "k8s.io/streaming/pkg/httpstream/spdy"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // streamWait bounds every wait of a stream test: generous, the machine is

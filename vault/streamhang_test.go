@@ -12,9 +12,9 @@ import (
 
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // silentServer accepts TLS connections and reads what comes, never

@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/client-go/transport/websocket"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // TestStreamOpaqueURLCarriesNoCredential: an upgrade whose URL names the

@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // connectProxy is an HTTP proxy that tunnels CONNECT requests and records

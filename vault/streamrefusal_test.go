@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/redact"
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // refusalWait is how long a test waits for an upgrade whose first answer

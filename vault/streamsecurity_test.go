@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	streamspdy "k8s.io/streaming/pkg/httpstream/spdy"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // certAndTokenCredential is a credential with both a token and a client

@@ -26,7 +26,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // Paths a streamServer serves upgrades on, and what its exec prints.

@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/client-go/tools/portforward"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // TestStreamFollowsCARotation: the server's certificate switches to a new

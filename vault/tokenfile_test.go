@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // A token file that the kubelet rotates is picked up within a minute of

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // get sends a request through v and returns its status and body.

@@ -1,5 +1,7 @@
 // The AKS login: a module of its own so that the Azure SDK never becomes a
-// dependency of the library's root module.
+// dependency of the library's root module. It imports only the library's
+// exported packages, never its internal ones: a later root release may
+// change those.
 module github.com/authvault/authvault/cloud/aks
 
 go 1.26.0

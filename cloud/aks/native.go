@@ -15,8 +15,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // transport is the HTTP client of the credentials Native makes: nil for

@@ -18,9 +18,9 @@ import (
 
 	"github.com/authvault/authvault/cloud/aks"
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
+	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/vault"
 )
 

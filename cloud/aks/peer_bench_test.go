@@ -10,8 +10,8 @@ import (
 
 	"github.com/authvault/authvault/cloud/aks"
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/peers"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/peers"
 )
 
 // The cost of one AKS token in workload identity mode, fetched from the

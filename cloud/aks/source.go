@@ -13,9 +13,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
-	"github.com/authvault/authvault/internal/cloudhttp"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/login/loginhttp"
+	"github.com/authvault/authvault/redact"
 )
 
 // source fetches tokens for one handler, and keeps the last one for the
@@ -127,9 +127,9 @@ func (s *source) failed(ctx context.Context, from string, err error) error {
 	case ctx.Err() != nil:
 		e.What, e.cause = ctx.Err().Error(), ctx.Err()
 	case errors.As(err, &auth) && auth.RawResponse != nil:
-		ex := cloudhttp.Response(auth.RawResponse)
+		ex := loginhttp.Response(auth.RawResponse)
 		e.What = ex.String()
-		permanent = cloudhttp.PermanentStatus(ex.Status)
+		permanent = loginhttp.PermanentStatus(ex.Status)
 	case errors.As(err, &auth):
 		// No answer (an endpoint not found, a transport error): the
 		// text quotes no body.

@@ -12,7 +12,7 @@ import (
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/eks/types"
 
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 )
 
 // endpoint is where a cluster's API server is and how to trust it.

@@ -19,10 +19,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/authvault/authvault/cloud/eks"
-	"github.com/authvault/authvault/internal/testkit/rotation"
-	"github.com/authvault/authvault/internal/testkit/testcluster"
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/rotation"
+	"github.com/authvault/authvault/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/vault"
 )
 

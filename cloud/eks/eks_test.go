@@ -12,8 +12,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/authvault/authvault/cloud/eks"
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // A token is a presigned GetCallerIdentity for the STS endpoint, with

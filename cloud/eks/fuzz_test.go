@@ -6,8 +6,8 @@ import (
 
 	"github.com/authvault/authvault/cloud/eks"
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/nativefuzz"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/nativefuzz"
 )
 
 const secretMark = nativefuzz.SecretMark

@@ -1,7 +1,7 @@
 // The EKS login: a module of its own, so that the AWS SDK never becomes a
-// dependency of the library's packages. It may import the library's
-// internal packages: Go's internal rule goes by import path, and this
-// module's path is under the library's.
+// dependency of the library's packages. It imports only the library's
+// exported packages (redact, login/loginhttp, testkit/... for its tests),
+// never its internal ones: a later root release may change those.
 module github.com/authvault/authvault/cloud/eks
 
 go 1.26.0

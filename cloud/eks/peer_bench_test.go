@@ -8,8 +8,8 @@ import (
 
 	"github.com/authvault/authvault/cloud/eks"
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/peers"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/peers"
 )
 
 // refreshing is the context the vault gives a handler when it refreshes a

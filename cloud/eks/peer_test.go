@@ -11,8 +11,8 @@ import (
 
 	"github.com/authvault/authvault/cloud/eks"
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/peers"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/peers"
 	"github.com/authvault/authvault/vault"
 )
 

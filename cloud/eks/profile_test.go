@@ -17,8 +17,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/fleet"
-	"github.com/authvault/authvault/internal/testkit/fakewatch"
-	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/testkit/fakewatch"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // otherRole is a role a ClusterProfile tries to have this process assume in

@@ -7,7 +7,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 	"github.com/go-logr/logr"
 
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 )
 
 // sdkLogger is the AWS SDK's logger for the configurations a handler loads:

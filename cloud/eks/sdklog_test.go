@@ -18,7 +18,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/authvault/authvault/cloud/eks"
-	"github.com/authvault/authvault/internal/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // imdsStub stands for EC2's instance metadata service without IMDSv2: it

@@ -5,8 +5,8 @@ import (
 
 	"github.com/authvault/authvault/cloud/gke"
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/nativefuzz"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/nativefuzz"
 )
 
 const secretMark = nativefuzz.SecretMark

@@ -11,9 +11,9 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
-	"github.com/authvault/authvault/internal/cloudhttp"
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/login/loginhttp"
+	"github.com/authvault/authvault/redact"
 )
 
 // DefaultScope is the OAuth2 scope that lets a token call GKE's API
@@ -97,14 +97,14 @@ func (s *source) login(ctx context.Context) (*login.ConnectionInfo, error) {
 
 // failed is a failed fetch as the vault gets it: the cloud, the server, the
 // credential source and what failed, never a secret.
-func (s *source) failed(ctx context.Context, rec *cloudhttp.Recorder, from string, err error) error {
-	text, cause, permanent := cloudhttp.Failure(ctx, rec, err)
+func (s *source) failed(ctx context.Context, rec *loginhttp.Recorder, from string, err error) error {
+	text, cause, permanent := loginhttp.Failure(ctx, rec, err)
 	var re *oauth2.RetrieveError
 	if _, sent := rec.Last(); !sent && cause == nil && errors.As(err, &re) && re.Response != nil {
 		// An answer the recorder did not see (a caller's token source):
 		// RetrieveError's text quotes the endpoint's description.
 		text = fmt.Sprintf("the token endpoint answered HTTP %d", re.Response.StatusCode)
-		permanent = cloudhttp.PermanentStatus(re.Response.StatusCode)
+		permanent = loginhttp.PermanentStatus(re.Response.StatusCode)
 	}
 	e := &Error{Server: redact.URL(s.opts.Server), Credentials: from, What: text, cause: cause}
 	if permanent {

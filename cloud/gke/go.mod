@@ -1,5 +1,7 @@
 // The GKE login: a module of its own so that Google's OAuth2 libraries
-// never become a dependency of the library's root module.
+// never become a dependency of the library's root module. It imports only
+// the library's exported packages, never its internal ones: a later root
+// release may change those.
 module github.com/authvault/authvault/cloud/gke
 
 go 1.26.0

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
-	"github.com/authvault/authvault/internal/cloudhttp"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/login/loginhttp"
 )
 
 // source fetches access tokens for one handler, and keeps the last one for
@@ -37,7 +37,7 @@ func (s *source) token(ctx context.Context, kind login.ReasonKind) (*oauth2.Toke
 			return tok, from, nil
 		}
 	}
-	rec := &cloudhttp.Recorder{Ctx: ctx}
+	rec := &loginhttp.Recorder{Ctx: ctx}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: rec})
 	creds, from, err := s.credentials(ctx)
 	if err != nil {

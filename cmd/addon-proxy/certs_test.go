@@ -11,7 +11,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"go.uber.org/goleak"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

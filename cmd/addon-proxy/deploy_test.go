@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/authvault/authvault/internal/testkit/manifests"
+	"github.com/authvault/authvault/testkit/manifests"
 )
 
 const deployDir = "../../deploy/addon-proxy"

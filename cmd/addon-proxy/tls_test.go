@@ -19,7 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testpki"
 )
 
 // servingFiles writes a serving certificate and key from ca into a

@@ -1,7 +1,7 @@
 // The rotation demo: a module of its own so that what only the demo needs
 // (its plotting library) never becomes a dependency of the library's
-// packages. It may import internal/testkit: Go's internal rule goes by
-// import path, and this module's path is under the library's.
+// packages. It imports only the library's exported packages (testkit/...
+// for its cluster and workload), never its internal ones.
 module github.com/authvault/authvault/examples/rotation-demo
 
 go 1.26.0

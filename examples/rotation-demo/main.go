@@ -35,7 +35,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testcluster"
 )
 
 func main() {

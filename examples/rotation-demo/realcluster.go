@@ -9,9 +9,9 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/authvault/authvault/internal/testkit/rotation"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
+	"github.com/authvault/authvault/testkit/rotation"
 	"github.com/authvault/authvault/vault"
 )
 

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/internal/testkit/rotation"
-	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/rotation"
+	"github.com/authvault/authvault/testkit/testcluster"
 )
 
 // scenario is what the issuer does to both sides while their workloads run.

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/authvault/authvault/internal/testkit/rotation"
+	"github.com/authvault/authvault/testkit/rotation"
 )
 
 // slowCredential is the wait for a credential that the tables count: far

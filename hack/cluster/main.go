@@ -40,7 +40,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testcluster"
 )
 
 func main() {

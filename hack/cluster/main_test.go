@@ -20,9 +20,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/authvault/authvault/internal/testkit/testlog"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
+	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/vault"
 )
 

@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/authvault/authvault/addonauth"
-	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/vault"
 )
 

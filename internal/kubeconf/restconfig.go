@@ -9,8 +9,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/authvault/authvault/internal/redact"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
 )
 
 // FromREST maps cfg to a credential; proxyURL and namespace come from a

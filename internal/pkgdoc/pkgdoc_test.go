@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const root = "../.."
 
 // published are the packages a user imports, the cloud modules' too.
-var published = []string{"login", "vault", "handlers", "piggyback", "fleet", "addonauth", "cloud/eks", "cloud/gke", "cloud/aks"}
+var published = []string{"login", "login/loginhttp", "redact", "vault", "handlers", "piggyback", "fleet", "addonauth", "cloud/eks", "cloud/gke", "cloud/aks"}
 
 // load parses dir's non-test files and returns its doc, as go doc and
 // pkg.go.dev make it (unexported fields and methods left out), with the

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/internal/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -35,12 +35,6 @@ type CompareOptions struct {
 	Workers     int
 	Duration    time.Duration // for each side
 	RevokeAfter time.Duration
-	// Progress, when set, is called about once a second.
-	Progress func(side string, requests, unauthorized, other, runs int64)
-	// WithVault, when set, is called with the vault side's config before
-	// its workload starts, to run more through the same vault (an
-	// operator); what it returns is called when the side ends.
-	WithVault func(ctx context.Context, cfg *rest.Config) (stop func(), err error)
 }
 
 // Compare runs the workload through a vault, then through plain client-go.
@@ -72,23 +66,8 @@ func Compare(ctx context.Context, opts CompareOptions) ([]Side, error) {
 			stop()
 			return nil, err
 		}
-		stopExtra := func() {}
-		if v != nil && opts.WithVault != nil {
-			if stopExtra, err = opts.WithVault(ctx, rest.CopyConfig(cfg)); err != nil {
-				v.Close()
-				stop()
-				return nil, err
-			}
-		}
-		var progress Progress
-		if opts.Progress != nil {
-			progress = func(requests, unauthorized, other int64) {
-				opts.Progress(name, requests, unauthorized, other, runs.Load())
-			}
-		}
-		stats := Run(ctx, cs, opts.Namespace, opts.Workers, opts.Duration, progress)
+		stats := Run(ctx, cs, opts.Namespace, opts.Workers, opts.Duration, nil)
 		sides = append(sides, Side{Name: name, Stats: stats, Runs: runs.Load()})
-		stopExtra()
 		if v != nil {
 			v.Close()
 		}

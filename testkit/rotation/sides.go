@@ -7,8 +7,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/testkit/testcluster"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/vault"
 )
 

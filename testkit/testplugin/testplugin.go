@@ -20,7 +20,7 @@ func Build() (path string, cleanup func(), err error) {
 	if !ok {
 		return "", nil, fmt.Errorf("testplugin: cannot tell where the source is")
 	}
-	source := filepath.Join(filepath.Dir(here), "..", "..", "..", "handlers", "testdata", "plugin")
+	source := filepath.Join(filepath.Dir(here), "..", "..", "handlers", "testdata", "plugin")
 	dir, err := os.MkdirTemp("", "authvault-plugin-")
 	if err != nil {
 		return "", nil, err

@@ -1,7 +1,19 @@
-// Package redact hides URL user info in text and in errors, for the
-// project's packages only: whatever they print or return that may quote a URL
-// (a proxy URL, a kubeconfig server, an error from url.Parse or clientcmd)
-// goes through URL or Error first.
+// Package redact keeps URL user info and known secrets out of errors and
+// log lines. It is for authors of login handlers and cloud logins: their
+// errors quote what they were given (a proxy URL, a kubeconfig's server, an
+// error from url.Parse or an SDK, a token endpoint's answer), and a vault
+// logs those errors and hands them to its callers.
+//
+//	if err != nil {
+//		// endpoint's user info and clientSecret, wherever err quotes them, are hidden
+//		return nil, redact.Secrets(fmt.Errorf("token endpoint %s: %w", endpoint, err), clientSecret)
+//	}
+//
+// [Error] and [Secrets] wrap an error; [URL], [Value] and [Mask] redact text;
+// [Print] writes a redacted form from a type's Format method. What is hidden
+// is replaced by [Marker].
+//
+// # URL user info
 //
 // The whole user info is hidden, user name included (a user name may be a
 // token, as in https://TOKEN@host); the host stays visible. The scan is
@@ -11,14 +23,26 @@
 // //user:pass@host and user:pass@host, whatever follows the host (a bad
 // port, a path), and such URLs quoted in a longer text, including Go-quoted
 // ones (url.Error's "parse \"…\": …") whose user info holds spaces or quotes.
+//
 // In unquoted text, a user info with a raw double quote, or a space in one
 // without a "//" before it, cannot be told from the text around it: print
-// URLs quoted (%q), or redact a single URL with Value. Nor can a user info
+// URLs quoted (%q), or redact a single URL with [Value]. Nor can a user info
 // holding an @ followed by '/', '?' or '#': it reads as a user info, a host
 // and a path.
 //
-// Secrets known by value (a token a server may quote back) are hidden by
-// Mask in text and by Secrets in errors, which hides URL user info too.
+// # Secrets known by value
+//
+// A server may quote back what it was sent (a token it refuses, a client
+// secret in an echoed form). [Secrets] hides such values in an error and
+// [Mask] in text, each wherever it occurs; only non-empty values are hidden,
+// so a login may pass every secret it holds, set or not.
+//
+// # What stays reachable
+//
+// The errors of [Error] and [Secrets] print their redacted message for every
+// fmt verb and in JSON, and unwrap to the original, so errors.Is and
+// errors.As see through them. errors.As can reach the original error
+// itself: code that prints what it finds there must redact it again.
 package redact
 
 import (

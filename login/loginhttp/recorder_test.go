@@ -1,4 +1,4 @@
-package cloudhttp
+package loginhttp
 
 import (
 	"context"

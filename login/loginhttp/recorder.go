@@ -1,4 +1,4 @@
-package cloudhttp
+package loginhttp
 
 import (
 	"bytes"
@@ -13,10 +13,12 @@ import (
 	"sync"
 )
 
-// Recorder is an http.RoundTripper (and an azcore policy.Transporter,
-// through Do) that sends every request with Ctx, through Base, and notes the
-// last exchange. A Recorder serves one login: it is safe for concurrent use,
-// but Last is the last exchange of all its requests.
+// Recorder is an http.RoundTripper (and, through Do, an Azure SDK
+// policy.Transporter) that sends every request with Ctx, through Base, and
+// notes the last exchange. A Recorder serves one login attempt: it is safe
+// for concurrent use, but Last is the last exchange of all its requests. The
+// zero Recorder sends through http.DefaultTransport with each request's own
+// context.
 type Recorder struct {
 	// Base sends the requests. Nil: http.DefaultTransport.
 	Base http.RoundTripper
@@ -43,6 +45,9 @@ type Exchange struct {
 // or above.
 func (e Exchange) Failed() bool { return e.Status == 0 || e.Status >= 400 }
 
+// String is the exchange as a login's error may say it: "POST
+// https://login.example/oauth2/token: HTTP 400 invalid_grant", or the
+// transport's error when no response came.
 func (e Exchange) String() string {
 	s := e.Method + " " + e.URL
 	switch {

@@ -1,4 +1,4 @@
-package cloudhttp
+package loginhttp
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/authvault/authvault/internal/redact"
+	"github.com/authvault/authvault/redact"
 )
 
 // maxLocalText bounds the part of an SDK's own error that Failure keeps.

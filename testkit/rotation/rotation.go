@@ -5,7 +5,6 @@ package rotation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -28,9 +26,6 @@ type Stats struct {
 	LongestTrace string
 	// FirstError is the first error of any kind, for the report.
 	FirstError error
-	// Reasons counts the errors by the API's reason (Unauthorized,
-	// Conflict, ...), or "transport" for those that got no answer.
-	Reasons map[string]int64
 }
 
 // Progress is called about once a second while Run runs.
@@ -47,7 +42,6 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 	var first error
 	var longest time.Duration
 	var longestTrace string
-	reasons := map[string]int64{}
 
 	record := func(tr *trace, err error) {
 		took := time.Since(tr.start)
@@ -69,7 +63,6 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 			longestTrace = fmt.Sprintf("%s: %s, end %s err=%v", tr.op, tr, took.Round(100*time.Microsecond), err)
 		}
 		if err != nil {
-			reasons[reason(err)]++
 			if first == nil {
 				first = err
 			}
@@ -112,22 +105,10 @@ func Run(ctx context.Context, cs kubernetes.Interface, namespace string, workers
 	reporter.Wait()
 
 	slices.Sort(latencies)
-	s := Stats{Requests: requests.Load(), Unauthorized: unauthorized.Load(), OtherErrors: other.Load(), FirstError: first, Reasons: reasons,
+	s := Stats{Requests: requests.Load(), Unauthorized: unauthorized.Load(), OtherErrors: other.Load(), FirstError: first,
 		LongestTrace: longestTrace}
 	if n := len(latencies); n > 0 {
 		s.P50, s.P99, s.Longest = latencies[n/2], latencies[n*99/100], latencies[n-1]
 	}
 	return s
-}
-
-// reason names the kind of err.
-func reason(err error) string {
-	if r := apierrors.ReasonForError(err); r != metav1.StatusReasonUnknown {
-		return string(r)
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return fmt.Sprintf("HTTP %d", status.Status().Code)
-	}
-	return "transport"
 }

@@ -1,0 +1,7 @@
+// Package modules holds the test that keeps the repository's modules apart:
+// no package of one module (the root, a cloud login, the demo, a tool of
+// hack/) imports an internal package of another. Go's internal rule goes by
+// import path, so it lets cloud/eks import the root's internal/; but a
+// later release of the root may change or remove such a package and break a
+// published cloud module. What the modules share is an exported package.
+package modules

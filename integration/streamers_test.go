@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 apimachinery's httpstream, deprecated from v0.36, is what client-go's streams fail with before it.
+
 package integration
 
 import (
@@ -16,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
@@ -121,7 +124,10 @@ func mustFallBack() func(error) bool {
 		Expect(fellBack.Load()).To(BeTrue(), "the WebSocket upgrade failed as an upgrade, and SPDY was tried")
 	})
 	return func(err error) bool {
-		yes := streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err)
+		// k8s.io/streaming's error from client-go v0.36, apimachinery's
+		// before, as kubectl of each release checks.
+		yes := streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err) ||
+			httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 		if yes {
 			fellBack.Store(true)
 		}

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 apimachinery's httpstream, deprecated from client-go v0.36 in favour of k8s.io/streaming, is what spdy.RoundTripperFor returns in every release this module supports (v0.35 has nothing else).
+
 package vault
 
 import (
@@ -10,7 +12,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	//lint:ignore SA1019 spdy.RoundTripperFor's round tripper is still apimachinery's
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/transport/websocket"
@@ -224,17 +225,27 @@ func upgradeStatus(resp *http.Response, err error) int {
 	if resp != nil {
 		return resp.StatusCode
 	}
+	// The error is k8s.io/streaming's from client-go v0.36, and
+	// apimachinery's before.
+	var cause error
 	var failure *streamhttp.UpgradeFailureError
-	if !errors.As(err, &failure) || failure.Cause == nil {
+	var failureBefore036 *httpstream.UpgradeFailureError
+	switch {
+	case errors.As(err, &failure):
+		cause = failure.Cause
+	case errors.As(err, &failureBefore036):
+		cause = failureBefore036.Cause
+	}
+	if cause == nil {
 		return 0
 	}
 	var status apierrors.APIStatus
-	if errors.As(failure.Cause, &status) {
+	if errors.As(cause, &status) {
 		return int(status.Status().Code)
 	}
 	// client-go adds the response's status line to gorilla's handshake
 	// error when the body is no Status object.
-	text := failure.Cause.Error()
+	text := cause.Error()
 	if i := strings.Index(text, "bad handshake ("); i >= 0 {
 		var code int
 		if _, scanErr := fmt.Sscanf(text[i+len("bad handshake ("):], "%d", &code); scanErr == nil {

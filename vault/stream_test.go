@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 apimachinery's httpstream, deprecated from v0.36, is what client-go's dialers return in every supported release.
+
 package vault
 
 import (
@@ -19,6 +21,7 @@ import (
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	apiremotecommand "k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
@@ -98,11 +101,13 @@ func newWebSocketExecutor(t *testing.T, cfg *rest.Config, target string) remotec
 }
 
 // newFallbackExecutor is kubectl's: WebSocket first, SPDY when the
-// WebSocket upgrade fails.
+// WebSocket upgrade fails (the failure is k8s.io/streaming's error from
+// client-go v0.36, apimachinery's before, as kubectl of each release checks).
 func newFallbackExecutor(t *testing.T, cfg *rest.Config, target string) remotecommand.Executor {
 	t.Helper()
 	e, err := remotecommand.NewFallbackExecutor(newWebSocketExecutor(t, cfg, target), newSPDYExecutor(t, cfg, target), func(err error) bool {
-		return streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err)
+		return streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err) ||
+			httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
 	if err != nil {
 		t.Fatalf("NewFallbackExecutor() error: %v", err)
@@ -374,7 +379,7 @@ func TestStreamExecCarriesEachKindOfCredential(t *testing.T) {
 
 // forwardDialer is the port-forward dialer kubectl builds over cfg: SPDY,
 // through an http.Client that follows redirects.
-func forwardDialer(t *testing.T, cfg *rest.Config, target string) streamhttp.Dialer {
+func forwardDialer(t *testing.T, cfg *rest.Config, target string) httpstream.Dialer {
 	t.Helper()
 	rt, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
@@ -384,11 +389,11 @@ func forwardDialer(t *testing.T, cfg *rest.Config, target string) streamhttp.Dia
 	if err != nil {
 		t.Fatal(err)
 	}
-	return spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
+	return spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
 }
 
 // dialForward upgrades to port-forward through d.
-func dialForward(t *testing.T, d streamhttp.Dialer) streamhttp.Connection {
+func dialForward(t *testing.T, d httpstream.Dialer) httpstream.Connection {
 	t.Helper()
 	conn, protocol, err := d.Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {
@@ -401,9 +406,20 @@ func dialForward(t *testing.T, d streamhttp.Dialer) streamhttp.Connection {
 	return conn
 }
 
+// streamConn is what echo needs of a port-forward connection, over streams
+// of type S: apimachinery's httpstream.Connection, which client-go's
+// dialers return in every release this module supports, and
+// k8s.io/streaming's, which client-go's dialers return from v0.36 only,
+// have these methods over Stream types of their own.
+type streamConn[S io.ReadWriteCloser] interface {
+	CreateStream(headers http.Header) (S, error)
+	RemoveStreams(streams ...S)
+	Close() error
+}
+
 // echo opens the stream pair of port-forward request id on conn, as
 // client-go's PortForwarder does, sends msg and checks it comes back.
-func echo(t *testing.T, conn streamhttp.Connection, id int, msg string) {
+func echo[S io.ReadWriteCloser, C streamConn[S]](t *testing.T, conn C, id int, msg string) {
 	t.Helper()
 	watchdog := time.AfterFunc(streamWait, func() { _ = conn.Close() })
 	defer watchdog.Stop()
@@ -437,10 +453,10 @@ func echo(t *testing.T, conn streamhttp.Connection, id int, msg string) {
 
 // forwarder runs client-go's PortForwarder for remote port 8080 over d on
 // a local port until the test ends.
-func forwarder(t *testing.T, d streamhttp.Dialer) (localPort uint16) {
+func forwarder(t *testing.T, d httpstream.Dialer) (localPort uint16) {
 	t.Helper()
 	stop, ready := make(chan struct{}), make(chan struct{})
-	pf, err := portforward.NewOnAddressesForStreaming(d, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
+	pf, err := portforward.NewOnAddresses(d, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatalf("portforward.New() error: %v", err)
 	}
@@ -509,8 +525,8 @@ func TestStreamPortForwardAcrossTokenRotation(t *testing.T) {
 
 	echoLocal(t, local, "on the forward opened before")
 	conn := dialForward(t, forwardDialer(t, cfg, target))
-	echo(t, conn, 0, "on a forward opened after")
-	echo(t, conn, 1, "and another stream pair on it")
+	echo[httpstream.Stream](t, conn, 0, "on a forward opened after")
+	echo[httpstream.Stream](t, conn, 1, "and another stream pair on it")
 
 	tokens := m.tokens()
 	if len(tokens) != 2 {
@@ -556,12 +572,36 @@ func TestStreamStreamingSPDYRoundTripper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := spdy.NewDialerForStreaming(spdy.NewUpgraderForStreaming(upgradeRT), &http.Client{Transport: rt}, http.MethodPost, u)
-	echo(t, dialForward(t, d), 0, "through k8s.io/streaming's round tripper")
+	echo[streamhttp.Stream](t, streamingDial(t, upgradeRT, &http.Client{Transport: rt}, u), 0, "through k8s.io/streaming's round tripper")
 
 	if got := srv.seenHits(true); len(got) != 1 || got[0].Auth != bearer("streaming-token") {
 		t.Errorf("server saw %+v, want one upgrade with the token", got)
 	}
+}
+
+// streamingDial upgrades to port-forward at u through client, whose round
+// tripper ends in upgradeRT, and returns the connection: what client-go's
+// dialer for k8s.io/streaming does, which client-go has only from v0.36.
+func streamingDial(t *testing.T, upgradeRT streamhttp.UpgradeRoundTripper, client *http.Client, u *url.URL) streamhttp.Connection {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(streamhttp.HeaderConnection, streamhttp.HeaderUpgrade)
+	req.Header.Set(streamhttp.HeaderUpgrade, streamspdy.HeaderSpdy31)
+	req.Header.Set(streamhttp.HeaderProtocolVersion, portforward.PortForwardProtocolV1Name)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("the upgrade: %v", err)
+	}
+	defer resp.Body.Close()
+	conn, err := upgradeRT.NewConnection(resp)
+	if err != nil {
+		t.Fatalf("NewConnection() error: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 // TestStreamRevokedTokenRetriedOnce sends an upgrade with a token the

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 apimachinery's httpstream, deprecated from v0.36, is what client-go's SPDY round tripper is in every supported release.
+
 package vault
 
 import (
@@ -8,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	//lint:ignore SA1019 spdy.RoundTripperFor's round tripper is still apimachinery's
 	apispdy "k8s.io/apimachinery/pkg/util/httpstream/spdy"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/internal/testkit/testpki"
+	"github.com/authvault/authvault/internal/testkit/testwait"
 	"github.com/authvault/authvault/login"
 )
 
@@ -112,8 +113,8 @@ func TestExpiredStaticCredentialFailsFast(t *testing.T) {
 		if !errors.As(err, &le) || !errors.Is(err, errExpired) {
 			t.Errorf("Select() = %v, want a LoginError with errExpired", err)
 		}
-	case <-time.After(4 * time.Second):
-		t.Errorf("Select without a deadline still waits after 4 s on a handler that only returns an expired credential")
+	case <-time.After(testwait.Hang):
+		t.Errorf("Select without a deadline still waits after %v on a handler that only returns an expired credential", testwait.Hang)
 		v.Close()
 		<-done
 	}

@@ -13,6 +13,7 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/authvault/authvault/internal/testkit/testwait"
 	"github.com/authvault/authvault/login"
 )
 
@@ -144,7 +145,7 @@ func randomUse(t *testing.T, seed uint64) {
 	for _, h := range handlers {
 		h.mode.Store(modeGive)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 		_, err := v.Select(ctx)

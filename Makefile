@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        ?= ./...
 
-.PHONY: test vet staticcheck fmt-check gotest compat envtest peers bench fuzz demo cluster cluster-revoke release
+.PHONY: test vet staticcheck fmt-check gotest compat test-loaded envtest peers bench fuzz demo cluster cluster-revoke release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -82,6 +82,15 @@ compat:
 # would then look for the root's unreleased version on a proxy.
 release:
 	@$(GO) run ./hack/release -version "$(VERSION)"
+
+# The go-test stage (gotest: the library, the demo, the cloud modules) with
+# $(BUSY) busy loops beside it, as on a CI runner shared with other builds:
+# run it before landing a test that waits on time, and when a test flakes. A
+# test that passes alone and fails here measures the machine's speed. Not
+# part of make test (it takes longer, by design).
+BUSY ?= 2
+test-loaded:
+	@BUSY=$(BUSY) $(TIMED) test-loaded bash hack/busy.sh $(MAKE) --no-print-directory gotest
 
 # Benchmarks: figures go to docs/benchmarks.md. Those against the
 # embedded API server (addonauth and its peer) need the envtest binaries.

@@ -11,20 +11,14 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 	authnv1 "k8s.io/api/authentication/v1"
 )
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline.
+// waitFor polls cond until it holds, a hang's worth of time at most.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting after 20 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, what, cond)
 }
 
 // A hung API server (SIGSTOP) costs no request the review timeout: the

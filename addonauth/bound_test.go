@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // streaming is an upstream that holds its response open until the
@@ -62,12 +64,12 @@ func TestStreamRechecksShareOneReviewPerTTL(t *testing.T) {
 
 	api.revoke(tok)
 	revoked := time.Now()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Hang)
 	for i := range streams {
 		select {
 		case <-ended:
 		case <-deadline:
-			t.Fatalf("%d of %d streams outlived their token's revocation by 10 s", streams-i, streams)
+			t.Fatalf("%d of %d streams outlived their token's revocation by %v", streams-i, streams, testwait.Hang)
 		}
 	}
 	t.Logf("%d streams ended %v after the revocation (SuccessTTL %v)", streams, time.Since(revoked), ttl)
@@ -188,14 +190,10 @@ func TestConcurrentStreamRechecksShareOneReview(t *testing.T) {
 	}
 }
 
-// eventually waits for cond, at most 10 s.
+// eventually waits for cond, a hang's worth of time at most.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after 10 s", what)
-		}
-	}
+	testwait.For(t, what, cond)
 }
 
 // released tells whether b's timers are stopped and it checks no more.

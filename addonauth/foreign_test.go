@@ -17,6 +17,8 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	authnv1 "k8s.io/api/authentication/v1"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // foreignJWT is a JWT of another issuer (an OIDC provider the API server
@@ -170,8 +172,8 @@ func TestForeignJWTStreamEndsAtItsExpiry(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream outlived its foreign token's exp by 8 s")
+	case <-time.After(testwait.Hang):
+		t.Fatalf("the stream outlived its foreign token's exp (2 s) by %v", testwait.Hang)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // upgradeRequest is a request for a protocol switch, with the token.
@@ -147,14 +149,14 @@ func TestHijackedConnectionsEndWithTheirToken(t *testing.T) {
 	}
 }
 
-// waitGroup waits for wg, at most 10 s.
+// waitGroup waits for wg, a hang's worth of time at most.
 func waitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatalf("%s did not end", what)
 	}
 }
@@ -258,7 +260,7 @@ func TestProxiedUpgradeIsBoundAndKeepsHalfClose(t *testing.T) {
 			if s != "late\n" {
 				t.Errorf("the upstream read %q after its half-close, want late", s)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Hang):
 			t.Fatal("the upstream never saw the caller's end")
 		}
 	})
@@ -318,8 +320,8 @@ func TestHTTP2WriterIsNoHijacker(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the HTTP/2 stream outlived its token's revocation by 10 s")
+	case <-time.After(testwait.Hang):
+		t.Fatalf("the HTTP/2 stream outlived its token's revocation by %v", testwait.Hang)
 	}
 }
 
@@ -457,8 +459,8 @@ func TestWriterKeepsCloseNotify(t *testing.T) {
 		select {
 		case <-gone:
 			heard <- ""
-		case <-time.After(10 * time.Second):
-			heard <- "CloseNotify silent 10 s after the caller left"
+		case <-time.After(testwait.Hang):
+			heard <- "CloseNotify silent long after the caller left"
 		}
 	})))
 	defer srv.Close()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 const newIssuer = "https://issuer-b.example"
@@ -179,8 +181,8 @@ func TestNoKeyRefetchIntervalFetchesOncePerToken(t *testing.T) {
 		if code != 401 {
 			t.Errorf("GET = %d, want 401", code)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no answer after 10 s and %d key fetches", s.api.keyFetches.Load()-fetches)
+	case <-time.After(testwait.Hang):
+		t.Fatalf("no answer after %v and %d key fetches", testwait.Hang, s.api.keyFetches.Load()-fetches)
 	}
 	if got := s.api.keyFetches.Load() - fetches; got != 1 {
 		t.Errorf("%d key fetches, want 1", got)

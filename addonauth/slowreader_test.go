@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // A caller that stops reading a response (a watch it no longer drains)
@@ -62,8 +64,8 @@ func TestCallersThatStopReadingAreCutAtTheBound(t *testing.T) {
 				if err == nil {
 					t.Error("the handler's write did not fail")
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the handler still writes to a caller that stopped reading, 10 s past MaxRequestDuration")
+			case <-time.After(testwait.Hang):
+				t.Fatalf("the handler still writes to a caller that stopped reading, %v past MaxRequestDuration", testwait.Hang)
 			}
 		})
 	}

@@ -128,6 +128,7 @@ func TestClusterAPIOwnedSecretClaims(t *testing.T) {
 		secret, server := servedBy(t, h, "capi/wl1")
 		return secret == "capi/wl1-kubeconfig" && server == named.srv.URL
 	})
+	h.barrier() // it serves before OnAdd is told
 	if added, removed := h.events(); added != "capi/wl1,capi/wl1" || removed != "capi/wl1" {
 		t.Errorf("OnAdd %q, OnRemove %q: want the owned Secret's cluster removed before the named one's is added", added, removed)
 	}
@@ -267,6 +268,7 @@ func TestClaimMovesBetweenClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "both to go", func() bool { return h.fleet.Vault("capi/wl1") == nil && h.fleet.Vault("capi/wl2") == nil })
+	h.barrier() // they leave before OnRemove is told
 	if added, removed := h.events(); added != "capi/wl1,capi/wl2" || removed != "capi/wl2,capi/wl1" {
 		t.Errorf("OnAdd %q, OnRemove %q", added, removed)
 	}

@@ -15,13 +15,14 @@ import (
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
+// ctxFor is a context for calls that are to succeed: it ends after a
+// hang's worth of time (testwait.Hang), or with the test.
 func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	return testwait.Context(t)
 }
 
 // version asks the cluster's /version through cfg.
@@ -34,16 +35,11 @@ func version(ctx context.Context, cfg *rest.Config) error {
 	return err
 }
 
-// eventually polls cond until it holds or five seconds pass.
+// eventually polls cond until it holds, for a hang's worth of time at
+// most (testwait.Hang).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, what, cond)
 }
 
 // A cluster's config is one object through every rotation; a refresh puts
@@ -304,9 +300,9 @@ func TestRESTConfigWithoutCredential(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := f.RESTConfig(ctx, "broken")
+	// The login fails for good at its first attempt: the error comes at
+	// once, and the deadline is only a hang's.
+	_, err := f.RESTConfig(ctxFor(t), "broken")
 	var le *vault.LoginError
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), `cluster "broken"`) || !strings.Contains(err.Error(), "no such key") {
 		t.Errorf("RESTConfig = %v, want a LoginError naming the cluster and the cause", err)

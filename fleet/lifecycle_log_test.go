@@ -78,7 +78,7 @@ func TestFleetLogsTheLifeOfASecretsCluster(t *testing.T) {
 	}
 
 	// Unlabelled: it leaves the selection.
-	first := h.lastCtx(wl1)
+	first := h.addedCtx(wl1, 1)
 	h.put("capi", "wl1-kubeconfig", nil, kc())
 	eventually(t, "capi/wl1 to leave", func() bool { return lineCount(h.logs, `"msg"="cluster left the fleet"`, `"cluster"="capi/wl1"`) == 1 })
 	const unselected = "its Secret capi/wl1-kubeconfig no longer matches the label selector cluster.x-k8s.io/cluster-name"
@@ -90,7 +90,7 @@ func TestFleetLogsTheLifeOfASecretsCluster(t *testing.T) {
 	// Labelled again it joins again; its label emptied, it is refused.
 	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), kc())
 	eventually(t, "capi/wl1 to join again", func() bool { return lineCount(h.logs, joinedLine(wl1, "Secret capi/wl1-kubeconfig")...) == 2 })
-	second := h.lastCtx(wl1)
+	second := h.addedCtx(wl1, 2)
 	h.put("capi", "wl1-kubeconfig", capiLabels(""), kc())
 	const refused = "refused: its Secret capi/wl1-kubeconfig has an empty cluster-name label"
 	eventually(t, "capi/wl1 to be refused", func() bool { return lineCount(h.logs, leftLine(wl1, refused)...) == 1 })
@@ -99,7 +99,7 @@ func TestFleetLogsTheLifeOfASecretsCluster(t *testing.T) {
 	// Back, then deleted.
 	h.put("capi", "wl1-kubeconfig", capiLabels("wl1"), kc())
 	eventually(t, "capi/wl1 to join a third time", func() bool { return lineCount(h.logs, joinedLine(wl1, "Secret capi/wl1-kubeconfig")...) == 3 })
-	third := h.lastCtx(wl1)
+	third := h.addedCtx(wl1, 3)
 	if err := h.client.CoreV1().Secrets("capi").Delete(ctx, "wl1-kubeconfig", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestFleetLogsTheLifeOfASecretsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "capi/wl2 to join", func() bool { return lineCount(h.logs, joinedLine(wl2, "Secret capi/wl2-custom")...) == 1 })
-	byOwned := h.lastCtx(wl2)
+	byOwned := h.addedCtx(wl2, 1)
 	h.put("capi", "wl2-kubeconfig", capiLabels("wl2"), kc())
 	const outranked = "Secret capi/wl2-kubeconfig outranks Secret capi/wl2-custom"
 	eventually(t, "capi/wl2 to change source", func() bool {
@@ -127,7 +127,7 @@ func TestFleetLogsTheLifeOfASecretsCluster(t *testing.T) {
 	wantCause(t, byOwned, ErrUnknownCluster, "its source changed: "+outranked)
 
 	// Removed by hand.
-	byNamed := h.lastCtx(wl2)
+	byNamed := h.addedCtx(wl2, 2)
 	h.fleet.Remove(wl2)
 	const byHand = "removed with Fleet.Remove"
 	if n := lineCount(h.logs, leftLine(wl2, byHand)...); n != 1 {
@@ -154,7 +154,7 @@ func TestFleetLogsWhyASecretIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "capi/wl1 to join", func() bool { return lineCount(h.logs, joinedLine("capi/wl1", "Secret capi/wl1-a")...) == 1 })
-	joined := h.lastCtx("capi/wl1")
+	joined := h.addedCtx("capi/wl1", 1)
 	if _, err := h.client.CoreV1().Secrets("capi").Create(ctx, kubeconfigSecret("capi", "wl1-b", "wl1", b, owner), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestFleetLogsTheLifeOfAProfilesCluster(t *testing.T) {
 
 	h.put(t, profile("inv", "east", "test", s.cluster()))
 	eventually(t, "inv/east to join", func() bool { return lineCount(h.logs, joinedLine(east, source)...) == 1 })
-	first := h.lastCtx(t, east)
+	first := h.addedCtx(t, east, 1)
 	h.put(t, profile("inv", "east", "test", s.cluster(ExtraEnvExtension, map[string]any{"PROFILE_VAR": "v2"})))
 	h.put(t, profile("inv", "east", "test", s.cluster(ExtraEnvExtension, map[string]any{"PROFILE_VAR": "v2"})))
 	eventually(t, "the change", func() bool {
@@ -222,7 +222,7 @@ func TestFleetLogsTheLifeOfAProfilesCluster(t *testing.T) {
 
 	h.put(t, profile("inv", "east", "test", s.cluster()))
 	eventually(t, "inv/east to join again", func() bool { return lineCount(h.logs, joinedLine(east, source)...) == 2 })
-	second := h.lastCtx(t, east)
+	second := h.addedCtx(t, east, 2)
 	if err := h.client.Resource(profilesV1alpha1).Namespace("inv").Delete(context.Background(), "east", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

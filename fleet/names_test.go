@@ -1,9 +1,7 @@
 package fleet
 
 import (
-	"context"
 	"testing"
-	"time"
 )
 
 // A cluster's handler is named after the object it reads: the kubeconfig
@@ -20,8 +18,7 @@ func TestClusterHandlersNameTheirSource(t *testing.T) {
 	profiles := newProfileHub(t, ProfilesOptions{Providers: []AccessProvider{p.AccessProvider}})
 	profiles.put(t, profile("inv", "east", "test", s.cluster()))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := ctxFor(t)
 	for _, tc := range []struct {
 		fleet         *Fleet
 		cluster, want string

@@ -190,18 +190,11 @@ func (h *profileHub) put(t *testing.T, u *unstructured.Unstructured) {
 	}
 }
 
-// lastCtx is the context OnAdd got for the latest member called name.
-func (h *profileHub) lastCtx(t *testing.T, name string) context.Context {
+// addedCtx is the context OnAdd got for the nth member called name (from
+// 1), once OnAdd has been told of it.
+func (h *profileHub) addedCtx(t *testing.T, name string, n int) context.Context {
 	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := len(h.added) - 1; i >= 0; i-- {
-		if h.added[i] == name {
-			return h.ctxs[i]
-		}
-	}
-	t.Fatalf("OnAdd never saw %s", name)
-	return nil
+	return nthCtx(t, &h.mu, &h.added, &h.ctxs, name, n)
 }
 
 func (h *profileHub) events() (added, removed []string) {
@@ -237,8 +230,7 @@ func TestWatchClusterProfilesLifecycle(t *testing.T) {
 	h.put(t, profile("inv", "east", "other", map[string]any{"server": "https://elsewhere.example"},
 		"test", s.cluster(ExecExtension, map[string]any{"region": "eu"}, ExtraEnvExtension, map[string]any{"PROFILE_VAR": "v1"})))
 	eventually(t, "the cluster is added", func() bool { return h.fleet.Vault("inv/east") != nil })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := ctxFor(t)
 	cfg, err := h.fleet.RESTConfig(ctx, "inv/east")
 	if err != nil {
 		t.Fatal(err)
@@ -270,10 +262,15 @@ func TestWatchClusterProfilesLifecycle(t *testing.T) {
 	if err := h.client.Resource(profilesV1alpha1).Namespace("inv").Delete(ctx, "east", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The cluster leaves the fleet (Vault is nil) before OnRemove is told:
+	// wait for OnRemove, then for a later profile's OnAdd, which the watch
+	// calls after any OnRemove of the delete's.
 	eventually(t, "the cluster is removed", func() bool { return h.fleet.Vault("inv/east") == nil })
+	h.put(t, profile("inv", "barrier", "test", s.cluster()))
+	h.addedCtx(t, "inv/barrier", 1)
 	added, removed := h.events()
-	if strings.Join(added, ",") != "inv/east" || strings.Join(removed, ",") != "inv/east" {
-		t.Errorf("OnAdd %v, OnRemove %v, want inv/east once each", added, removed)
+	if strings.Join(added, ",") != "inv/east,inv/barrier" || strings.Join(removed, ",") != "inv/east" {
+		t.Errorf("OnAdd %v, OnRemove %v, want inv/east once each (and the later inv/barrier added)", added, removed)
 	}
 }
 
@@ -332,8 +329,7 @@ func TestWatchClusterProfilesRefusesWhatCannotServe(t *testing.T) {
 	eventually(t, "the good profile is added", func() bool { return h.fleet.Vault("inv/good") != nil })
 	h.put(t, profile("inv", "good", "test", map[string]any{"server": "http://plain.example:8080"}))
 	eventually(t, "the change is logged", func() bool { return strings.Contains(h.logs.String(), "keeps the data that served") })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := ctxFor(t)
 	cfg, err := h.fleet.RESTConfig(ctx, "inv/good")
 	if err != nil {
 		t.Fatal(err)

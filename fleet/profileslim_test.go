@@ -7,13 +7,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // The watch's cache keeps of a profile what the provider file can use: the
@@ -81,7 +81,7 @@ func TestProfileEnvThatSteersIsRefused(t *testing.T) {
 		profileName := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
 		h.put(t, profile("inv", profileName, "test", s.cluster(ExtraEnvExtension, map[string]any{name: "/tmp/evil-value"})))
 		eventually(t, "the cluster is added", func() bool { return h.fleet.Vault("inv/"+profileName) != nil })
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang) // refused at once
 		_, err := h.fleet.RESTConfig(ctx, "inv/"+profileName)
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), `env "`+name+`" is not allowed`) || strings.Contains(err.Error(), "evil-value") {
@@ -133,8 +133,7 @@ func TestProfileNativeLogin(t *testing.T) {
 	handlers.UseNative(native("fleet-test-late"))
 	h.put(t, profile("inv", "late", "fleet-test-late", s.cluster()))
 	eventually(t, "the second is added", func() bool { return h.fleet.Vault("inv/late") != nil })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := ctxFor(t)
 	cfg, err := h.fleet.RESTConfig(ctx, "inv/early")
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +183,7 @@ func TestProfileStatusOfOddTypes(t *testing.T) {
 	if names := h.fleet.Names(); len(names) != 1 {
 		t.Errorf("the fleet holds %v, want inv/twice alone", names)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := ctxFor(t)
 	cfg, err := h.fleet.RESTConfig(ctx, "inv/twice")
 	if err != nil {
 		t.Fatal(err)

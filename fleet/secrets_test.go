@@ -77,7 +77,9 @@ func newHubLogging(t *testing.T, v int, opts SecretsOptions, objs ...runtime.Obj
 	return h
 }
 
-// events are the clusters OnAdd and OnRemove saw, barriers left out.
+// events are the clusters OnAdd and OnRemove saw, barriers left out. A
+// cluster is in the fleet (Vault) before OnAdd is told, and out of it
+// before OnRemove is: call barrier first to read what the watch has done.
 func (h *hub) events() (added, removed string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -93,18 +95,34 @@ func (h *hub) events() (added, removed string) {
 	return notBarrier(h.added), notBarrier(h.removed)
 }
 
-// lastCtx is the context OnAdd got for the latest member called name.
-func (h *hub) lastCtx(name string) context.Context {
+// addedCtx is the context OnAdd got for the nth member called name (from
+// 1), once OnAdd has been told of it: the log line that a cluster joined
+// comes before OnAdd is called.
+func (h *hub) addedCtx(name string, n int) context.Context {
 	h.t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := len(h.added) - 1; i >= 0; i-- {
-		if h.added[i] == name {
-			return h.ctxs[i]
+	return nthCtx(h.t, &h.mu, &h.added, &h.ctxs, name, n)
+}
+
+// nthCtx waits until added, guarded by mu, holds name n times, and returns
+// the context of ctxs at the nth.
+func nthCtx(t *testing.T, mu *sync.Mutex, added *[]string, ctxs *[]context.Context, name string, n int) context.Context {
+	t.Helper()
+	var ctx context.Context
+	eventually(t, fmt.Sprintf("OnAdd to be told of %s %d time(s)", name, n), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		seen := 0
+		for i, a := range *added {
+			if a == name {
+				if seen++; seen == n {
+					ctx = (*ctxs)[i]
+					return true
+				}
+			}
 		}
-	}
-	h.t.Fatalf("OnAdd never saw %s", name)
-	return nil
+		return false
+	})
+	return ctx
 }
 
 // barrier returns once the watch has handled every Secret event before it:
@@ -191,6 +209,7 @@ func TestWatchSecretsLifecycle(t *testing.T) {
 	}
 	eventually(t, "the cluster to be removed", func() bool { return h.fleet.Vault("capi/wl1") == nil })
 	eventually(t, "its connections to close", func() bool { return api.open.Load() == 0 })
+	h.barrier() // the cluster leaves the fleet before OnRemove is told
 	if added, removed := h.events(); added != "capi/wl1" || removed != "capi/wl1" {
 		t.Errorf("OnAdd saw %q, OnRemove %q; want capi/wl1 once each", added, removed)
 	}
@@ -267,9 +286,7 @@ current-context: c
 `, marker)
 	h.put("capi", "evil-kubeconfig", capiLabels("evil"), map[string][]byte{"value": []byte(kubeconfig)})
 	eventually(t, "the cluster", func() bool { return h.fleet.Vault("capi/evil") != nil })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	_, err := h.fleet.RESTConfig(ctx, "capi/evil")
+	_, err := h.fleet.RESTConfig(ctxFor(t), "capi/evil") // refused at once: the deadline is a hang's
 	if err == nil || !strings.Contains(err.Error(), `exec plugin "sh" is not allowed: plugin policy DenyAll`) {
 		t.Errorf("RESTConfig = %v, want the plugin refused", err)
 	}
@@ -290,9 +307,7 @@ func TestWatchSecretsNeedsAClient(t *testing.T) {
 	if err := f.WatchSecrets(context.Background(), SecretsOptions{Client: fake.NewClientset(), LabelSelector: "a in (b"}); err == nil {
 		t.Error("no error for a bad selector")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := f.WatchSecrets(ctx, SecretsOptions{Client: fake.NewClientset(), Format: ArgoCD + 1}); err == nil {
+	if err := f.WatchSecrets(ctxFor(t), SecretsOptions{Client: fake.NewClientset(), Format: ArgoCD + 1}); err == nil {
 		t.Error("no error for an unknown Format: its Secrets would be read as Cluster API's")
 	}
 }

@@ -25,14 +25,14 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
-// Limits on a plugin's output.
-const (
-	maxExecOutput = 1 << 20 // stdout beyond this is an error
-	// execWaitDelay bounds the wait for the plugin's output pipes once it
-	// has exited or been killed, should a process out of its group (which
-	// ended with it) hold them.
-	execWaitDelay = 2 * time.Second
-)
+// maxExecOutput limits a plugin's output: stdout beyond this is an error.
+const maxExecOutput = 1 << 20
+
+// execWaitDelay bounds the wait for the plugin's output pipes once it has
+// exited or been killed, should a process out of its group (which ended
+// with it) hold them. A variable for tests only, which lengthen it so that
+// "at once" and "after the delay" are told apart however busy the machine.
+var execWaitDelay = 2 * time.Second
 
 // ExecConfig is a client-go credential plugin: the exec section of a
 // kubeconfig user, and the cluster it authenticates to.

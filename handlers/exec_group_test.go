@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // readPids reads the pids the test plugin wrote to pidfile.
@@ -30,6 +32,17 @@ func readPids(t *testing.T, pidfile string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// longWaitDelay makes execWaitDelay a minute for the test: a login that
+// waited for it, rather than ending at once, would then run past
+// testwait.Hang, whatever the machine's speed (with the 2-s delay, "at
+// once" was a second's bound, which a busy machine could need to start
+// the plugin).
+func longWaitDelay(t *testing.T) {
+	saved := execWaitDelay
+	execWaitDelay = time.Minute
+	t.Cleanup(func() { execWaitDelay = saved })
 }
 
 // waitGone fails the test unless pid is dead within d: gone, or a zombie
@@ -64,13 +77,14 @@ func TestExecChildLeftHoldingOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
+			longWaitDelay(t)
 			pidfile := filepath.Join(t.TempDir(), "pids")
 			cfg, _ := plugin(t, tt.mode, "PLUGIN_PIDFILE", pidfile)
 			start := time.Now()
 			info, err := run(t, cfg)
 			elapsed := time.Since(start)
 			for _, pid := range readPids(t, pidfile) {
-				waitGone(t, pid, 2*time.Second)
+				waitGone(t, pid, testwait.Hang)
 			}
 			if tt.wantErr == "" {
 				if err != nil || info.Token != "plugin-token-1" {
@@ -79,8 +93,8 @@ func TestExecChildLeftHoldingOutput(t *testing.T) {
 			} else if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error = %v, want %q", err, tt.wantErr)
 			}
-			if elapsed > time.Second {
-				t.Errorf("the login took %v, want it to end once the plugin exits", elapsed)
+			if elapsed > testwait.Hang {
+				t.Errorf("the login took %v, want it to end once the plugin exits, not after the wait delay (%v)", elapsed, execWaitDelay)
 			}
 		})
 	}
@@ -88,6 +102,7 @@ func TestExecChildLeftHoldingOutput(t *testing.T) {
 
 // The same with the operator's stderr a file: it goes to the plugin as is.
 func TestExecChildLeftHoldingOutputStderrFile(t *testing.T) {
+	longWaitDelay(t)
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	cfg, _ := plugin(t, "daemon", "PLUGIN_PIDFILE", pidfile)
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
@@ -98,11 +113,11 @@ func TestExecChildLeftHoldingOutputStderrFile(t *testing.T) {
 	cfg.Stderr = f
 	start := time.Now()
 	info, err := run(t, cfg)
-	if err != nil || info.Token != "plugin-token-1" || time.Since(start) > time.Second {
-		t.Errorf("credential = %v, %v after %v; want the plugin's token at once", info, err, time.Since(start))
+	if err != nil || info.Token != "plugin-token-1" || time.Since(start) > testwait.Hang {
+		t.Errorf("credential = %v, %v after %v; want the plugin's token at once, not after the wait delay (%v)", info, err, time.Since(start), execWaitDelay)
 	}
 	for _, pid := range readPids(t, pidfile) {
-		waitGone(t, pid, 2*time.Second)
+		waitGone(t, pid, testwait.Hang)
 	}
 }
 
@@ -117,12 +132,15 @@ func TestExecEscapedChildHoldsTheLoginBriefly(t *testing.T) {
 	elapsed := time.Since(start)
 	for _, pid := range readPids(t, pidfile) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		waitGone(t, pid, 2*time.Second)
+		waitGone(t, pid, testwait.Hang)
 	}
 	if err != nil || info.Token != "plugin-token-1" {
 		t.Errorf("credential = %v, %v; want the plugin's token", info, err)
 	}
-	if elapsed > execWaitDelay+time.Second {
+	// The child sleeps a minute: a login that waited for it would take
+	// that, one that stops at the wait delay (2 s) takes that and what a
+	// busy machine adds.
+	if elapsed > execWaitDelay+testwait.Hang {
 		t.Errorf("the login took %v, want at most the wait delay %v", elapsed, execWaitDelay)
 	}
 }
@@ -132,6 +150,7 @@ func TestExecEscapedChildHoldsTheLoginBriefly(t *testing.T) {
 func TestExecHangingPluginEndsAtTheDeadline(t *testing.T) {
 	for _, timeout := range []time.Duration{300 * time.Millisecond, time.Second} {
 		t.Run(timeout.String(), func(t *testing.T) {
+			longWaitDelay(t) // a polite stop would wait it out: the plugin ignores it
 			pidfile := filepath.Join(t.TempDir(), "pids")
 			cfg, _ := plugin(t, "hang", "PLUGIN_PIDFILE", pidfile)
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -142,7 +161,7 @@ func TestExecHangingPluginEndsAtTheDeadline(t *testing.T) {
 			if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("error = %v, want the deadline", err)
 			}
-			if elapsed > timeout+time.Second {
+			if elapsed > timeout+testwait.Hang {
 				t.Errorf("the login took %v, want it to end at its %v deadline", elapsed, timeout)
 			}
 			pids := readPids(t, pidfile)
@@ -150,7 +169,7 @@ func TestExecHangingPluginEndsAtTheDeadline(t *testing.T) {
 				t.Fatalf("pids = %v, want the plugin's and its child's", pids)
 			}
 			for _, pid := range pids {
-				waitGone(t, pid, 2*time.Second)
+				waitGone(t, pid, testwait.Hang)
 			}
 		})
 	}
@@ -177,6 +196,6 @@ func TestExecCancelEndsTheGroup(t *testing.T) {
 		t.Errorf("error = %v, want the cancellation", err)
 	}
 	for _, pid := range readPids(t, pidfile) {
-		waitGone(t, pid, 2*time.Second)
+		waitGone(t, pid, testwait.Hang)
 	}
 }

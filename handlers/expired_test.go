@@ -12,6 +12,7 @@ import (
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -38,8 +39,8 @@ func TestExpiredJWTTokenFileFailsFast(t *testing.T) {
 		if !errors.As(err, &le) || !strings.Contains(err.Error(), `handler "sa": vault: the handler returned an expired credential`) {
 			t.Errorf("Select() = %v, want a LoginError saying the handler's credential expired", err)
 		}
-	case <-time.After(4 * time.Second):
-		t.Errorf("Select without a deadline still waits after 4 s on a token file whose JWT has expired")
+	case <-time.After(testwait.Hang):
+		t.Errorf("Select without a deadline still waits after %v on a token file whose JWT has expired", testwait.Hang)
 		v.Close()
 		<-done
 	}

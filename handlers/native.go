@@ -120,7 +120,7 @@ func AllowNative(policy PluginPolicy, names ...string) PluginPolicy {
 	}
 	policy.Allowlist = slices.Clone(policy.Allowlist)
 	for _, n := range names {
-		policy.Allowlist = append(policy.Allowlist, allowlistEntry(nativePrefix + n))
+		policy.Allowlist = append(policy.Allowlist, allowlistEntry(nativePrefix+n))
 	}
 	return policy
 }

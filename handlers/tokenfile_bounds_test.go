@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // tokenFileSecret marks the content of the token files below: no error may
@@ -21,7 +22,7 @@ import (
 const tokenFileSecret = "TOKENFILE-SECRET"
 
 // readTokenFile runs TokenFile on path, and fails the test should it not
-// return within a few seconds (a FIFO must not hang a login).
+// return within a hang's bound (a FIFO must not hang a login).
 func readTokenFile(t *testing.T, path string) (*login.ConnectionInfo, error) {
 	t.Helper()
 	type result struct {
@@ -36,13 +37,13 @@ func readTokenFile(t *testing.T, path string) (*login.ConnectionInfo, error) {
 	select {
 	case r := <-done:
 		return r.info, r.err
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		// Let the blocked open return, so the goroutine ends.
 		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			f.Close()
 		}
 		<-done
-		t.Fatalf("TokenFile(%s) did not return within 5s", path)
+		t.Fatalf("TokenFile(%s) did not return within %v", path, testwait.Hang)
 		return nil, nil
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -66,7 +67,7 @@ func TestFallbackOrder(t *testing.T) {
 			var logs testlog.Buffer
 			v := vault.New(vault.Options{Logger: logs.Logger(0)})
 			defer v.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 			defer cancel()
 			cred, err := v.Select(ctx)
 			if want == "" {
@@ -80,7 +81,7 @@ func TestFallbackOrder(t *testing.T) {
 			}
 			// Every source present logs in; the vault waits for none but the
 			// first. Wait until all have, then look at the winner.
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(testwait.Hang)
 			for cred.Handler != want && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 				cred, _ = v.Select(ctx)

@@ -5,8 +5,9 @@
 // a logger and a writer a test reads (testlog), the peers' plugin binaries
 // and what they cost (peers), the harness of the native logins' fuzz targets
 // (nativefuzz), the start of a fake client's watch (fakewatch), what a
-// vault calls a login handler in its errors, logs and metrics (names), and
-// the objects under deploy/ (manifests).
+// vault calls a login handler in its errors, logs and metrics (names), the
+// objects under deploy/ (manifests), and how long a test waits for what it
+// expects (testwait).
 //
 // They are exported, not internal, because the cloud logins and the rotation
 // demo are modules of their own: Go's internal rule would let them import

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/authvault/authvault/login"
@@ -25,20 +26,23 @@ func TestFirstLoginErrorWhileHeldSaysWhy(t *testing.T) {
 	v.OnLogin(slow.login, login.ID("slow"))
 	v.OnLogin((&counter{priority: 20}).login, login.ID("fast"))
 
-	errs := make(chan error, 1)
+	// A first caller starts the round; the one checked here comes once
+	// fast's credential is in (held for slow), however long fast's login
+	// took on this machine, and its deadline ends while it waits.
+	first, stopFirst := context.WithCancel(context.Background())
+	firstDone := make(chan struct{})
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		_, err := v.Select(ctx)
-		errs <- err
+		defer close(firstDone)
+		_, _ = v.Select(first)
 	}()
-	err := <-errs
+	defer func() { stopFirst(); <-firstDone }()
+	eventually(t, "the fast handler's credential in the vault", func() bool { return v.snap.Load().size() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := v.Select(ctx)
 	var le *LoginError
 	if !errors.As(err, &le) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Select() error = %v, want a LoginError with the caller's deadline", err)
-	}
-	if v.snap.Load().size() != 1 {
-		t.Fatalf("the fast handler's credential is not in the vault yet: %v", err)
 	}
 	if msg := le.Error(); strings.Contains(msg, `"fast" has not run`) {
 		t.Errorf("LoginError = %q: it says fast has not run, while its credential is held back for slow's first attempt", msg)
@@ -147,6 +151,11 @@ func TestFirstLoginNamespaceOfHeldCredential(t *testing.T) {
 // the higher handler is never run again while the lower one lives, so the
 // kubeconfig's cluster is abandoned after one revoked token.
 func TestFirstLoginPriorityAfterRejectedHigher(t *testing.T) {
+	synctest.Test(t, testFirstLoginPriorityAfterRejectedHigher)
+}
+
+// testFirstLoginPriorityAfterRejectedHigher is its body, in a synctest bubble.
+func testFirstLoginPriorityAfterRejectedHigher(t *testing.T) {
 	v, clk := testVault(t, Options{})
 	high := &counter{priority: 30, server: "https://kubeconfig.example"}
 	low := &counter{priority: 20, server: "https://in-cluster.example"}
@@ -161,10 +170,13 @@ func TestFirstLoginPriorityAfterRejectedHigher(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A minute on the vault's clock: far past the login floor and backoff.
+	// Each step's logins run before the next step (synctest.Wait), not for
+	// a millisecond of a machine that may be busy: a login run late arms
+	// its backoff late, and the minute would end before the retry.
 	for range 60 {
 		mustSelect(t, v)
 		clk.Step(time.Second)
-		time.Sleep(time.Millisecond)
+		synctest.Wait()
 	}
 	if n := high.calls.Load(); n < 2 {
 		t.Errorf("the kubeconfig handler ran %d time(s) in a minute after its credential was rejected, while Select hands out %v", n, mustSelect(t, v))

@@ -12,6 +12,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -77,22 +78,18 @@ func (c *counter) login(ctx context.Context) (*login.ConnectionInfo, error) {
 func (c *counter) failWith(err error) { c.fail.Store(&err) }
 func (c *counter) heal()              { c.fail.Store(nil) }
 
-// eventually polls cond until it holds or five seconds pass.
+// eventually polls cond until it holds, for a hang's worth of time at
+// most (testwait.Hang).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, what, cond)
 }
 
-// mustSelect selects with a bounded wait and fails the test on error.
+// mustSelect selects, waiting a hang's worth of time at most, and fails the
+// test on error.
 func mustSelect(t *testing.T, v *Vault) *Credential {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	c, err := v.Select(ctx)
 	if err != nil {
@@ -102,9 +99,10 @@ func mustSelect(t *testing.T, v *Vault) *Credential {
 }
 
 // selectErr selects and returns the error, failing the test on success.
+// The vault is to fail it at once: the caller's deadline is only a hang's.
 func selectErr(t *testing.T, v *Vault) *LoginError {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	c, err := v.Select(ctx)
 	if err == nil {
@@ -126,7 +124,7 @@ func idle(v *Vault) bool {
 
 // selectAdvancing selects while it moves clk on by step every millisecond,
 // so that timers on the fake clock (the login floor, the first-login wait)
-// fire; it fails the test if Select fails or takes five seconds.
+// fire; it fails the test if Select fails or takes a hang's worth of time.
 func selectAdvancing(t *testing.T, v *Vault, clk *testingclock.FakeClock, step time.Duration) *Credential {
 	t.Helper()
 	type result struct {
@@ -135,7 +133,7 @@ func selectAdvancing(t *testing.T, v *Vault, clk *testingclock.FakeClock, step t
 	}
 	done := make(chan result, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 		defer cancel()
 		c, err := v.Select(ctx)
 		done <- result{c, err}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // fallbackOf registers counters as fallback handlers of the given IDs.
@@ -156,22 +158,22 @@ func TestKeepFallbackAsksARegisteredHandlerAgain(t *testing.T) {
 	}
 	eventually(t, "mine's first login to end", func() bool { return mine.asked.Load() == 1 && idle(v) })
 	mine.gives.Store(true)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for mustSelect(t, v).Handler != "mine" {
 		if time.Now().After(deadline) {
-			t.Fatalf("mine was asked %d times in 5 s of its backoff passing; its credential never served", mine.asked.Load())
+			t.Fatalf("mine was asked %d times in %v of its backoff passing; its credential never served", mine.asked.Load(), testwait.Hang)
 		}
 		clk.Step(time.Second)
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// anHour steps clk through an hour of ten-second steps, a millisecond
-// apart, for the logins that a step starts to run.
+// anHour steps clk through an hour of ten-second steps, each once what the
+// last one started has run or waits on clk: call it in a synctest bubble.
 func anHour(clk *testingclock.FakeClock) {
 	for range 360 {
 		clk.Step(10 * time.Second)
-		time.Sleep(time.Millisecond)
+		synctest.Wait()
 	}
 }
 
@@ -185,28 +187,33 @@ func TestKeepFallbackRetriesStayBoundedOverAnHour(t *testing.T) {
 		name string
 		err  error
 	}{{"gives nothing", nil}, {"always fails", errors.New("store down")}} {
+		// In a bubble, so that each step's logins have run before the next
+		// step (synctest.Wait), however slow the machine: a login a step
+		// started late would arm its next backoff late, and fewer calls
+		// would fit in the hour.
 		t.Run(tc.name, func(t *testing.T) {
-			kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30, lifetime: 10 * time.Minute}
-			v, clk := testVault(t, Options{KeepFallback: true, Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
-			kubeconfig.now = clk.Now
-			var calls atomic.Int64
-			v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
-				calls.Add(1)
-				return nil, tc.err
-			}, login.ID("mine"), login.Retries(3))
-			if c := selectAdvancing(t, v, clk, 100*time.Millisecond); c.Handler != "kubeconfig" {
-				t.Fatalf("Select() = %v, want the fallback's", c)
-			}
-			anHour(clk)
-			// Backoff 1 s doubling to 1 min (±20 %): about 60 calls (fewer
-			// when the machine is slow to run what a step started).
-			t.Logf("mine: %d calls, the fallback: %d", calls.Load(), kubeconfig.calls.Load())
-			if n := calls.Load(); n < 20 || n > 90 {
-				t.Errorf("mine was called %d times in an hour, want about 60", n)
-			}
-			if n := kubeconfig.calls.Load(); n > 10 {
-				t.Errorf("the fallback was called %d times in an hour for tokens of 10 min, want at most 10", n)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30, lifetime: 10 * time.Minute}
+				v, clk := testVault(t, Options{KeepFallback: true, Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
+				kubeconfig.now = clk.Now
+				var calls atomic.Int64
+				v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+					calls.Add(1)
+					return nil, tc.err
+				}, login.ID("mine"), login.Retries(3))
+				if c := selectAdvancing(t, v, clk, 100*time.Millisecond); c.Handler != "kubeconfig" {
+					t.Fatalf("Select() = %v, want the fallback's", c)
+				}
+				anHour(clk)
+				// Backoff 1 s doubling to 1 min (±20 %): about 60 calls.
+				t.Logf("mine: %d calls, the fallback: %d", calls.Load(), kubeconfig.calls.Load())
+				if n := calls.Load(); n < 20 || n > 90 {
+					t.Errorf("mine was called %d times in an hour, want about 60", n)
+				}
+				if n := kubeconfig.calls.Load(); n > 10 {
+					t.Errorf("the fallback was called %d times in an hour for tokens of 10 min, want at most 10", n)
+				}
+			})
 		})
 	}
 }
@@ -217,6 +224,11 @@ func TestKeepFallbackRetriesStayBoundedOverAnHour(t *testing.T) {
 // again are at V(1). Before, each said "logging in" and "login gave no
 // credential" at INFO: two lines a minute for the life of the process.
 func TestAHandlerThatKeepsGivingNothingIsSaidOnce(t *testing.T) {
+	synctest.Test(t, testAHandlerThatKeepsGivingNothingIsSaidOnce)
+}
+
+// testAHandlerThatKeepsGivingNothingIsSaidOnce is its body, in a synctest bubble.
+func testAHandlerThatKeepsGivingNothingIsSaidOnce(t *testing.T) {
 	var logs testlog.Buffer
 	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
 	v, clk := testVault(t, Options{KeepFallback: true, Logger: logs.Logger(1),
@@ -224,10 +236,12 @@ func TestAHandlerThatKeepsGivingNothingIsSaidOnce(t *testing.T) {
 	mine := &unprovisioned{counter: counter{server: "https://mine.example"}}
 	v.OnLogin(mine.login, login.ID("mine"))
 	selectAdvancing(t, v, clk, 100*time.Millisecond)
-	for range 60 { // ten minutes: about eight more logins
+	// Ten minutes: about eight more logins. Each step's logins run before
+	// the next step (synctest.Wait): idle alone, polled right after a
+	// step, may hold before the step's timer has started any login.
+	for range 60 {
 		clk.Step(10 * time.Second)
-		time.Sleep(100 * time.Microsecond)
-		eventually(t, "the step's logins to end", func() bool { return idle(v) })
+		synctest.Wait()
 	}
 
 	count := func(msg string) (info, v1 int) {
@@ -252,8 +266,7 @@ func TestAHandlerThatKeepsGivingNothingIsSaidOnce(t *testing.T) {
 	mine.gives.Store(true)
 	for range 12 {
 		clk.Step(10 * time.Second)
-		time.Sleep(100 * time.Microsecond)
-		eventually(t, "the step's logins to end", func() bool { return idle(v) })
+		synctest.Wait()
 	}
 	if info, _ := count("logged in"); info != 1 {
 		t.Errorf("%d INFO lines say mine logged in, want 1:\n%s", info, logs.String())
@@ -287,7 +300,7 @@ func TestKeepFallbackServesWhileARegisteredHandlerFails(t *testing.T) {
 		t.Fatalf("Select() = %v while mine backs off, want the fallback's", c)
 	}
 	mine.heal()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for mustSelect(t, v).Handler != "mine" {
 		if time.Now().After(deadline) {
 			t.Fatalf("mine was called %d times; its credential never served after it healed", mine.calls.Load())

@@ -13,6 +13,7 @@ import (
 	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // logLines are the lines of logs whose message is msg, in order.
@@ -202,7 +203,7 @@ func TestTimedOutHandlerErrorNamesHandlerAndTimeout(t *testing.T) {
 	}, login.ID("plugin-kubeconfig"), login.Timeout(20*time.Millisecond), login.Retries(0),
 		login.Backoff(time.Millisecond, time.Millisecond))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	_, err := v.Select(ctx)
 	const want = `handler "plugin-kubeconfig" did not return within 20ms`

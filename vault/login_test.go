@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // Point 6: a failed login is a LoginError naming the handler that failed
@@ -86,11 +88,30 @@ func TestCallerDeadlineWhileRetrying(t *testing.T) {
 	h.failWith(boom)
 	v.OnLogin(h.login, login.ID("flaky")) // unlimited retries
 
+	// The caller checked comes once the first attempt has failed (a first
+	// caller starts the round and leaves), so that its error carries the
+	// handler's, however long the attempt took on this machine.
+	first, stopFirst := context.WithCancel(context.Background())
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		_, _ = v.Select(first)
+	}()
+	eventually(t, "the first attempt to fail", func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.core.lookup("flaky").outcome != nil
+	})
+	stopFirst()
+	<-firstDone
+
+	// The retries wait on the fake clock, which stands still: a Select
+	// that waited for them rather than for its deadline would not return.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := v.Select(ctx)
-	if elapsed := time.Since(start); elapsed > 2*time.Second {
+	if elapsed := time.Since(start); elapsed > testwait.Hang {
 		t.Errorf("Select() returned after %v, want about its 50ms deadline", elapsed)
 	}
 	var le *LoginError
@@ -256,6 +277,14 @@ func TestRefreshInsideItsWindowBacksOff(t *testing.T) {
 // it; the metric and the log show the abandoned call; once it returns, the
 // handler serves again.
 func TestAbandonedCallIsNeverRunConcurrently(t *testing.T) {
+	synctest.Test(t, testAbandonedCallIsNeverRunConcurrently)
+}
+
+// testAbandonedCallIsNeverRunConcurrently is its body, in a synctest
+// bubble: each caller below waits 100 ms for the 20-ms attempt to be
+// abandoned, an order a busy machine could swap on a real clock (the
+// caller's deadline first, and an error without ErrAbandoned).
+func testAbandonedCallIsNeverRunConcurrently(t *testing.T) {
 	var logs testlog.Buffer
 	reg := prometheus.NewRegistry()
 	v := New(Options{NoFallback: true, Logger: logs.Logger(0), Registerer: reg})
@@ -280,6 +309,7 @@ func TestAbandonedCallIsNeverRunConcurrently(t *testing.T) {
 		if !errors.Is(err, login.ErrAbandoned) {
 			t.Fatalf("Select() error = %v, want the abandoned call named", err)
 		}
+		time.Sleep(10 * time.Millisecond) // a caller every 10 ms: the bubble's time moves only while all wait
 	}
 	if got := most.Load(); got != 1 {
 		t.Errorf("%d calls of the handler ran at once, want 1", got)

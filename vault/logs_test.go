@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,6 +17,7 @@ import (
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // zapOutput is what controller-runtime's zap logger writes, as an operator
@@ -60,7 +62,17 @@ func (l zapLine) field(key string) string {
 // vault's login goroutine to every such line, which says nothing about a
 // file or a plugin. A handler that panics is a bug in the process: that is
 // at error level.
+//
+// In a synctest bubble: the vault logs in again by itself after a failed
+// round (secret-store after 1 ms, kubeconfig after 1 s), so on a real
+// clock the lines the test reads depend on how long it took to read them.
+// In the bubble no time passes while the vault's goroutines run, and the
+// next round waits on a timer that no one lets fire.
 func TestExpectedLoginFailuresLogNoStack(t *testing.T) {
+	synctest.Test(t, testExpectedLoginFailuresLogNoStack)
+}
+
+func testExpectedLoginFailuresLogNoStack(t *testing.T) {
 	var out zapOutput
 	v := New(Options{NoFallback: true, Logger: out.logger()})
 	defer v.Close()
@@ -77,7 +89,10 @@ func TestExpectedLoginFailuresLogNoStack(t *testing.T) {
 	if _, err := v.Select(ctx); err == nil {
 		t.Fatal("Select() succeeded, want a LoginError")
 	}
-	eventually(t, "every login's end", func() bool { return idle(v) })
+	synctest.Wait() // every login's end: the next rounds wait on their backoff
+	if !idle(v) {
+		t.Fatal("a login still runs once every goroutine of the vault waits")
+	}
 
 	var kubeconfig, store, buggy []zapLine
 	for _, line := range out.lines(t) {
@@ -216,7 +231,7 @@ func TestLoginErrorPromisesNoLoginInThePast(t *testing.T) {
 	if now := loginErrorText(v); !strings.Contains(now, "secret store unreachable (next login at ") {
 		t.Errorf("LoginError while broken backs off = %s, want its next login", now)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	var r result
 	for r.err == nil {
 		select {

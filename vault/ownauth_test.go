@@ -14,6 +14,7 @@ import (
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // A request whose Authorization sits under a key that is not canonical
@@ -112,8 +113,8 @@ func TestExpiredStaticCredentialFailsFast(t *testing.T) {
 		if !errors.As(err, &le) || !errors.Is(err, errExpired) {
 			t.Errorf("Select() = %v, want a LoginError with errExpired", err)
 		}
-	case <-time.After(4 * time.Second):
-		t.Errorf("Select without a deadline still waits after 4 s on a handler that only returns an expired credential")
+	case <-time.After(testwait.Hang):
+		t.Errorf("Select without a deadline still waits after %v on a handler that only returns an expired credential", testwait.Hang)
 		v.Close()
 		<-done
 	}

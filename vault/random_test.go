@@ -14,6 +14,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // The model test drives the core alone; this one drives a whole vault the
@@ -144,7 +145,7 @@ func randomUse(t *testing.T, seed uint64) {
 	for _, h := range handlers {
 		h.mode.Store(modeGive)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 		_, err := v.Select(ctx)

@@ -3,6 +3,7 @@ package vault
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/authvault/authvault/login"
@@ -12,6 +13,11 @@ import (
 // grace from the expiry, not from a login that began as a refresh while the
 // credential still served, and reports the LoginError once it has passed.
 func TestReadyCountsFromExpiryDuringAFailingRefresh(t *testing.T) {
+	synctest.Test(t, testReadyCountsFromExpiryDuringAFailingRefresh)
+}
+
+// testReadyCountsFromExpiryDuringAFailingRefresh is its body, in a synctest bubble.
+func testReadyCountsFromExpiryDuringAFailingRefresh(t *testing.T) {
 	v, clk := testVault(t, Options{ReadyGrace: time.Minute})
 	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: 10 * time.Minute, now: clk.Now}
@@ -23,9 +29,11 @@ func TestReadyCountsFromExpiryDuringAFailingRefresh(t *testing.T) {
 	eventually(t, "the failing refresh", func() bool { return h.calls.Load() >= 2 })
 
 	// The credential's usable life is over; the refresh still retries.
+	// Each step's retry runs before the next step (synctest.Wait), not
+	// within a millisecond of a machine that may be busy.
 	for range 60 {
 		clk.Step(10 * time.Second)
-		time.Sleep(time.Millisecond)
+		synctest.Wait()
 	}
 	if err := v.Ready(nil); err == nil {
 		v.mu.Lock()

@@ -3,6 +3,7 @@ package vault
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/authvault/authvault/login"
@@ -16,6 +17,11 @@ import (
 // the refresh started, the last one 15 s before the expiry, the next 16 s
 // after it, while callers waited.)
 func TestFailedRefreshRetriesBeforeTheExpiry(t *testing.T) {
+	synctest.Test(t, testFailedRefreshRetriesBeforeTheExpiry)
+}
+
+// testFailedRefreshRetriesBeforeTheExpiry is its body, in a synctest bubble.
+func testFailedRefreshRetriesBeforeTheExpiry(t *testing.T) {
 	v, clk := testVault(t, Options{Leeway: -1})
 	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: 100 * time.Second, now: clk.Now}
@@ -28,7 +34,10 @@ func TestFailedRefreshRetriesBeforeTheExpiry(t *testing.T) {
 	seen := h.calls.Load()
 	for now := epoch; now.Before(expiry); now = now.Add(100 * time.Millisecond) {
 		clk.SetTime(now)
-		time.Sleep(time.Millisecond) // let a woken retry run and arm its next timer
+		// A woken retry runs and arms its next timer before the clock
+		// moves on (synctest.Wait): a millisecond's sleep let a busy
+		// machine arm it a few steps late, on a later now.
+		synctest.Wait()
 		if n := h.calls.Load(); n != seen {
 			seen = n
 			calls = append(calls, expiry.Sub(now))
@@ -52,6 +61,11 @@ func TestFailedRefreshRetriesBeforeTheExpiry(t *testing.T) {
 // (before: 512 s after the first failure past the expiry with Backoff(1 s,
 // 1 h), where the backoff alone gives 32 s).
 func TestFailedRefreshCapDoesNotGrowTheBackoff(t *testing.T) {
+	synctest.Test(t, testFailedRefreshCapDoesNotGrowTheBackoff)
+}
+
+// testFailedRefreshCapDoesNotGrowTheBackoff is its body, in a synctest bubble.
+func testFailedRefreshCapDoesNotGrowTheBackoff(t *testing.T) {
 	v, clk := testVault(t, Options{Leeway: -1})
 	v.core.jitter = func(int64) int64 { return 0 }
 	h := &counter{lifetime: 100 * time.Second, now: clk.Now}
@@ -64,7 +78,7 @@ func TestFailedRefreshCapDoesNotGrowTheBackoff(t *testing.T) {
 	var gap time.Duration     // from it to the next call
 	for now := epoch; now.Before(expiry.Add(10 * time.Minute)); now = now.Add(100 * time.Millisecond) {
 		clk.SetTime(now)
-		time.Sleep(time.Millisecond)
+		synctest.Wait() // as in TestFailedRefreshRetriesBeforeTheExpiry
 		if n := h.calls.Load(); n != seen {
 			seen = n
 			if !failedAfter.IsZero() {

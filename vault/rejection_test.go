@@ -13,6 +13,7 @@ import (
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // noDeadlineGet sends a GET with no deadline, as client-go does by default,
@@ -35,7 +36,7 @@ func noDeadlineGet(t *testing.T, v *Vault, url string) (*http.Response, error) {
 			discard(r.resp)
 		}
 		return r.resp, r.err
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatalf("GET %s with no deadline hangs", url)
 		return nil, nil
 	}
@@ -51,15 +52,38 @@ func TestRejectedStaticCredentialFailsFastAndHeals(t *testing.T) {
 	var token atomic.Value
 	token.Store("stale-token")
 	var calls atomic.Int32
-	v := New(Options{})
-	t.Cleanup(v.Close)
+	// On a fake clock, so that "within the backoff" holds however long the
+	// requests take: on a real one, a busy machine took longer than the
+	// backoff to send the second GET.
+	v, clk := testVault(t, Options{})
 	const backoff = 300 * time.Millisecond
 	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
 		calls.Add(1)
 		return &login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: token.Load().(string)}, nil
 	}, login.ID("static"), login.Backoff(backoff, time.Second))
 
-	_, err := noDeadlineGet(t, v, srv.URL()+"/x")
+	// The login after the 401 waits for the login floor (the backoff's
+	// first step): the clock moves until it has begun, and stands still
+	// from then on.
+	first := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL()+"/x", nil)
+		resp, err := v.Transport().RoundTrip(req)
+		if resp != nil {
+			discard(resp)
+		}
+		first <- err
+	}()
+	eventually(t, "the login after the 401", func() bool {
+		clk.Step(10 * time.Millisecond)
+		return calls.Load() >= 2
+	})
+	var err error
+	select {
+	case err = <-first:
+	case <-time.After(testwait.Hang):
+		t.Fatal("the first GET with no deadline hangs")
+	}
 	var le *LoginError
 	if !errors.As(err, &le) || !errors.Is(err, errInvalidated) {
 		t.Fatalf("GET with a rejected static token: error %v, want a LoginError with errInvalidated", err)
@@ -72,13 +96,11 @@ func TestRejectedStaticCredentialFailsFastAndHeals(t *testing.T) {
 		t.Errorf("handler called %d times, want 2: the first login and one after the 401", got)
 	}
 
-	// Within the backoff: a LoginError at once, and no call.
-	start := time.Now()
+	// Within the backoff (the clock stands still): a LoginError at once,
+	// and no call. A GET that waited for the backoff to pass would not
+	// return (noDeadlineGet fails it).
 	if _, err := noDeadlineGet(t, v, srv.URL()+"/x"); !errors.Is(err, errInvalidated) {
 		t.Errorf("second GET: %v, want errInvalidated", err)
-	}
-	if took := time.Since(start); took > backoff/2 {
-		t.Errorf("second GET took %v, want a LoginError at once", took)
 	}
 	if got := calls.Load(); got != 2 {
 		t.Errorf("handler called %d times within its backoff, want still 2", got)
@@ -87,6 +109,7 @@ func TestRejectedStaticCredentialFailsFastAndHeals(t *testing.T) {
 	// The source rotates: after the backoff, the new token serves.
 	token.Store("fresh-token")
 	srv.allow("fresh-token")
+	clk.Step(time.Second) // the backoff's most
 	eventually(t, "the rotated token to serve", func() bool {
 		resp, err := noDeadlineGet(t, v, srv.URL()+"/x")
 		return err == nil && resp.StatusCode == http.StatusOK

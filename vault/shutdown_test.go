@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,13 @@ import (
 // lease) still get a credential: Shutdown closes the vault only once they
 // have stopped. Close would have failed them with ErrClosed.
 func TestShutdownServesUntilRequestsStop(t *testing.T) {
+	synctest.Test(t, testShutdownServesUntilRequestsStop)
+}
+
+// testShutdownServesUntilRequestsStop is its body, in a synctest bubble: Shutdown
+// waits for a quiet quarter second, which a busy machine's gap between two
+// requests 50 ms apart could be on a real clock.
+func testShutdownServesUntilRequestsStop(t *testing.T) {
 	v := New(Options{NoFallback: true})
 	defer v.Close()
 	v.OnLogin((&counter{}).login)
@@ -62,6 +70,11 @@ func TestShutdownServesUntilRequestsStop(t *testing.T) {
 
 // A quiet vault closes after a quarter second.
 func TestShutdownOfAQuietVault(t *testing.T) {
+	synctest.Test(t, testShutdownOfAQuietVault)
+}
+
+// testShutdownOfAQuietVault is its body, in a synctest bubble, where the quarter second is exact.
+func testShutdownOfAQuietVault(t *testing.T) {
 	v := New(Options{NoFallback: true})
 	start := time.Now()
 	if err := v.Shutdown(context.Background()); err != nil {
@@ -97,6 +110,12 @@ func keepAsking(v *Vault) (stop func()) {
 // ctx bounds the wait, and the vault is closed all the same; requests that
 // never stop are waited for five seconds at most.
 func TestShutdownIsBounded(t *testing.T) {
+	synctest.Test(t, testShutdownIsBounded)
+}
+
+// testShutdownIsBounded is its body, in a synctest bubble, where
+// shutdownMax is exact.
+func testShutdownIsBounded(t *testing.T) {
 	v := New(Options{NoFallback: true})
 	v.OnLogin((&counter{}).login)
 	stop := keepAsking(v)
@@ -157,32 +176,37 @@ func TestSetDefaultKeepsRegisteredHandlers(t *testing.T) {
 // traffic, holding up the program's exit.
 func TestShutdownOfAClosedVaultReturnsAtOnce(t *testing.T) {
 	for _, when := range []string{"before", "during"} {
+		// In a synctest bubble: "at once" is against Shutdown's five
+		// seconds of waiting for requests, and a busy machine's Close may
+		// take a good part of that on a real clock.
 		t.Run(when, func(t *testing.T) {
-			v := New(Options{NoFallback: true})
-			v.OnLogin((&counter{}).login)
-			mustSelect(t, v)
-			stop := keepAsking(v) // requests that never stop
-			defer stop()
+			synctest.Test(t, func(t *testing.T) {
+				v := New(Options{NoFallback: true})
+				v.OnLogin((&counter{}).login)
+				mustSelect(t, v)
+				stop := keepAsking(v) // requests that never stop
+				defer stop()
 
-			if when == "before" {
-				v.Close()
-			}
-			start := time.Now()
-			shut := make(chan error, 1)
-			go func() { shut <- v.Shutdown(context.Background()) }()
-			if when == "during" {
-				time.Sleep(50 * time.Millisecond) // Shutdown waits for the requests to stop
-				start = time.Now()
-				v.Close()
-			}
-			select {
-			case err := <-shut:
-				if took := time.Since(start); err != nil || took > 2*time.Second {
-					t.Errorf("Shutdown() = %v after %v from Close, want nil at once", err, took)
+				if when == "before" {
+					v.Close()
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Shutdown did not return")
-			}
+				start := time.Now()
+				shut := make(chan error, 1)
+				go func() { shut <- v.Shutdown(context.Background()) }()
+				if when == "during" {
+					time.Sleep(50 * time.Millisecond) // Shutdown waits for the requests to stop
+					start = time.Now()
+					v.Close()
+				}
+				select {
+				case err := <-shut:
+					if took := time.Since(start); err != nil || took > 2*time.Second {
+						t.Errorf("Shutdown() = %v after %v from Close, want nil at once", err, took)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("Shutdown did not return")
+				}
+			})
 		})
 	}
 }

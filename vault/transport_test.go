@@ -16,6 +16,7 @@ import (
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // get sends a request through v and returns its status and body.
@@ -428,7 +429,10 @@ func TestAuthenticatorOutage(t *testing.T) {
 	loginErrors, unauthorized := 0, 0
 	start := time.Now()
 	for range 50 {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// The vault is to answer at once (a 401 or a LoginError): the
+		// deadline is only a hang's, so that a busy machine's slow login
+		// is not mistaken for a wait.
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL()+"/x", nil)
 		resp, err := v.Transport().RoundTrip(req)
 		cancel()
@@ -458,6 +462,10 @@ func TestAuthenticatorOutage(t *testing.T) {
 	}
 	srv.down.Store(false)
 	recovered := time.Now()
+	// Served again within the backoff's most (100 ms) and the time a
+	// request takes: bounded by eventually's hang bound, which is well
+	// under the default backoff's most (1 min), so a vault that forgot the
+	// handler's own backoff would fail it.
 	eventually(t, "the vault to serve again", func() bool {
 		resp, err := (&http.Client{Transport: v.Transport()}).Get(srv.URL() + "/x")
 		if err != nil {
@@ -466,10 +474,7 @@ func TestAuthenticatorOutage(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if took := time.Since(recovered); took > time.Second {
-		t.Errorf("the vault served again %v after the outage, want well within a second", took)
-	}
-	t.Logf("outage: %d LoginErrors, %d 401s, %d logins in %v", loginErrors, unauthorized, logins, elapsed)
+	t.Logf("outage: %d LoginErrors, %d 401s, %d logins in %v; served again %v after it", loginErrors, unauthorized, logins, elapsed, time.Since(recovered))
 }
 
 // A request that brings its own Authorization for server a is sent to a,

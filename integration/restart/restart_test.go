@@ -6,8 +6,10 @@ package restart
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -147,8 +149,8 @@ var _ = Describe("An API server restart mid-load, then a CA rotation", Ordered, 
 		cfg, cs := clientsetThrough(ctx, v)
 
 		restarted := make(chan struct{})
-		afterRestart := 0
-		loadCtx, stop := context.WithTimeout(ctx, 25*time.Second)
+		afterRestart := 0 // guarded by the load's mu
+		loadCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		l := startLoad(loadCtx, cs, ns, func(time.Time) {
 			select {
@@ -160,6 +162,16 @@ var _ = Describe("An API server restart mid-load, then a CA rotation", Ordered, 
 		time.Sleep(3 * time.Second) // load before the restart
 		Expect(cluster.RestartAPIServer(2 * time.Second)).To(Succeed())
 		close(restarted)
+		// The load goes on until writes go through again, not for a
+		// fixed time: on a busy machine the restart alone may take most
+		// of a fixed window (it left one write after the restart, in 25 s,
+		// beside two busy loops).
+		Eventually(func() int {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return afterRestart
+		}).WithTimeout(time.Minute).Should(BeNumerically(">=", 20), "writes after the restart")
+		stop()
 		l.wg.Wait()
 
 		l.mu.Lock()
@@ -204,7 +216,18 @@ var _ = Describe("An API server restart mid-load, then a CA rotation", Ordered, 
 
 		restarted := make(chan error, 1)
 		go func() { restarted <- cluster.RestartAPIServer(8 * time.Second) }()
-		time.Sleep(3 * time.Second) // the server is down, and known's review has aged out
+		// Down, for 8 s from now: the stop itself takes a while on a busy
+		// machine, so wait for it rather than for a fixed time.
+		server, err := url.Parse(cluster.Server)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error {
+			conn, err := net.DialTimeout("tcp", server.Host, time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		}).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(HaveOccurred(), "the API server to stop")
+		time.Sleep(1500 * time.Millisecond) // known's review has aged out (SuccessTTL 1 s)
 		Expect(status(known)).To(Equal(200), "a token reviewed a moment ago is served while the API server is down")
 		Expect(status(fresh)).To(Equal(503), "a token never reviewed cannot be vouched for")
 		Expect(<-restarted).To(Succeed())
@@ -283,37 +306,56 @@ var _ = Describe("An API server restart mid-load, then a CA rotation", Ordered, 
 		}, login.ID("issuer-with-ca-file"), login.Backoff(250*time.Millisecond, time.Second))
 		cfg, cs := clientsetThrough(ctx, v)
 
-		var caUpdated, firstAfter time.Time // guarded by the load's mu
-		loadCtx, stop := context.WithTimeout(ctx, 20*time.Second)
+		// Guarded by the load's mu: when the CA file was updated, the first
+		// write after that, and the logins for a TLS failure until each.
+		var caUpdated, firstAfter time.Time
+		var loginsAtUpdate, loginsAtRecovery int32
+		loadCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		l := startLoad(loadCtx, cs, ns, func(at time.Time) {
 			if !caUpdated.IsZero() && firstAfter.IsZero() {
-				firstAfter = at
+				firstAfter, loginsAtRecovery = at, tlsLogins.Load()
 			}
 		})
 		time.Sleep(3 * time.Second) // load before the rotation
+		rotation := time.Now()
 		newCA, err := cluster.RotateServingCA(time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		time.Sleep(2 * time.Second) // the new CA reaches the file later, as a mounted ConfigMap does
 		l.mu.Lock()
-		caUpdated = time.Now()
+		caUpdated, loginsAtUpdate = time.Now(), tlsLogins.Load()
 		l.mu.Unlock()
 		Expect(os.WriteFile(caFile, newCA, 0o600)).To(Succeed())
+		// The load goes on until a write goes through, not for a fixed
+		// time: on a busy machine the API server's restart alone took all
+		// of a fixed 20 s window.
+		Eventually(func() time.Time {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return firstAfter
+		}).WithTimeout(time.Minute).ShouldNot(BeZero(), "no write went through after the CA file was updated")
+		stop()
 		l.wg.Wait()
 
 		l.mu.Lock()
-		recovery := firstAfter.Sub(caUpdated)
+		recovery, window := firstAfter.Sub(caUpdated), firstAfter.Sub(rotation)
 		report := fmt.Sprintf("CA rotation: %d writes, %d failed while the server was down or its CA unknown, %d logins for a TLS failure; the first write %v after the CA file was updated",
 			len(l.written), len(l.failures), tlsLogins.Load(), recovery.Round(time.Millisecond))
-		Expect(firstAfter).NotTo(BeZero(), "no write went through after the CA file was updated")
 		l.mu.Unlock()
 		AddReportEntry("figure", report)
 		fmt.Fprintln(GinkgoWriter, report)
-		Expect(recovery).To(BeNumerically("<", 5*time.Second), "recovery after the CA file was updated")
 		Expect(tlsLogins.Load()).To(BeNumerically(">", 0), "the handler was told of the TLS failure")
-		// About 2 s of TLS failures, a backoff of 250 ms doubling to 1 s:
-		// five logins or so, not one per failed request.
-		Expect(tlsLogins.Load()).To(BeNumerically("<=", 8), "logins for TLS failures are spaced by a growing backoff")
+		// What heals is the next login for a TLS failure, which reads the
+		// new CA file: counted in logins, not seconds, so that a slow
+		// machine cannot fail it. One login may have read the file just
+		// before it changed.
+		Expect(loginsAtRecovery-loginsAtUpdate).To(BeNumerically("<=", 2), "logins for a TLS failure after the CA file was updated, before a write went through")
+		// A backoff of 250 ms doubling to 1 s (its jitter only adds) over
+		// the TLS failures, which lie within window: three logins to reach
+		// the cap, then at most one a second; not one per failed request
+		// (four writers, one every 20 ms each).
+		most := 3 + int32(window/time.Second) + 1
+		Expect(tlsLogins.Load()).To(BeNumerically("<=", most), "logins for TLS failures in %v are spaced by a growing backoff", window)
 		l.check(ctx, cfg, ns, "a CA rotation")
 	}, NodeTimeout(3*time.Minute))
 })

@@ -71,6 +71,17 @@ contexts:
 	}
 
 	c.Env = &envtest.Environment{}
+	// envtest's defaults, 20 s for etcd or the API server to be ready or to
+	// stop, are about what a kube-apiserver takes on two busy cores beside
+	// the test binaries (make test-loaded): a start that slow is no hang.
+	// These bounds serve RestartAPIServer and RotateServingCA too; envtest's
+	// variables still set them.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		c.Env.ControlPlaneStartTimeout = 2 * time.Minute
+	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT") == "" {
+		c.Env.ControlPlaneStopTimeout = time.Minute
+	}
 	api := c.Env.ControlPlane.GetAPIServer()
 	// A directory of ours keeps the serving certificate across a restart
 	// (envtest makes new ones in a directory it allocated itself).

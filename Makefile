@@ -79,9 +79,11 @@ compat:
 # ../..: the go command ignores a dependency's replace, so users get the
 # released root, while work here builds every module against the working
 # tree. A go.work would do the latter too, but go mod tidy ignores it and
-# would then look for the root's unreleased version on a proxy.
+# would then look for the root's unreleased version on a proxy. VERSION
+# reaches the tool through the environment, not pasted into the recipe, so
+# that a quote in it cannot end the shell's string and run what follows.
 release:
-	@$(GO) run ./hack/release -version "$(VERSION)"
+	@$(GO) run ./hack/release -version "$$VERSION"
 
 # Benchmarks: figures go to docs/benchmarks.md. Those against the
 # embedded API server (addonauth and its peer) need the envtest binaries.

@@ -33,6 +33,10 @@ func (m published) tag(version string) string {
 	return m.dir + "/" + version
 }
 
+// undoTimeout bounds the undoing of a refused release: a few local git
+// commands.
+const undoTimeout = time.Minute
+
 // release makes version's release commit and tags in the repository that
 // holds dir, or returns why not with the repository as it was.
 func release(ctx context.Context, dir, version string, out io.Writer) error {
@@ -81,13 +85,25 @@ func release(ctx context.Context, dir, version string, out io.Writer) error {
 		return err
 	}
 	var made []string
+	// undo runs when ctx has ended too (an interrupt), so it has a context
+	// of its own. It deletes every tag of version, not only those made:
+	// git may have written a tag and then failed or been stopped, and none
+	// of them existed before.
 	undo := func(cause error) error {
-		for _, t := range made {
-			if _, err := git(ctx, repo, "tag", "--delete", t); err != nil {
-				cause = errors.Join(cause, err)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		defer cancel()
+		now, err := git(ctx, repo, "tag", "--list")
+		if err != nil {
+			cause = errors.Join(cause, err)
+		}
+		for _, m := range mods {
+			if t := m.tag(version); slices.Contains(strings.Fields(now), t) {
+				if _, err := git(ctx, repo, "tag", "--delete", t); err != nil {
+					cause = errors.Join(cause, err)
+				}
 			}
 		}
-		if _, err := git(ctx, repo, "reset", "--hard", head); err != nil {
+		if _, err := git(ctx, repo, "reset", "--quiet", "--hard", head); err != nil {
 			cause = errors.Join(cause, err)
 		}
 		return cause

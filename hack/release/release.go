@@ -72,10 +72,17 @@ func release(ctx context.Context, dir, version string, out io.Writer) error {
 			return fmt.Errorf("release: %s is tagged already: a released version is never made again; choose the next one", m.tag(version))
 		}
 	}
-	previous := newestRelease(tags)
-	if previous != "" && semver.Compare(version, previous) < 0 {
-		return fmt.Errorf("release: %s is older than the newest release, %s", version, previous)
+	if newest := newestTag(mods, tags, true); newest != "" {
+		if _, v := splitTag(newest); semver.Compare(version, v) < 0 {
+			return fmt.Errorf("release: %s is older than the newest release, %s", version, newest)
+		}
 	}
+	// The API is compared with the last release that is not a pre-release:
+	// a candidate is compared with what it is a candidate to follow, and a
+	// release after its candidates with the same, not with the candidate
+	// before it (gorelease suggests the candidate's own version for
+	// anything that follows a pre-release).
+	previous := newestRelease(tags)
 	if err := checkChangelog(filepath.Join(repo, "CHANGELOG.md"), version); err != nil {
 		return err
 	}
@@ -178,15 +185,43 @@ func modulePath(gomod string) (string, error) {
 	return path, nil
 }
 
-// newestRelease is the highest root release tag (vX.Y.Z) among tags, or "".
+// newestRelease is the highest root release tag (vX.Y.Z, no pre-release)
+// among tags, or "".
 func newestRelease(tags []string) string {
 	newest := ""
 	for _, t := range tags {
-		if checkVersion(t) == nil && semver.Compare(t, newest) > 0 {
+		if checkVersion(t) == nil && semver.Prerelease(t) == "" && semver.Compare(t, newest) > 0 {
 			newest = t
 		}
 	}
 	return newest
+}
+
+// newestTag is the tag of the highest version of any module of mods among
+// tags (pre-releases too when pre is set), or "".
+func newestTag(mods []published, tags []string, pre bool) string {
+	newest, newestVersion := "", ""
+	for _, t := range tags {
+		dir, v := splitTag(t)
+		if checkVersion(v) != nil || (!pre && semver.Prerelease(v) != "") ||
+			!slices.ContainsFunc(mods, func(m published) bool { return m.dir == dir }) {
+			continue
+		}
+		if semver.Compare(v, newestVersion) > 0 {
+			newest, newestVersion = t, v
+		}
+	}
+	return newest
+}
+
+// splitTag splits a module's tag into the module's directory ("" for the
+// root) and the version.
+func splitTag(tag string) (dir, version string) {
+	i := strings.LastIndexByte(tag, '/')
+	if i < 0 {
+		return "", tag
+	}
+	return tag[:i], tag[i+1:]
 }
 
 // changelogSection matches a released version's heading in a changelog

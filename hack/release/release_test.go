@@ -108,6 +108,8 @@ func TestReleaseRefusesAndChangesNothing(t *testing.T) {
 		{"the root tagged", "v0.1.0", func(f *fixture) { f.git("tag", "v0.1.0") }, `v0.1.0 is tagged already`},
 		{"a nested module tagged", "v0.1.0", func(f *fixture) { f.git("tag", "cloud/x/v0.1.0") }, `cloud/x/v0.1.0 is tagged already`},
 		{"older than the newest", "v0.1.0", func(f *fixture) { f.git("tag", "v0.2.0") }, `v0.1.0 is older than the newest release, v0.2.0`},
+		{"older than a nested module's newest", "v0.1.0", func(f *fixture) { f.git("tag", "cloud/x/v0.2.0") }, `v0.1.0 is older than the newest release, cloud/x/v0.2.0`},
+		{"older than a pre-release", "v0.1.0", func(f *fixture) { f.git("tag", "v0.2.0-rc.1") }, `v0.1.0 is older than the newest release, v0.2.0-rc.1`},
 		{"no section", "v0.3.0", nil, `CHANGELOG.md has no section for v0.3.0: add "## [0.3.0] - YYYY-MM-DD"`},
 		{"unreleased only", "v0.1.0", func(f *fixture) {
 			f.write("CHANGELOG.md", "# Changelog\n\n## [Unreleased]\n\n- Hello.\n")

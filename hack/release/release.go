@@ -86,6 +86,9 @@ func release(ctx context.Context, dir, version string, out io.Writer) error {
 	if err := checkChangelog(filepath.Join(repo, "CHANGELOG.md"), version); err != nil {
 		return err
 	}
+	if err := checkReplaces(repo, mods); err != nil {
+		return err
+	}
 
 	head, err := git(ctx, repo, "rev-parse", "HEAD")
 	if err != nil {
@@ -229,12 +232,18 @@ func splitTag(tag string) (dir, version string) {
 var changelogSection = regexp.MustCompile(`(?m)^## \[([^\]]+)\] - (.*?)[ \t]*$`)
 
 // checkChangelog requires a section for version, dated, with something
-// under it.
+// under it. A heading in a code block or an HTML comment (an example, a
+// plan) is not a section, and a comment is not something. The file itself
+// must be the changelog: a symbolic link may lead out of the release.
 func checkChangelog(path, version string) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("release: CHANGELOG.md is a symbolic link: the changelog a release carries is a file")
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("release: every release has a section in CHANGELOG.md: %w", err)
 	}
+	data = prose(data)
 	want := strings.TrimPrefix(version, "v")
 	sections := changelogSection.FindAllSubmatchIndex(data, -1)
 	for i, s := range sections {
@@ -254,6 +263,83 @@ func checkChangelog(path, version string) error {
 		return nil
 	}
 	return fmt.Errorf("release: CHANGELOG.md has no section for %s: add \"## [%s] - YYYY-MM-DD\" with what changed, from [Unreleased]", version, want)
+}
+
+// prose is a Markdown text with its fenced code blocks and HTML comments
+// blanked out, line breaks kept, so that a line of it is text or nothing.
+// A comment that does not end hides the rest.
+func prose(md []byte) []byte {
+	out := slices.Clone(md)
+	blank := func(from, to int) {
+		for i := from; i < to; i++ {
+			if out[i] != '\n' {
+				out[i] = ' '
+			}
+		}
+	}
+	fence := "" // the open code block's fence, "" outside one
+	for start := 0; start < len(md); {
+		end := len(md)
+		if i := bytes.IndexByte(md[start:], '\n'); i >= 0 {
+			end = start + i + 1
+		}
+		line := strings.TrimRight(string(md[start:end]), " \t\r\n")
+		text := strings.TrimLeft(line, " ")
+		opens := len(line)-len(text) < 4 && (strings.HasPrefix(text, "```") || strings.HasPrefix(text, "~~~"))
+		switch {
+		case fence != "":
+			if opens && strings.HasPrefix(text, fence) && strings.Trim(text, fence[:1]) == "" {
+				fence = ""
+			}
+			blank(start, end)
+		case opens:
+			fence = text[:len(text)-len(strings.TrimLeft(text, text[:1]))]
+			blank(start, end)
+		}
+		start = end
+	}
+	for from := 0; ; {
+		open := bytes.Index(out[from:], []byte("<!--"))
+		if open < 0 {
+			return out
+		}
+		open += from
+		end := len(out)
+		if close := bytes.Index(out[open+4:], []byte("-->")); close >= 0 {
+			end = open + 4 + close + 3
+		}
+		blank(open, end)
+		from = end
+	}
+}
+
+// checkReplaces requires every nested module to replace the root module by
+// the working tree (replace ROOT => ../..), for any version: the release
+// makes them require the root at the release's version, and work in the
+// repository must go on building against the tree, never against a
+// published root.
+func checkReplaces(repo string, mods []published) error {
+	for _, m := range mods[1:] {
+		gomod := filepath.Join(repo, m.dir, "go.mod")
+		data, err := os.ReadFile(gomod)
+		if err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		f, err := modfile.Parse(gomod, data, nil)
+		if err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		tree := slices.ContainsFunc(f.Replace, func(r *modfile.Replace) bool {
+			return r.Old.Path == mods[0].path && r.Old.Version == "" && r.New.Version == "" &&
+				modfile.IsDirectoryPath(r.New.Path) && filepath.Join(repo, m.dir, filepath.FromSlash(r.New.Path)) == repo
+		})
+		if !tree {
+			rel, _ := filepath.Rel(filepath.Join(repo, m.dir), repo)
+			return fmt.Errorf("release: %s/go.mod does not replace %s by the working tree (replace %s => %s), which work in the repository builds against",
+				m.dir, mods[0].path, mods[0].path, filepath.ToSlash(rel))
+		}
+	}
+	return nil
 }
 
 // requireRoot makes every nested module require the root module at

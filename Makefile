@@ -62,13 +62,13 @@ gotest:
 # The supported controller-runtime minors newer than the oldest, which
 # go.mod requires so that adding authvault never upgrades a user's: each
 # with the client-go it requires (CONTROLLER_RUNTIME:CLIENT_GO). compat
-# builds and vets every module with each, and runs the root's unit tests
-# (the integration suite runs with go.mod's, in gotest); hack/compat.sh
-# works on copies of go.mod and go.sum.
+# builds and vets every module with each, and runs the unit tests (the
+# integration suite, and -race, run with go.mod's, in gotest);
+# hack/compat.sh works on copies of go.mod and go.sum.
 KUBE_NEWER := v0.24.1:v0.36.6 v0.25.2:v0.37.2
 compat:
-	@assets=$$(bash hack/envtest.sh) && \
-	for pair in $(KUBE_NEWER); do KUBEBUILDER_ASSETS=$$assets $(TIMED) compat-$${pair%%:*} bash hack/compat.sh $${pair%%:*} $${pair##*:} || exit 1; done
+	@assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && \
+	for pair in $(KUBE_NEWER); do KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers $(TIMED) compat-$${pair%%:*} bash hack/compat.sh $${pair%%:*} $${pair##*:} || exit 1; done
 
 # make release VERSION=vX.Y.Z: the release commit (every cloud module
 # requires the root at VERSION) and the tags of every published module

@@ -1,7 +1,8 @@
 // Command release makes a release of authvault's published modules locally:
 // the release commit, in which every cloud module requires the root module
 // at the release's version, and one tag per published module (v0.1.0,
-// cloud/eks/v0.1.0, …). It pushes nothing; it prints the push command.
+// cloud/eks/v0.1.0, …). It pushes nothing; it prints the push command, an
+// atomic one, so that a refused main leaves no tag pushed.
 //
 //	go run ./hack/release -version v0.1.0    (make release VERSION=v0.1.0)
 //

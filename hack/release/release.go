@@ -133,7 +133,8 @@ func release(ctx context.Context, dir, version string, out io.Writer) error {
 	if err := checkCompatibility(ctx, repo, mods, previous, version, out); err != nil {
 		return undo(err)
 	}
-	fmt.Fprintf(out, "released %s: the release commit is HEAD and the tags are %s\npush them with: git push origin main %s\n",
+	// --atomic: if main is refused (it moved on), no tag is pushed either.
+	fmt.Fprintf(out, "released %s: the release commit is HEAD and the tags are %s\npush them with: git push --atomic origin main %s\n",
 		version, strings.Join(made, " "), strings.Join(made, " "))
 	return nil
 }

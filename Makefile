@@ -79,9 +79,11 @@ compat:
 # ../..: the go command ignores a dependency's replace, so users get the
 # released root, while work here builds every module against the working
 # tree. A go.work would do the latter too, but go mod tidy ignores it and
-# would then look for the root's unreleased version on a proxy.
+# would then look for the root's unreleased version on a proxy. VERSION
+# reaches the tool through the environment, not pasted into the recipe, so
+# that a quote in it cannot end the shell's string and run what follows.
 release:
-	@$(GO) run ./hack/release -version "$(VERSION)"
+	@$(GO) run ./hack/release -version "$$VERSION"
 
 # The go-test stage (gotest: the library, the demo, the cloud modules) with
 # $(BUSY) busy loops beside it, as on a CI runner shared with other builds:

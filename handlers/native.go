@@ -133,6 +133,11 @@ func trusted(policy PluginPolicy) bool {
 // nativeAllowed returns nil when policy lets exec's plugin be served by
 // the native login n, and a permanent error naming both when not.
 func nativeAllowed(policy PluginPolicy, n Native, command string) error {
+	if !trusted(policy) && policy.PolicyType == clientcmdapi.PluginPolicyAllowlist {
+		if err := allowlistReadable(command); err != nil {
+			return err
+		}
+	}
 	if trusted(policy) || slices.ContainsFunc(policy.Allowlist, func(e clientcmdapi.AllowlistEntry) bool {
 		return entryCommand(e) == nativePrefix+n.Name
 	}) {

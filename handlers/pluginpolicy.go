@@ -40,6 +40,11 @@ func Allowlist(commands ...string) PluginPolicy {
 // policyAllows returns nil when policy lets command run, and a permanent
 // error naming the command and the policy when not.
 func policyAllows(policy PluginPolicy, command string) error {
+	if policy.PolicyType == clientcmdapi.PluginPolicyAllowlist {
+		if err := allowlistReadable(command); err != nil {
+			return err
+		}
+	}
 	if err := clientexec.ValidatePluginPolicy(policy); err != nil {
 		return login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", command, err))
 	}

@@ -34,8 +34,10 @@
 //
 // A server may quote back what it was sent (a token it refuses, a client
 // secret in an echoed form). [Secrets] hides such values in an error and
-// [Mask] in text, each wherever it occurs; only non-empty values are hidden,
-// so a login may pass every secret it holds, set or not.
+// [Mask] in text, each wherever it occurs, as it is or escaped as a form, a
+// URL, JSON or a Go-quoted string would have it (a secret's '/' and '+' are
+// %2F and %2B in an echoed form); only non-empty values are hidden, so a
+// login may pass every secret it holds, set or not.
 //
 // # What stays reachable
 //

@@ -25,6 +25,12 @@ func publish(ctx context.Context, proxyDir, repo string, m published, version st
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
+	// The go command asks for a capital letter of a path or a version as
+	// "!" and the letter in lower case (v0.2.0-RC.1 as v0.2.0-!r!c.1).
+	escapedVersion, err := module.EscapeVersion(version)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
 	dir := filepath.Join(proxyDir, escaped, "@v")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("release: %w", err)
@@ -49,7 +55,7 @@ func publish(ctx context.Context, proxyDir, repo string, m published, version st
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	f, err := os.Create(filepath.Join(dir, version+".zip"))
+	f, err := os.Create(filepath.Join(dir, escapedVersion+".zip"))
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
@@ -60,10 +66,10 @@ func publish(ctx context.Context, proxyDir, repo string, m published, version st
 	if err != nil {
 		return fmt.Errorf("release: the zip of %s@%s: %w", m.path, version, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, version+".mod"), []byte(gomod+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, escapedVersion+".mod"), []byte(gomod+"\n"), 0o644); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, version+".info"), info, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, escapedVersion+".info"), info, 0o644); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	return addToList(filepath.Join(dir, "list"), version)

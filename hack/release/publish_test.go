@@ -163,7 +163,11 @@ func checkZip(t *testing.T, proxy string, m published, version string, nestedDir
 	if err != nil {
 		t.Fatal(err)
 	}
-	z, err := zip.OpenReader(filepath.Join(proxy, escaped, "@v", version+".zip"))
+	escapedVersion, err := module.EscapeVersion(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := zip.OpenReader(filepath.Join(proxy, escaped, "@v", escapedVersion+".zip"))
 	if err != nil {
 		t.Fatal(err)
 	}

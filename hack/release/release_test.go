@@ -108,6 +108,8 @@ func TestReleaseRefusesAndChangesNothing(t *testing.T) {
 		{"the root tagged", "v0.1.0", func(f *fixture) { f.git("tag", "v0.1.0") }, `v0.1.0 is tagged already`},
 		{"a nested module tagged", "v0.1.0", func(f *fixture) { f.git("tag", "cloud/x/v0.1.0") }, `cloud/x/v0.1.0 is tagged already`},
 		{"older than the newest", "v0.1.0", func(f *fixture) { f.git("tag", "v0.2.0") }, `v0.1.0 is older than the newest release, v0.2.0`},
+		{"older than a nested module's newest", "v0.1.0", func(f *fixture) { f.git("tag", "cloud/x/v0.2.0") }, `v0.1.0 is older than the newest release, cloud/x/v0.2.0`},
+		{"older than a pre-release", "v0.1.0", func(f *fixture) { f.git("tag", "v0.2.0-rc.1") }, `v0.1.0 is older than the newest release, v0.2.0-rc.1`},
 		{"no section", "v0.3.0", nil, `CHANGELOG.md has no section for v0.3.0: add "## [0.3.0] - YYYY-MM-DD"`},
 		{"unreleased only", "v0.1.0", func(f *fixture) {
 			f.write("CHANGELOG.md", "# Changelog\n\n## [Unreleased]\n\n- Hello.\n")
@@ -122,6 +124,45 @@ func TestReleaseRefusesAndChangesNothing(t *testing.T) {
 			f.write("CHANGELOG.md/README", "no\n")
 			f.commit("a directory")
 		}, `every release has a section in CHANGELOG.md`},
+		{"a section in a code block", "v0.3.0", func(f *fixture) {
+			f.write("CHANGELOG.md", "# Changelog\n\nA section looks like this:\n\n```markdown\n## [0.3.0] - 2026-11-27\n\n- What changed.\n```\n")
+			f.commit("an example")
+		}, `no section for v0.3.0`},
+		{"a section in a tilde code block", "v0.3.0", func(f *fixture) {
+			f.write("CHANGELOG.md", "# Changelog\n\n~~~~\n## [0.3.0] - 2026-11-27\n\n- What changed.\n```\n~~~\n~~~~\n")
+			f.commit("an example")
+		}, `no section for v0.3.0`},
+		{"a section in an HTML comment", "v0.3.0", func(f *fixture) {
+			f.write("CHANGELOG.md", "# Changelog\n\n<!-- the next release:\n## [0.3.0] - 2026-11-27\n\n- Planned.\n-->\n")
+			f.commit("a plan")
+		}, `no section for v0.3.0`},
+		{"a section that holds only a comment", "v0.3.0", func(f *fixture) {
+			f.write("CHANGELOG.md", "# Changelog\n\n## [0.3.0] - 2026-11-27\n\n<!-- to do -->\n\n## [0.2.0] - 2026-11-26\n\n- Bye.\n")
+			f.commit("a section to do")
+		}, `the section of v0.3.0 says nothing`},
+		{"a changelog that is a symbolic link", "v0.1.0", func(f *fixture) {
+			f.git("mv", "CHANGELOG.md", "NOTES.md")
+			if err := os.Symlink("NOTES.md", filepath.Join(f.dir, "CHANGELOG.md")); err != nil {
+				t.Fatal(err)
+			}
+			f.commit("a link")
+		}, `CHANGELOG.md is a symbolic link`},
+		{"a nested module that replaces one version of the root", "v0.1.0", func(f *fixture) {
+			f.write("cloud/x/go.mod", "module example.com/fix/cloud/x\n\ngo 1.26\n\nrequire example.com/fix v0.0.0\n\nreplace example.com/fix v0.0.0 => ../..\n")
+			f.commit("a versioned replace")
+		}, `cloud/x/go.mod does not replace example.com/fix by the working tree (replace example.com/fix => ../..)`},
+		{"a nested module that does not replace the root", "v0.1.0", func(f *fixture) {
+			f.write("cloud/x/go.mod", "module example.com/fix/cloud/x\n\ngo 1.26\n\nrequire example.com/fix v0.0.0\n")
+			f.commit("no replace")
+		}, `cloud/x/go.mod does not replace example.com/fix by the working tree`},
+		{"a nested module that replaces the root by another tree", "v0.1.0", func(f *fixture) {
+			f.write("cloud/x/go.mod", "module example.com/fix/cloud/x\n\ngo 1.26\n\nrequire example.com/fix v0.0.0\n\nreplace example.com/fix => ../../../fork\n")
+			f.commit("a fork")
+		}, `cloud/x/go.mod does not replace example.com/fix by the working tree`},
+		{"a nested module in a directory with a space", "v0.1.0", func(f *fixture) {
+			f.write("cloud/y z/go.mod", "module example.com/fix/cloud/yz\n\ngo 1.26\n")
+			f.commit("a space")
+		}, `a nested module's path must be the root's path and its directory, example.com/fix/cloud/y z`},
 		{"a nested module of another path", "v0.1.0", func(f *fixture) {
 			f.write("cloud/x/go.mod", "module example.com/other\n\ngo 1.26\n")
 			f.commit("moved")
@@ -153,7 +194,9 @@ func TestReleaseTagsEveryModuleAndRefusesAnAPIBreakInAPatch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the first release: %v", err)
 	}
-	if !strings.Contains(out, "v0.1.0 is the first release") || !strings.Contains(out, "git push origin main v0.1.0 cloud/x/v0.1.0") {
+	// --atomic: a push whose main is refused (main moved on meanwhile)
+	// pushes no tag either, so no tag points outside main.
+	if !strings.Contains(out, "v0.1.0 is the first release") || !strings.Contains(out, "git push --atomic origin main v0.1.0 cloud/x/v0.1.0") {
 		t.Errorf("the first release printed %q", out)
 	}
 	if got := f.git("tag", "--list"); got != "cloud/x/v0.1.0\nv0.1.0" {
@@ -190,6 +233,28 @@ func TestReleaseTagsEveryModuleAndRefusesAnAPIBreakInAPatch(t *testing.T) {
 	for _, want := range []string{"example.com/fix: compatible with v0.1.0 as v0.2.0", "example.com/fix/cloud/x: compatible with v0.1.0 as v0.2.0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the minor release printed %q, want %q", out, want)
+		}
+	}
+}
+
+// prose keeps a heading after a code block or a comment ends, and hides
+// one inside: the fence closes only with its own character, at least as
+// long, and a comment may end on the line it starts.
+func TestProse(t *testing.T) {
+	for _, tc := range []struct{ md, want string }{
+		{"```\n## [1.0.0] - x\n```\n## [0.9.0] - x\n", "0.9.0"},
+		{"````\n```\n## [1.0.0] - x\n````\n## [0.9.0] - x\n", "0.9.0"},
+		{"~~~\n```\n## [1.0.0] - x\n~~~\n## [0.9.0] - x\n", "0.9.0"},
+		{"<!-- a --> text <!--\n## [1.0.0] - x\n-->\n## [0.9.0] - x\n", "0.9.0"},
+		{"<!-- never ends\n## [1.0.0] - x\n", ""},
+		{"    ```\n## [1.0.0] - x\n", "1.0.0"}, // an indented code line opens no block
+	} {
+		var got []string
+		for _, m := range changelogSection.FindAllSubmatch(prose([]byte(tc.md)), -1) {
+			got = append(got, string(m[1]))
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("sections of %q: %q, want %q", tc.md, got, tc.want)
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/authvault/authvault/redact"
 )
 
 // Recorder is an http.RoundTripper (and, through Do, an Azure SDK
@@ -38,7 +40,7 @@ type Exchange struct {
 	URL    string // scheme, host and path: no user info, query or fragment
 	Status int    // 0: no response
 	Code   string // the OAuth2 "error" of a failed response, when a short word
-	Err    string // the transport's error, when no response came
+	Err    string // the transport's error, when no response came; URL user info hidden
 }
 
 // Failed tells whether the exchange failed: no response, or a status of 400
@@ -116,12 +118,14 @@ func bareURL(u *url.URL) string {
 }
 
 // transportError is the text of a transport's failure, without the URL a
-// *url.Error would add.
+// *url.Error would add, and with the user info of every URL it quotes
+// hidden: a Base may wrap an error that quotes one (a proxy's URL, an inner
+// http.Client's *url.Error, which keeps a user name).
 func transportError(err error) string {
 	if ue, ok := err.(*url.Error); ok {
 		err = ue.Err
 	}
-	return err.Error()
+	return redact.URL(err.Error())
 }
 
 // maxErrorBody bounds what oauthCode reads of a failed response.

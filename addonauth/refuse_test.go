@@ -12,12 +12,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // slowBodyWait is how long a test waits for an answer that must come at
-// once: generous for a loaded machine, far below the hours a body sent a
-// byte a second would take.
-const slowBodyWait = 10 * time.Second
+// once: a hang's bound, far below the hours a body sent a byte a second
+// would take.
+const slowBodyWait = testwait.Hang
 
 // sendHead opens a connection to addr and sends a request head announcing
 // a body (framing: "length" or "chunked") of which it sends only the first

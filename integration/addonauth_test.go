@@ -26,6 +26,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/authvault/authvault/addonauth"
+	"github.com/authvault/authvault/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 const addonAudience = "greeter.addons.svc"
@@ -151,7 +153,7 @@ var _ = Describe("addonauth against the API server", func() {
 		Expect(admin.CoreV1().ServiceAccounts(ns).Delete(ctx, "client", metav1.DeleteOptions{})).To(Succeed())
 		start := time.Now()
 		Eventually(func() int { c, _, _ := get(srv.URL+"/hello", tok, nil); return c }).
-			WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal(401)) // the API server's own 10-s cache, then the success TTL
+			WithTimeout(testcluster.ReviewCacheTTL + testwait.Hang).WithPolling(200 * time.Millisecond).Should(Equal(401)) // the API server's own 10-s cache, then the success TTL
 		report("addonauth: a deleted ServiceAccount's token refused %v after the deletion (success TTL 2 s)", time.Since(start).Round(10*time.Millisecond))
 	}, NodeTimeout(2*time.Minute))
 
@@ -203,7 +205,7 @@ var _ = Describe("addonauth against the API server", func() {
 		}()
 		// The API server caches its own answers for 10 s: revocation shows
 		// within that plus the success TTL.
-		Eventually(ended).WithTimeout(20 * time.Second).Should(BeClosed())
+		Eventually(ended).WithTimeout(testcluster.ReviewCacheTTL + testwait.Hang).Should(BeClosed())
 		report("addon-proxy: a watch ended %v after its ServiceAccount was deleted (success TTL 1 s)", time.Since(deleted).Round(10*time.Millisecond))
 
 		By("a stream still open at shutdown: closed after the grace, and the proxy exits 0 (checked at cleanup)")
@@ -245,7 +247,7 @@ func startAddonProxy(ctx context.Context, args ...string) (string, string) {
 	go func() { exited <- cmd.Wait() }()
 	DeferCleanup(func() {
 		Expect(cmd.Process.Signal(os.Interrupt)).To(Succeed())
-		Eventually(exited).WithTimeout(20 * time.Second).Should(Receive(BeNil()))
+		Eventually(exited).WithTimeout(testwait.Hang).Should(Receive(BeNil()))
 		logMu.Lock()
 		defer logMu.Unlock()
 		Expect(logs.String()).NotTo(ContainSubstring("eyJ"), "a token in the proxy's log") // JWTs start so

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/authvault/authvault/examples/operator/annotator"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // buildExample builds ./examples/name and returns the binary.
@@ -45,7 +46,7 @@ var _ = Describe("The examples", func() {
 		cmd.Stdout, cmd.Stderr = &out, GinkgoWriter
 		Expect(cmd.Start()).To(Succeed())
 		// The vault's readiness check, through the manager's /readyz.
-		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(10 * time.Second).Should(Equal("200 ok"))
+		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(testwait.Hang).Should(Equal("200 ok"))
 		Expect(cmd.Wait()).To(Succeed())
 		Expect(out.String()).To(ContainSubstring("failed 0"))
 		list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})

@@ -32,6 +32,7 @@ import (
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/testkit/rotation"
 	"github.com/authvault/authvault/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -154,7 +155,7 @@ var _ = Describe("A fleet", Ordered, func() {
 		watch(f, ns)
 		putKubeconfigSecret(ctx, ns, "gone", wl, wl.Issuer.Issue(0))
 		name := ns + "/gone"
-		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(testwait.Hang).ShouldNot(BeNil())
 		cfg, err := f.RESTConfig(ctx, name)
 		Expect(err).NotTo(HaveOccurred())
 		cs, err := kubernetes.NewForConfig(cfg)
@@ -164,8 +165,8 @@ var _ = Describe("A fleet", Ordered, func() {
 		Expect(newSockets(socketsTo(port), before)).NotTo(BeEmpty(), "the vault's connection to the cluster")
 
 		Expect(admin.CoreV1().Secrets(ns).Delete(ctx, "gone-kubeconfig", metav1.DeleteOptions{})).To(Succeed())
-		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).Should(BeNil())
-		Eventually(func() []string { return newSockets(socketsTo(port), before) }).WithTimeout(10*time.Second).Should(BeEmpty(),
+		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(testwait.Hang).Should(BeNil())
+		Eventually(func() []string { return newSockets(socketsTo(port), before) }).WithTimeout(testwait.Hang).Should(BeEmpty(),
 			"this process's connections to the cluster, beyond those it had before the fleet")
 		_, err = cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 		Expect(err).To(MatchError(vault.ErrClosed))
@@ -190,8 +191,8 @@ current-context: wl
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		name := ns + "/evil"
-		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
-		short, cancel := context.WithTimeout(ctx, 3*time.Second)
+		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(testwait.Hang).ShouldNot(BeNil())
+		short, cancel := context.WithTimeout(ctx, testwait.Hang) // refused at once
 		defer cancel()
 		_, err = f.RESTConfig(short, name)
 		Expect(err).To(MatchError(ContainSubstring(`exec plugin "sh" is not allowed: plugin policy DenyAll`)))
@@ -238,7 +239,7 @@ current-context: wl
 			}
 		}
 		for _, wl := range workloads {
-			Eventually(annotated(wl)).WithTimeout(15 * time.Second).Should(Succeed())
+			Eventually(annotated(wl)).WithTimeout(testwait.Hang).Should(Succeed())
 		}
 		// Rotate wl0's kubeconfig, revoke the old token, and give wl0 new
 		// ConfigMaps: the controller there annotates them on the new token.
@@ -250,14 +251,14 @@ current-context: wl
 			_, err := cs.CoreV1().ConfigMaps(workNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", j)}}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
-		Eventually(annotated(workloads[0])).WithTimeout(15 * time.Second).Should(Succeed())
+		Eventually(annotated(workloads[0])).WithTimeout(testwait.Hang).Should(Succeed())
 
 		// wl1's Secret deleted: its controller stops. Created again: wl1
 		// comes back with a new controller, of the same name, which
 		// annotates what was created meanwhile.
 		Expect(admin.CoreV1().Secrets(ns).Delete(ctx, "wl1-kubeconfig", metav1.DeleteOptions{})).To(Succeed())
 		left := fmt.Sprintf(`"msg":"cluster left the fleet: its controller has stopped","cluster":"%s/wl1"`, ns)
-		Eventually(log).WithTimeout(15*time.Second).Should(ContainSubstring(left), "the example's log")
+		Eventually(log).WithTimeout(testwait.Hang).Should(ContainSubstring(left), "the example's log")
 		cs, err = kubernetes.NewForConfig(workloads[1].Admin)
 		Expect(err).NotTo(HaveOccurred())
 		for j := 3; j < 6; j++ {
@@ -265,7 +266,7 @@ current-context: wl
 			Expect(err).NotTo(HaveOccurred())
 		}
 		putKubeconfigSecret(ctx, ns, "wl1", workloads[1], workloads[1].Issuer.Issue(0))
-		Eventually(annotated(workloads[1])).WithTimeout(15*time.Second).Should(Succeed(), "the controller of wl1, back")
+		Eventually(annotated(workloads[1])).WithTimeout(testwait.Hang).Should(Succeed(), "the controller of wl1, back")
 
 		Expect(cmd.Wait()).To(Succeed())
 		Expect(log()).NotTo(ContainSubstring("already exists"))
@@ -390,7 +391,7 @@ type clusterLoad struct {
 // starts the counted informer on it, until the spec ends.
 func watchCluster(ctx context.Context, f *fleet.Fleet, name string) *clusterLoad {
 	m := &clusterLoad{name: name}
-	Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+	Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(testwait.Hang).ShouldNot(BeNil())
 	var err error
 	m.cfg, err = f.RESTConfig(ctx, name)
 	Expect(err).NotTo(HaveOccurred())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // The API server sends a watch a Secret that no longer matches its label
@@ -37,14 +38,14 @@ var _ = Describe("A fleet's log", func() {
 		_, err := secrets.Create(ctx, labelled, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		var first context.Context
-		Eventually(joined).WithTimeout(20 * time.Second).Should(Receive(&first))
+		Eventually(joined).WithTimeout(testwait.Hang).Should(Receive(&first))
 
 		unlabelled, err := secrets.Get(ctx, labelled.Name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		unlabelled.Labels = nil
 		_, err = secrets.Update(ctx, unlabelled, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(first.Done()).WithTimeout(20 * time.Second).Should(BeClosed())
+		Eventually(first.Done()).WithTimeout(testwait.Hang).Should(BeClosed())
 		Expect(context.Cause(first)).To(MatchError(ContainSubstring("its Secret " + ns + "/wl-kubeconfig no longer matches the label selector")))
 		Eventually(logs.String).Should(ContainSubstring(`"msg"="cluster left the fleet" "cluster"="` + ns + `/wl"`))
 
@@ -54,9 +55,9 @@ var _ = Describe("A fleet's log", func() {
 		_, err = secrets.Update(ctx, relabelled, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		var second context.Context
-		Eventually(joined).WithTimeout(20 * time.Second).Should(Receive(&second))
+		Eventually(joined).WithTimeout(testwait.Hang).Should(Receive(&second))
 		Expect(secrets.Delete(ctx, labelled.Name, metav1.DeleteOptions{})).To(Succeed())
-		Eventually(second.Done()).WithTimeout(20 * time.Second).Should(BeClosed())
+		Eventually(second.Done()).WithTimeout(testwait.Hang).Should(BeClosed())
 		Expect(context.Cause(second)).To(MatchError(ContainSubstring("its Secret " + ns + "/wl-kubeconfig was deleted")))
 	}, NodeTimeout(time.Minute))
 })

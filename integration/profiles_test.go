@@ -22,6 +22,7 @@ import (
 
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -196,7 +197,7 @@ func profileSpecs(workloads *[2]*testcluster.Cluster) {
 		DeferCleanup(stop)
 		putProfile(ctx, ns, "gone", "test-plugin", wl, fleet.ExtraEnvExtension, map[string]any{"PLUGIN_FETCH_URL": url})
 		name := ns + "/gone"
-		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(testwait.Hang).ShouldNot(BeNil())
 		cfg, err := f.RESTConfig(ctx, name)
 		Expect(err).NotTo(HaveOccurred())
 		cs, err := kubernetes.NewForConfig(cfg)
@@ -206,8 +207,8 @@ func profileSpecs(workloads *[2]*testcluster.Cluster) {
 		Expect(newSockets(socketsTo(port), before)).NotTo(BeEmpty(), "the vault's connection to the cluster")
 
 		Expect(profiles(ctx).Resource(profilesGVR).Namespace(ns).Delete(ctx, "gone", metav1.DeleteOptions{})).To(Succeed())
-		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(10 * time.Second).Should(BeNil())
-		Eventually(func() []string { return newSockets(socketsTo(port), before) }).WithTimeout(10*time.Second).Should(BeEmpty(),
+		Eventually(func() *vault.Vault { return f.Vault(name) }).WithTimeout(testwait.Hang).Should(BeNil())
+		Eventually(func() []string { return newSockets(socketsTo(port), before) }).WithTimeout(testwait.Hang).Should(BeEmpty(),
 			"this process's connections to the cluster, beyond those it had before the fleet")
 		_, err = cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 		Expect(err).To(MatchError(vault.ErrClosed))
@@ -225,7 +226,7 @@ func profileSpecs(workloads *[2]*testcluster.Cluster) {
 		putProfile(ctx, ns, "stranger", "someone-elses-plugin", wl, fleet.ExtraEnvExtension, map[string]any{"PLUGIN_FETCH_URL": url})
 		putProfile(ctx, ns, "known", "test-plugin", wl, fleet.ExtraEnvExtension, map[string]any{"PLUGIN_FETCH_URL": url})
 		// The known one is the mark that the watch has seen both.
-		Eventually(func() *vault.Vault { return f.Vault(ns + "/known") }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		Eventually(func() *vault.Vault { return f.Vault(ns + "/known") }).WithTimeout(testwait.Hang).ShouldNot(BeNil())
 		Consistently(func() []string { return f.Names() }).WithTimeout(2 * time.Second).Should(Equal([]string{ns + "/known"}))
 		Expect(hits.Load()).To(BeZero(), "nothing ran: the known cluster is not used yet, the stranger not added")
 	}, NodeTimeout(time.Minute))

@@ -15,6 +15,8 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // The README's operator main (examples/quickstart), run as written: its
@@ -34,17 +36,17 @@ var _ = Describe("The README's operator main", func() {
 		Expect(cmd.Start()).To(Succeed())
 		defer func() { _ = cmd.Process.Kill() }()
 
-		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(20 * time.Second).Should(Equal("200 ok"))
+		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(testwait.Hang).Should(Equal("200 ok"))
 		Eventually(func() error {
 			_, err := admin.CoordinationV1().Leases(namespace).Get(ctx, "my-operator", metav1.GetOptions{})
 			return err
-		}).WithTimeout(20*time.Second).Should(Succeed(), "the lease in the credential's namespace %s", namespace)
-		Eventually(out).WithTimeout(10 * time.Second).Should(gbytes.Say("(?i)successfully acquired lease"))
+		}).WithTimeout(testwait.Hang).Should(Succeed(), "the lease in the credential's namespace %s", namespace)
+		Eventually(out).WithTimeout(testwait.Hang).Should(gbytes.Say("(?i)successfully acquired lease"))
 
 		Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		Eventually(exited).WithTimeout(20*time.Second).Should(Receive(BeNil()), "exit status 0 after SIGTERM")
+		Eventually(exited).WithTimeout(testwait.Hang).Should(Receive(BeNil()), "exit status 0 after SIGTERM")
 
 		logs := string(out.Contents())
 		for _, bad := range []string{"SetLogger was never called", "the vault is closed", "Unable to write event", "panic"} {
@@ -64,7 +66,7 @@ var _ = Describe("The README's operator main", func() {
 				}
 			}
 			return reasons, err
-		}).WithTimeout(10 * time.Second).Should(ContainElement("LeaderElection"))
+		}).WithTimeout(testwait.Hang).Should(ContainElement("LeaderElection"))
 	}
 
 	It("serves its own login's credential when the store has one", func(ctx SpecContext) {

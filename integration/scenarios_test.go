@@ -20,6 +20,7 @@ import (
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/testkit/rotation"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -93,11 +94,11 @@ var _ = Describe("Client certificates", func() {
 		Expect(v.Invalidate(ctx, cred, fmt.Errorf("rotate"))).To(Succeed())
 		Expect(whoami(ctx, v)).To(Equal("cert-user-2"))
 		Eventually(func() float64 { return labelled(reg, "authvault_connections", "retired") }).
-			WithTimeout(10*time.Second).Should(Equal(1.0), "the watch keeps the old identity's connection")
+			WithTimeout(testwait.Hang).Should(Equal(1.0), "the watch keeps the old identity's connection")
 
 		watch.Stop()
 		Eventually(func() float64 { return labelled(reg, "authvault_connections", "retired") }).
-			WithTimeout(10*time.Second).Should(BeZero(), "closed once idle")
+			WithTimeout(testwait.Hang).Should(BeZero(), "closed once idle")
 		Expect(labelled(reg, "authvault_connections", "live")).To(Equal(1.0), "the new identity's connection")
 	})
 })
@@ -171,7 +172,7 @@ var _ = Describe("Bad handlers", func() {
 		for range 5 {
 			Expect(whoami(ctx, v)).To(Equal("authvault-tester"))
 		}
-		Eventually(logs.String).WithTimeout(10 * time.Second).Should(And(
+		Eventually(logs.String).WithTimeout(testwait.Hang).Should(And(
 			ContainSubstring(`"handler"="panics"`), ContainSubstring("panicked with a value of type string"),
 			ContainSubstring(`"handler"="hangs"`), ContainSubstring(`handler \"hangs\" did not return within 1s`),
 			ContainSubstring(`"handler"="garbage"`), ContainSubstring("invalid ConnectionInfo"),

@@ -10,12 +10,13 @@ import (
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/redact"
 	"github.com/authvault/authvault/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // refusalWait is how long a test waits for an upgrade whose first answer
 // is a 401 that stalls: the retry needs a dial and a login, not the
-// stalled body.
-const refusalWait = 10 * time.Second
+// stalled body, which stalls until the test ends it. A hang's bound.
+const refusalWait = testwait.Hang
 
 // TestStreamStalledRefusalIsNotWaitedFor: the server answers a SPDY
 // upgrade with the head of a 401 whose body never comes. The vault retries

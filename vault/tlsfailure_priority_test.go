@@ -10,6 +10,7 @@ import (
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // Two handlers, as with the fallback defaults: a higher priority for
@@ -59,16 +60,18 @@ func TestTLSFailureOfTheTopPriorityIsRetriedWhileALowerServes(t *testing.T) {
 	if _, err := get(); !isTLSFailure(err) {
 		t.Fatalf("first GET: %v, want a TLS verification failure (A's credential has the old CA)", err)
 	}
-	// Forty backoffs later, A's handler, which now gives the new CA, has
-	// had every chance to run again.
-	deadline := time.Now().Add(40 * backoff)
-	for time.Now().Before(deadline) {
-		_, _ = get()
-		time.Sleep(5 * time.Millisecond)
+	// A's handler, which now gives the new CA, runs again after its
+	// backoff (100 ms at most) and A serves again; left alone while B
+	// serves, it would not run again at all. The bound is a hang's.
+	var cluster string
+	var err error
+	for deadline := time.Now().Add(testwait.Hang); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cluster, err = get(); aCalls.Load() >= 2 && cluster == "a" {
+			break
+		}
 	}
-	cluster, err := get()
 	if n := aCalls.Load(); n < 2 || cluster != "a" {
 		t.Errorf("%v after A's TLS failure: A's handler ran %d time(s); GET %s/api went to cluster %q (err %v), B served %d requests meant for A; want A logged in again after its backoff",
-			40*backoff, n, srvA.URL, cluster, err, bHits.Load())
+			testwait.Hang, n, srvA.URL, cluster, err, bHits.Load())
 	}
 }

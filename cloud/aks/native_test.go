@@ -21,6 +21,7 @@ import (
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -396,7 +397,9 @@ func TestNativeTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %v, want the deadline's error", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	// The endpoint hangs: only the timeout ends the login, whatever a busy
+	// machine adds to it.
+	if d := time.Since(start); d > testwait.Hang {
 		t.Errorf("the login took %v with --timeout 200ms", d)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/authvault/authvault/testkit/rotation"
 	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -161,7 +162,7 @@ func (a *iamAuthenticator) verify(tok string) (string, error) {
 		return "", fmt.Errorf("X-Amz-Expires %q, want at most 60", q.Get("X-Amz-Expires"))
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {

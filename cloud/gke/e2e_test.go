@@ -23,6 +23,7 @@ import (
 	"github.com/authvault/authvault/testkit/rotation"
 	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
 
@@ -152,7 +153,7 @@ func writeGKEKubeconfig(t *testing.T, server string, ca []byte) string {
 // says whom it speaks for and that it has time left.
 func tokenInfo(url string) func(tok string) (string, error) {
 	return func(tok string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?access_token="+neturl.QueryEscape(tok), nil)
 		if err != nil {

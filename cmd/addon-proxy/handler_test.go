@@ -21,12 +21,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/addonauth"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // answerWait is how long a test waits for an answer that must come at
-// once (or at a bound of a fraction of a second): generous for a loaded
-// machine, far below what a trickled body takes.
-const answerWait = 10 * time.Second
+// once (or at a bound of a fraction of a second): a hang's bound, far
+// below what a trickled body takes.
+const answerWait = testwait.Hang
 
 // sidecar serves h as the sidecar serves its callers, on a loopback
 // address it returns, until the test ends.

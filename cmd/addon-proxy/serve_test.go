@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // freeAddr is a local address nothing listens on (for the moment).
@@ -75,7 +77,7 @@ func TestServersStopWhenOneFails(t *testing.T) {
 	srv := newServer(freeAddr(t), http.NotFoundHandler())
 	ops := &http.Server{Addr: taken.Addr().String(), Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second}
 
-	err = ended(t, serving(context.Background(), log, srv, ops, time.Minute), 10*time.Second)
+	err = ended(t, serving(context.Background(), log, srv, ops, time.Minute), testwait.Hang)
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		t.Errorf("serveAll = %v, want the ops server's %v", err, syscall.EADDRINUSE)
 	}
@@ -122,7 +124,7 @@ func TestServersShutDownWithinTheGrace(t *testing.T) {
 	<-streaming
 
 	stop()
-	if err := ended(t, done, grace+10*time.Second); err != nil {
+	if err := ended(t, done, grace+testwait.Hang); err != nil {
 		t.Errorf("serveAll after a signal = %v, want nil", err)
 	}
 	closed := make(chan struct{})
@@ -132,8 +134,8 @@ func TestServersShutDownWithinTheGrace(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second):
-		t.Error("the stream is still open 10 s after the shutdown")
+	case <-time.After(testwait.Hang):
+		t.Errorf("the stream is still open %v after the shutdown", testwait.Hang)
 		resp.Body.Close()
 		<-closed
 	}
@@ -152,11 +154,5 @@ func TestServersShutDownWithinTheGrace(t *testing.T) {
 // deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting after 10 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, what, cond)
 }

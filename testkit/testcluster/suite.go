@@ -6,6 +6,8 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 	"go.uber.org/goleak"
+
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // RunSuite runs a Ginkgo suite and fails t if a goroutine it started
@@ -14,6 +16,11 @@ import (
 // counted.
 func RunSuite(t *testing.T, description string) {
 	gomega.RegisterFailHandler(ginkgo.Fail)
+	// Gomega's default, a second, is a busy machine's speed: what a spec
+	// waits for with Eventually and no timeout of its own may take a hang's
+	// worth of time. Consistently keeps its short default: it asserts that
+	// something does not happen, which a slow machine cannot turn red.
+	gomega.SetDefaultEventuallyTimeout(testwait.Hang)
 	before := goleak.IgnoreCurrent()
 	ginkgo.RunSpecs(t, description)
 	goleak.VerifyNone(t, before,

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/authvault/authvault/hack/soak/hub"
+	"github.com/authvault/authvault/hack/soak/report"
+	"github.com/authvault/authvault/hack/soak/wire"
+)
+
+// options are the harness's flags.
+type options struct {
+	duration        time.Duration
+	dir             string
+	reportPath      string
+	chart           string
+	secretClusters  int
+	profileClusters int
+	minLife         time.Duration
+	maxLife         time.Duration
+	latency         time.Duration
+	workers         int
+	sampleEvery     time.Duration
+	hold            time.Duration
+	gap             time.Duration
+	quiet           time.Duration
+	settleMax       time.Duration
+}
+
+// long is a run long enough for the slope of its second half to mean
+// something: below it, only the baseline check runs.
+const long = 20 * time.Minute
+
+func (o *options) register(fs *flag.FlagSet) {
+	def := 60 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv("SOAK_DURATION")); err == nil {
+		def = d
+	}
+	fs.DurationVar(&o.duration, "duration", def, "how long the faults come (default: $SOAK_DURATION, else 60m); the run then stays quiet until the authvault side is back at its baseline")
+	fs.StringVar(&o.dir, "dir", "", "where the run's files go: the sides' records and logs, the report, the chart (default: a new temporary directory, kept)")
+	fs.StringVar(&o.reportPath, "report", "", "where the report (markdown) goes (default: soak.md in --dir)")
+	fs.StringVar(&o.chart, "chart", "", "where the chart goes, .svg or .png, several comma-separated (default: soak.svg in --dir)")
+	fs.IntVar(&o.secretClusters, "secret-clusters", 35, "fleet clusters from kubeconfig Secrets")
+	fs.IntVar(&o.profileClusters, "profile-clusters", 15, "fleet clusters from ClusterProfiles")
+	fs.DurationVar(&o.minLife, "token-life-min", 20*time.Second, "the shortest a token lives")
+	fs.DurationVar(&o.maxLife, "token-life-max", 60*time.Second, "the longest a token lives")
+	fs.DurationVar(&o.latency, "plugin-latency", time.Second, "how long each run of the exec plugin takes")
+	fs.IntVar(&o.workers, "workers", 2, "workers per side creating, updating, listing and deleting ConfigMaps")
+	fs.DurationVar(&o.sampleEvery, "sample-every", 0, "how often each side samples itself (default: 5s, 2s for a run shorter than 10m)")
+	fs.DurationVar(&o.hold, "hold", 0, "how long a plugin fault lasts (default: 30s, 8s for a run shorter than 10m)")
+	fs.DurationVar(&o.gap, "gap", 0, "the quiet time between two faults (default: 20s, 5s for a run shorter than 10m)")
+	fs.DurationVar(&o.quiet, "quiet", 0, "the least quiet time after the faults (default: 2m, 15s for a run shorter than 10m)")
+	fs.DurationVar(&o.settleMax, "settle-max", 4*time.Minute, "the longest the authvault side may take to come back to its baseline after the faults: a bound on a hang, not a speed")
+}
+
+// defaults fills what depends on the run's length.
+func (o *options) defaults() {
+	short := o.duration < 10*time.Minute
+	pick := func(v *time.Duration, long, short_ time.Duration) {
+		if *v == 0 {
+			*v = long
+			if short {
+				*v = short_
+			}
+		}
+	}
+	pick(&o.sampleEvery, 5*time.Second, 2*time.Second)
+	pick(&o.hold, 30*time.Second, 8*time.Second)
+	pick(&o.gap, 20*time.Second, 5*time.Second)
+	pick(&o.quiet, 2*time.Minute, 15*time.Second)
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// harness runs the soak and reports; its error says what failed.
+func harness(ctx context.Context, o *options) error {
+	o.defaults()
+	if o.dir == "" {
+		dir, err := os.MkdirTemp("", "authvault-soak-")
+		if err != nil {
+			return err
+		}
+		o.dir = dir
+	} else if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	if o.reportPath == "" {
+		o.reportPath = filepath.Join(o.dir, "soak.md")
+	}
+	if o.chart == "" {
+		o.chart = filepath.Join(o.dir, "soak.svg")
+	}
+	binary, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf("soak: faults for %v, files in %s; starting kube-apiserver and etcd, %d clusters (%d from Secrets, %d from ClusterProfiles)",
+		o.duration, o.dir, o.secretClusters+o.profileClusters, o.secretClusters, o.profileClusters)
+	h, err := hub.Start(ctx, hub.Options{Dir: o.dir, Binary: binary, SecretClusters: o.secretClusters, ProfileClusters: o.profileClusters,
+		MinTokenLife: o.minLife, MaxTokenLife: o.maxLife, PluginLatency: o.latency, Workers: o.workers, SampleEvery: o.sampleEvery, Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer h.Stop()
+
+	run := &report.Run{Start: time.Now(), Sides: map[string]*report.Side{}, Clusters: h.Clusters()}
+	sides := map[string]*sideProc{}
+	defer func() {
+		for _, s := range sides {
+			if !s.exited() {
+				_ = s.stop(30 * time.Second)
+			}
+		}
+	}()
+	for _, role := range hub.Sides {
+		s, err := startSide(binary, o.dir, h.Config(role))
+		if err != nil {
+			return err
+		}
+		sides[role] = s
+	}
+	if err := settle(ctx, sides, h.Clusters()); err != nil {
+		return err
+	}
+	run.Settled = time.Now()
+	logf("both sides reach all %d clusters; faults begin", h.Clusters())
+
+	var faultErr error
+	run.Faults, faultErr = runFaults(ctx, schedule(h, o.hold), o.duration, o.gap, logf)
+	run.FaultsEnd = time.Now()
+	if faultErr != nil {
+		return faultErr
+	}
+	logf("faults over; quiet for at least %v, until the authvault side is back at its baseline (at most %v)", o.quiet, o.settleMax)
+	backErr := comeBack(ctx, sides[wire.RoleAuthvault], run.Settled, o.quiet, o.settleMax)
+	run.End = time.Now()
+
+	var stopErrs []error
+	for _, role := range hub.Sides {
+		s := sides[role]
+		stopErrs = append(stopErrs, s.stop(30*time.Second))
+		side := &report.Side{Role: role, Samples: s.samples, Failures: s.failures, PluginRuns: h.PluginRuns(role)}
+		side.PredictedLogins = predictedLogins(o, role, run.End.Sub(run.Settled))
+		for _, path := range []string{s.out, s.err, h.Config(role).LogFile} {
+			text, err := os.ReadFile(path)
+			if err != nil {
+				stopErrs = append(stopErrs, err)
+				continue
+			}
+			side.Leaked = append(side.Leaked, h.Leaks(filepath.Base(path), text)...)
+		}
+		if s.bad > 0 {
+			stopErrs = append(stopErrs, fmt.Errorf("soak: the %s side wrote %d lines that were no record (see %s)", role, s.bad, s.out))
+		}
+		run.Sides[role] = side
+	}
+
+	summary := report.Analyze(run)
+	md := summary.Markdown()
+	if err := os.WriteFile(o.reportPath, []byte(md), 0o644); err != nil {
+		return err
+	}
+	for path := range strings.SplitSeq(o.chart, ",") {
+		if err := report.WriteChart(path, run); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\n%s\nreport: %s\nchart: %s\n", md, o.reportPath, o.chart)
+
+	errs := append(stopErrs, backErr)
+	errs = append(errs, summary.Check(report.Bounds{Sides: []string{wire.RoleAuthvault}, Slope: o.duration >= long})...)
+	return errors.Join(errs...)
+}
+
+// predictedLogins is what the tokens' lives call for over d: a login per
+// mean token life for each source of credentials the side logs in with
+// (authvault: the plugin and the token file on the hub, and every fleet
+// cluster; client-go: its plugin on the hub and on each ClusterProfile
+// cluster, a Secret's cluster being rebuilt rather than logged in).
+func predictedLogins(o *options, role string, d time.Duration) float64 {
+	sources := 1 + o.profileClusters
+	if role == wire.RoleAuthvault {
+		sources = 2 + o.secretClusters + o.profileClusters
+	}
+	mean := (o.minLife + o.maxLife) / 2
+	return float64(sources) * d.Seconds() / mean.Seconds()
+}
+
+// settle waits for both sides to reach every cluster and serve requests:
+// from then on samples count. Five minutes bound a hang: 50 clusters join
+// within a minute on two busy cores.
+func settle(ctx context.Context, sides map[string]*sideProc, clusters int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ready := 0
+		var behind []string
+		for role, s := range sides {
+			if s.exited() {
+				return fmt.Errorf("soak: the %s side ended before it settled (its stderr: %s)", role, s.err)
+			}
+			last, ok := s.last()
+			if ok && last.Clusters >= clusters && last.Requests > 0 {
+				ready++
+			} else {
+				behind = append(behind, fmt.Sprintf("%s: %d of %d clusters, %d requests", role, last.Clusters, clusters, last.Requests))
+			}
+		}
+		if ready == len(sides) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("soak: the sides did not settle within 5 min: %s", strings.Join(behind, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// comeBack waits at least quiet, then until the side's latest sample is
+// back at its baseline (its first sample from settled on), for at most max.
+func comeBack(ctx context.Context, s *sideProc, settled time.Time, quiet, max time.Duration) error {
+	start := time.Now()
+	var baseline wire.Sample
+	s.mu.Lock()
+	for _, smp := range s.samples {
+		if !smp.At.Before(settled) {
+			baseline = smp
+			break
+		}
+	}
+	s.mu.Unlock()
+	for {
+		last, _ := s.last()
+		err := report.Back(baseline, last, report.Tolerance{})
+		if time.Since(start) >= quiet && err == nil {
+			return nil
+		}
+		if time.Since(start) >= max {
+			return fmt.Errorf("soak: %v after the faults: %w", max, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}

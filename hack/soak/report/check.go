@@ -160,7 +160,7 @@ func (ss *SideSummary) check(b Bounds) []error {
 		r := ss.Resources[m]
 		switch {
 		case math.IsNaN(r.SlopePercent):
-			fail("%s: no slope: %d samples in the second half of the run", m, r.HalfSamples)
+			fail("%s: no slope: fewer than 2 samples (%d) in the second half of the run", m, r.HalfSamples)
 		case r.SlopePercent >= bound:
 			fail("%s grew %.2f %%/h over the second half of the run (%+.4g an hour), bound %g %%/h", m, r.SlopePercent, r.Slope, bound)
 		}

@@ -18,8 +18,7 @@ type Resource struct {
 	// Slope is the least-squares slope of the samples in the second half
 	// of the run, in the metric's unit per hour; SlopePercent is Slope as
 	// a percentage of that half's mean. Both are NaN when the half has
-	// fewer than two samples; SlopePercent is ±Inf when the mean is 0 and
-	// the slope is not.
+	// fewer than two samples.
 	Slope, SlopePercent float64
 	// HalfSamples is how many samples the slope is drawn through.
 	HalfSamples int
@@ -61,12 +60,9 @@ func resource(r *Run, samples []wire.Sample, m Metric) Resource {
 		return res
 	}
 	_, res.Slope = stat.LinearRegression(hours, values, nil, false)
+	res.SlopePercent = 0 // counts whose mean is 0 are 0 throughout
 	if mean := stat.Mean(values, nil); mean != 0 {
 		res.SlopePercent = res.Slope / mean * 100
-	} else if res.Slope != 0 {
-		res.SlopePercent = math.Inf(int(math.Copysign(1, res.Slope)))
-	} else {
-		res.SlopePercent = 0
 	}
 	return res
 }

@@ -183,6 +183,9 @@ func resourcePanel(r *Run, m Metric, minutes float64) (*plot.Plot, error) {
 	for _, f := range r.Faults {
 		p.Add(shade(f.Start.Sub(r.Start).Minutes(), f.End.Sub(r.Start).Minutes(), p.Y.Min, p.Y.Max, faultColor(slices.Index(kinds, f.Kind))))
 	}
+	// The first side, the one the soak gates, is drawn last: on top where
+	// the lines meet.
+	slices.Reverse(lines)
 	p.Add(lines...)
 	return p, nil
 }

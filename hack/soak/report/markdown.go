@@ -31,13 +31,17 @@ func row(b *strings.Builder, cells ...string) {
 	b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 }
 
-// header writes a table's header and its alignment line: the first
-// column left, the others right.
-func header(b *strings.Builder, cells ...string) {
+// header writes a table's header and its alignment line: the first left
+// columns, which name the row, aligned left, the figures right.
+func header(b *strings.Builder, left int, cells ...string) {
 	row(b, cells...)
-	align := []string{"---"}
-	for range cells[1:] {
-		align = append(align, "---:")
+	var align []string
+	for i := range cells {
+		if i < left {
+			align = append(align, "---")
+		} else {
+			align = append(align, "---:")
+		}
 	}
 	row(b, align...)
 }
@@ -63,7 +67,7 @@ func (s *Summary) failuresMarkdown(b *strings.Builder) {
 		for _, ss := range s.Sides {
 			cells = append(cells, ss.Role+": explained (by)", ss.Role+": unexplained")
 		}
-		header(b, cells...)
+		header(b, 2, cells...)
 		for _, k := range keys {
 			cells := []string{k.component, k.kind}
 			for _, ss := range s.Sides {
@@ -111,7 +115,7 @@ func explained(f Failures) string {
 func (s *Summary) resourcesMarkdown(b *strings.Builder) {
 	b.WriteString("#### Resources\n\n")
 	b.WriteString("Baseline: the first sample once settled; slope: least squares over the second half of the run.\n\n")
-	header(b, "metric", "side", "baseline", "min", "max", "final", "slope /h", "slope %/h")
+	header(b, 2, "metric", "side", "baseline", "min", "max", "final", "slope /h", "slope %/h")
 	for _, m := range Metrics {
 		name := m.String()
 		if m == HeapInUse {
@@ -158,7 +162,7 @@ func (s *Summary) ratesMarkdown(b *strings.Builder) {
 	for _, ss := range s.Sides {
 		cells = append(cells, ss.Role)
 	}
-	header(b, cells...)
+	header(b, 1, cells...)
 	line := func(name string, f func(*SideSummary) string) {
 		cells := []string{name}
 		for _, ss := range s.Sides {
@@ -187,7 +191,7 @@ func (s *Summary) faultsMarkdown(b *strings.Builder) {
 		b.WriteString("None.\n")
 		return
 	}
-	header(b, "fault", "times", "total duration")
+	header(b, 1, "fault", "times", "total duration")
 	for _, f := range s.Faults {
 		row(b, f.Kind, fmt.Sprint(f.Count), round(f.Total).String())
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/authvault/authvault/hack/soak/wire"
+	"github.com/authvault/authvault/redact"
 )
 
 // hubComponents are the components that run on the hub's own credentials:
@@ -48,7 +49,8 @@ type Failures struct {
 	Unexplained int
 }
 
-// Unexplained is one failure no fault explains, as the report lists it.
+// Unexplained is one failure no fault explains, as the report lists it:
+// its Message with any URL's user info hidden.
 type Unexplained struct {
 	Since time.Duration // since Run.Start
 	wire.Failure
@@ -79,6 +81,7 @@ func attribute(r *Run, s *Side) (tally []Failures, first []Unexplained, unexplai
 		if len(by) == 0 {
 			t.Unexplained++
 			unexplained++
+			x.Message = redact.URL(x.Message)
 			first = append(first, Unexplained{Since: x.At.Sub(r.Start), Failure: x})
 			continue
 		}

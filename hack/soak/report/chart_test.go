@@ -24,7 +24,8 @@ func TestWriteChartSVG(t *testing.T) {
 	}
 	// It is XML, whose root is an svg element.
 	d := xml.NewDecoder(bytes.NewReader(raw))
-	var root string
+	var root, viewBox string
+	var first map[string]string // the attributes of the first path drawn
 	for {
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
@@ -33,12 +34,36 @@ func TestWriteChartSVG(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the SVG is not XML: %v", err)
 		}
-		if el, ok := tok.(xml.StartElement); ok && root == "" {
+		el, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		if root == "" {
 			root = el.Name.Local
+		}
+		if el.Name.Local == "svg" || (el.Name.Local == "path" && first == nil) {
+			attrs := map[string]string{}
+			for _, a := range el.Attr {
+				attrs[a.Name.Local] = a.Value
+			}
+			if el.Name.Local == "svg" {
+				viewBox = attrs["viewBox"]
+			} else {
+				first = attrs
+			}
 		}
 	}
 	if root != "svg" {
 		t.Errorf("root element %q, want svg", root)
+	}
+	// The first thing drawn is an opaque white rectangle over the whole
+	// figure: SVG is transparent where nothing is drawn.
+	var w, h string
+	if f := strings.Fields(viewBox); len(f) == 4 {
+		w, h = f[2], f[3]
+	}
+	if want := "M0,0L" + w + ",0L" + w + "," + h + "L0," + h + "Z"; first["d"] != want || first["style"] != "fill:#FFFFFF" {
+		t.Errorf("the first path is %v, want d %q, style fill:#FFFFFF", first, want)
 	}
 	// The legend names both sides and each kind of fault; the panels
 	// their metrics; the axis its unit.

@@ -2,7 +2,6 @@ package report
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -207,15 +206,6 @@ func TestBack(t *testing.T) {
 			}
 		})
 	}
-}
-
-func ExampleBack() {
-	baseline := wire.Sample{Goroutines: 412, FDs: 63, Conns: 18}
-	fmt.Println(Back(baseline, wire.Sample{Goroutines: 430, FDs: 61, Conns: 22}, Tolerance{}))
-	fmt.Println(Back(baseline, wire.Sample{Goroutines: 530, FDs: 64, Conns: 31}, Tolerance{}))
-	// Output:
-	// <nil>
-	// report: not back to the baseline: goroutines 530, above 453 (baseline 412 + max(10 %, 5)); connections 31, above 23 (baseline 18 + max(10 %, 5))
 }
 
 func TestCheckErrorText(t *testing.T) {

@@ -116,7 +116,7 @@ func (s *Summary) resourcesMarkdown(b *strings.Builder) {
 	b.WriteString("#### Resources\n\n")
 	b.WriteString("Baseline: the first sample once settled; slope: least squares over the second half of the run.\n\n")
 	header(b, 2, "metric", "side", "baseline", "min", "max", "final", "slope /h", "slope %/h")
-	for _, m := range Metrics {
+	for _, m := range metrics {
 		name := m.String()
 		if m == HeapInUse {
 			name += " (MiB)"

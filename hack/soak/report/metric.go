@@ -14,8 +14,8 @@ const (
 	Series                   // Prometheus series
 )
 
-// Metrics is every Metric, in order.
-var Metrics = []Metric{HeapInUse, Goroutines, FDs, Conns, Series}
+// metrics is every Metric, in order.
+var metrics = []Metric{HeapInUse, Goroutines, FDs, Conns, Series}
 
 // String is the metric's name in tables and errors.
 func (m Metric) String() string {

@@ -103,7 +103,7 @@ func summarizeSide(r *Run, role string, side *Side) *SideSummary {
 		ss.Baseline, ss.Final, ss.HasBaseline = after[0], samples[len(samples)-1], true
 	}
 	ss.Failures, ss.First, ss.Unexplained = attribute(r, side)
-	for _, m := range Metrics {
+	for _, m := range metrics {
 		ss.Resources = append(ss.Resources, resource(r, samples, m))
 	}
 	ss.Rates = rates(r, &sorted)

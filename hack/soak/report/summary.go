@@ -37,6 +37,7 @@ type SideSummary struct {
 	// Resources is indexed by Metric.
 	Resources []Resource
 	Rates
+	// Leaked is Side.Leaked: where the side's output held a secret.
 	Leaked []string
 }
 

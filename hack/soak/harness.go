@@ -164,7 +164,7 @@ func harness(ctx context.Context, o *options) error {
 		run.Sides[role] = side
 	}
 
-	summary := report.Analyze(run)
+	summary := report.Summarize(run)
 	md := summary.Markdown()
 	if err := os.WriteFile(o.reportPath, []byte(md), 0o644); err != nil {
 		return err

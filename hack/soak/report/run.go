@@ -1,8 +1,3 @@
-// Package report reads what a soak run recorded — each side's samples and
-// failures, and the faults the harness caused — and says what it shows:
-// which failures a fault explains, how the process's resources moved, how
-// many logins and log lines it took; it draws the chart and checks the
-// bounds the soak promises.
 package report
 
 import (

@@ -1,0 +1,172 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/authvault/authvault/hack/soak/wire"
+)
+
+// Bounds are what Summary.Check holds a run to. The zero value checks the
+// authvault side with the default tolerance and no slope.
+type Bounds struct {
+	// Sides are the roles checked. Default: wire.RoleAuthvault alone — the
+	// client-go side is the comparison, reported, not gated.
+	Sides []string
+	// Slope turns the slope check on, for a run long enough that its
+	// second half draws a line through noise (the 60-min soak, not the
+	// 2-min one).
+	Slope bool
+	// The largest slope over the second half of the run, in percent of
+	// that half's mean per hour, for each metric the slope check covers.
+	// Zero means the default: 1 %/h for goroutines, descriptors and
+	// connections, DefaultHeapSlope for the heap.
+	GoroutinesSlope, FDsSlope, ConnsSlope, HeapSlope float64
+	// Tolerance is how far above its baseline a metric may end.
+	Tolerance Tolerance
+}
+
+// DefaultSlope is the default bound of the slope of goroutines,
+// descriptors and connections, in percent per hour: the example.
+// These are counts that settle: a leak of one per rotation (a goroutine
+// per refresh timer, a descriptor per rebuilt transport) adds far more
+// than 1 % an hour of the thousand or so a side holds, while the
+// in-flight requests' noise, over a half of 30 minutes sampled every few
+// seconds, draws a line well within it.
+const DefaultSlope = 1.0
+
+// DefaultHeapSlope is the default bound of the heap's slope, in percent
+// per hour. The heap in use saws with every garbage collection, so a line
+// drawn through it moves on a flat process. Measured on a flat workload
+// (JSON over net/http into a cache of bounded size, sampled every 2 s for
+// 11 min): samples scatter 9 % of the mean around their line, with a
+// correlation of 0.2 from one to the next, which over the 360 samples of
+// a 30-min half taken every 5 s is a standard error of about 3.5 %/h; the
+// bound is about three of them.
+const DefaultHeapSlope = 10.0
+
+// Tolerance is how far above its baseline a count may be and still count
+// as back: the larger of Fraction of the baseline and Slack. Being below
+// the baseline is always back.
+type Tolerance struct {
+	// Fraction of the baseline. Default 0.10.
+	Fraction float64
+	// Slack is the absolute allowance, for small baselines (a handful of
+	// connections). Default 5.
+	Slack int
+}
+
+func (t Tolerance) withDefaults() Tolerance {
+	if t.Fraction == 0 {
+		t.Fraction = 0.10
+	}
+	if t.Slack == 0 {
+		t.Slack = 5
+	}
+	return t
+}
+
+// bound is the most v may be over a baseline of base.
+func (t Tolerance) bound(base int) int {
+	return base + max(int(math.Floor(t.Fraction*float64(base))), t.Slack)
+}
+
+// backMetrics are the counts that must come back to their baseline once
+// the faults stop: the heap may keep what a run taught it (caches of
+// bounded size), series their labels.
+var backMetrics = []Metric{Goroutines, FDs, Conns}
+
+// over describes each of the counts of now above its bound, one phrase
+// each.
+func over(baseline, now wire.Sample, t Tolerance) []string {
+	t = t.withDefaults()
+	var d []string
+	for _, m := range backMetrics {
+		base, v := int(m.of(baseline)), int(m.of(now))
+		if b := t.bound(base); v > b {
+			d = append(d, fmt.Sprintf("%s %d, above %d (baseline %d + max(%g %%, %d))", m, v, b, base, t.Fraction*100, t.Slack))
+		}
+	}
+	return d
+}
+
+// Back reports whether the goroutines, descriptors and connections of now
+// are back within t of baseline: nil when they are, else an error that
+// names each one above its bound. The harness calls it while it waits for
+// a side to settle after the faults; Check calls it on the last sample.
+func Back(baseline, now wire.Sample, t Tolerance) error {
+	if d := over(baseline, now, t); len(d) > 0 {
+		return errors.New("report: not back to the baseline: " + strings.Join(d, "; "))
+	}
+	return nil
+}
+
+// Check holds the sides b names to b: no unexplained failure, no leaked
+// secret, back to the baseline at the end, and, when b.Slope says so, no
+// slope above its bound. Each error is one line that names the side, what
+// failed, its figures and the bound. Nil means the run passed.
+func (s *Summary) Check(b Bounds) []error {
+	sides := b.Sides
+	if len(sides) == 0 {
+		sides = []string{wire.RoleAuthvault}
+	}
+	var errs []error
+	for _, role := range sides {
+		ss := s.Side(role)
+		if ss == nil {
+			errs = append(errs, fmt.Errorf("report: %s side: not in the run", role))
+			continue
+		}
+		errs = append(errs, ss.check(b)...)
+	}
+	return errs
+}
+
+// check is Check for one side.
+func (ss *SideSummary) check(b Bounds) []error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("report: %s side: "+format, append([]any{ss.Role}, args...)...))
+	}
+	if ss.Unexplained > 0 {
+		x := ss.First[0]
+		where := x.Component
+		if x.Cluster != "" {
+			where += " " + x.Cluster
+		}
+		fail("%d unexplained failures, the first %v after the start: %s %s: %s", ss.Unexplained, x.Since, where, x.Kind, x.Message)
+	}
+	for _, where := range ss.Leaked {
+		fail("a secret leaked: %s", where)
+	}
+	if !ss.HasBaseline {
+		fail("no sample after the run settled: no baseline")
+		return errs
+	}
+	for _, d := range over(ss.Baseline, ss.Final, b.Tolerance) {
+		fail("not back to the baseline at the end: %s", d)
+	}
+	if !b.Slope {
+		return errs
+	}
+	bounds := map[Metric]float64{Goroutines: b.GoroutinesSlope, FDs: b.FDsSlope, Conns: b.ConnsSlope, HeapInUse: b.HeapSlope}
+	for _, m := range []Metric{HeapInUse, Goroutines, FDs, Conns} {
+		bound := bounds[m]
+		if bound == 0 {
+			bound = DefaultSlope
+			if m == HeapInUse {
+				bound = DefaultHeapSlope
+			}
+		}
+		r := ss.Resources[m]
+		switch {
+		case math.IsNaN(r.SlopePercent):
+			fail("%s: no slope: fewer than 2 samples (%d) in the second half of the run", m, r.HalfSamples)
+		case r.SlopePercent >= bound:
+			fail("%s grew %.2f %%/h over the second half of the run (%+.4g an hour), bound %g %%/h", m, r.SlopePercent, r.Slope, bound)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,220 @@
+package report
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/authvault/authvault/hack/soak/wire"
+)
+
+// errorText is errs, a line each.
+func errorText(errs []error) string { return errors.Join(errs...).Error() }
+
+func TestCheck(t *testing.T) {
+	hour := time.Hour
+	leak := func(i int, s *wire.Sample) { s.Goroutines += 2 * i } // +2 per sample: 1440/h on 400
+	tests := []struct {
+		name   string
+		run    *Run
+		bounds Bounds
+		// want are the substrings of the errors, one error each; none:
+		// the run passes.
+		want [][]string
+	}{
+		{name: "flat run, every check", run: flatRun(hour, nil), bounds: Bounds{Slope: true, Sides: []string{wire.RoleAuthvault, wire.RoleClientGo}}},
+		{
+			name:   "goroutine leak, slope on",
+			run:    flatRun(hour, leak),
+			bounds: Bounds{Slope: true, Tolerance: Tolerance{Fraction: 100}}, // the final sample passes
+			want:   [][]string{{"authvault side", "goroutines grew", "%/h", "bound 1 %/h"}},
+		},
+		{
+			name:   "goroutine leak, slope off",
+			run:    flatRun(hour, leak),
+			bounds: Bounds{Tolerance: Tolerance{Fraction: 100}},
+		},
+		{
+			name:   "goroutine leak on the client-go side, which is not gated",
+			run:    leakOn(wire.RoleClientGo, flatRun(hour, nil)),
+			bounds: Bounds{Slope: true},
+		},
+		{
+			name:   "goroutine leak on the client-go side, gated",
+			run:    leakOn(wire.RoleClientGo, flatRun(hour, nil)),
+			bounds: Bounds{Slope: true, Sides: []string{wire.RoleClientGo}},
+			want:   [][]string{{"client-go side", "not back", "goroutines 1840, above 598 (baseline 544"}, {"client-go side", "goroutines grew 97.30 %/h", "(+1440 an hour)"}},
+		},
+		{
+			name: "descriptors stay up at the end",
+			run: flatRun(2*time.Minute, func(i int, s *wire.Sample) {
+				if s.At.After(t0.Add(time.Minute)) {
+					s.FDs += 30
+				}
+			}),
+			want: [][]string{{"authvault side", "not back to the baseline at the end", "file descriptors 90, above 66 (baseline 60"}},
+		},
+		{
+			name: "descriptors up during the faults, back at the end",
+			run: flatRun(2*time.Minute, func(i int, s *wire.Sample) {
+				if s.At.After(t0.Add(time.Minute)) && s.At.Before(t0.Add(100*time.Second)) {
+					s.FDs += 30
+				}
+			}),
+		},
+		{
+			name: "heap grows 5 %/h: within its default bound",
+			run: flatRun(hour, func(i int, s *wire.Sample) {
+				s.HeapInUse += uint64(float64(64<<20) * 0.05 * s.At.Sub(t0).Hours())
+			}),
+			bounds: Bounds{Slope: true},
+		},
+		{
+			name: "heap grows 20 %/h",
+			run: flatRun(hour, func(i int, s *wire.Sample) {
+				s.HeapInUse += uint64(float64(64<<20) * 0.20 * s.At.Sub(t0).Hours())
+			}),
+			bounds: Bounds{Slope: true},
+			want:   [][]string{{"authvault side", "heap in use grew", "bound 10 %/h"}},
+		},
+		{
+			name:   "connections grow, a bound of their own",
+			run:    flatRun(hour, func(i int, s *wire.Sample) { s.Conns += i / 100 }),
+			bounds: Bounds{Slope: true, ConnsSlope: 50, Tolerance: Tolerance{Slack: 100}},
+		},
+		{
+			name: "a leaked secret",
+			run: func() *Run {
+				r := flatRun(2*time.Minute, nil)
+				r.Sides[wire.RoleAuthvault].Leaked = []string{"log file line 12"}
+				return r
+			}(),
+			want: [][]string{{"authvault side", "a secret leaked: log file line 12"}},
+		},
+		{
+			name: "an unexplained failure",
+			run: func() *Run {
+				r := flatRun(2*time.Minute, nil)
+				r.Sides[wire.RoleAuthvault].Failures = []wire.Failure{{At: t0.Add(30 * time.Second), Component: "fleet", Cluster: "c7", Kind: "refused", Message: "connection refused"}}
+				return r
+			}(),
+			want: [][]string{{"authvault side", "1 unexplained failures", "30s after the start", "fleet c7 refused: connection refused"}},
+		},
+		{
+			name: "no sample after the run settled",
+			run: func() *Run {
+				r := flatRun(2*time.Minute, nil)
+				r.Settled = r.End.Add(time.Second)
+				return r
+			}(),
+			want: [][]string{{"authvault side", "no baseline"}},
+		},
+		{
+			name:   "too short for a slope",
+			run:    flatRun(8*time.Second, nil),
+			bounds: Bounds{Slope: true},
+			want: [][]string{
+				{"heap in use: no slope: fewer than 2 samples (1)"}, {"goroutines: no slope"},
+				{"file descriptors: no slope"}, {"connections: no slope"},
+			},
+		},
+		{
+			name:   "a side that is not in the run",
+			run:    flatRun(2*time.Minute, nil),
+			bounds: Bounds{Sides: []string{"kopf"}},
+			want:   [][]string{{"kopf side: not in the run"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := Summarize(tt.run).Check(tt.bounds)
+			if len(errs) != len(tt.want) {
+				t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(tt.want), errs)
+			}
+			for i, err := range errs {
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error %d is not one line: %q", i, err)
+				}
+				if !strings.HasPrefix(err.Error(), "report: ") {
+					t.Errorf("error %d does not start with the package: %q", i, err)
+				}
+				for _, w := range tt.want[i] {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %d = %q, want it to contain %q", i, err, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// leakOn makes the goroutines of r's side of role grow by 2 a sample.
+func leakOn(role string, r *Run) *Run {
+	for i := range r.Sides[role].Samples {
+		r.Sides[role].Samples[i].Goroutines += 2 * i
+	}
+	return r
+}
+
+func TestBack(t *testing.T) {
+	base := wire.Sample{Goroutines: 400, FDs: 60, Conns: 20, HeapInUse: 1 << 20}
+	with := func(g, f, c int) wire.Sample {
+		s := base
+		s.Goroutines, s.FDs, s.Conns = g, f, c
+		return s
+	}
+	tests := []struct {
+		name string
+		now  wire.Sample
+		tol  Tolerance
+		want []string // substrings of the error; nil: back
+	}{
+		{name: "the baseline itself", now: base},
+		{name: "below the baseline", now: with(10, 5, 0)},
+		{name: "goroutines at 10 %", now: with(440, 60, 20)},
+		{name: "goroutines past 10 %", now: with(441, 60, 20), want: []string{"goroutines 441, above 440 (baseline 400 + max(10 %, 5))"}},
+		{name: "connections at the slack", now: with(400, 60, 25)},
+		{name: "connections past the slack", now: with(400, 60, 26), want: []string{"connections 26, above 25"}},
+		{name: "descriptors at 10 %", now: with(400, 66, 20)},
+		{name: "descriptors past 10 %", now: with(400, 67, 20), want: []string{"file descriptors 67, above 66"}},
+		{name: "every one past", now: with(500, 100, 50), want: []string{"goroutines 500", "; file descriptors 100", "; connections 50"}},
+		{name: "the heap is not a count that must come back", now: func() wire.Sample { s := base; s.HeapInUse *= 10; return s }()},
+		{name: "a tolerance of its own", now: with(600, 60, 20), tol: Tolerance{Fraction: 0.5}},
+		{name: "a slack of its own", now: with(400, 60, 60), tol: Tolerance{Slack: 40}},
+		{name: "a slack of its own, past", now: with(400, 60, 61), tol: Tolerance{Slack: 40}, want: []string{"connections 61, above 60 (baseline 20 + max(10 %, 40))"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Back(base, tt.now, tt.tol)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Back = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Back = nil, want an error containing %q", tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), "report: not back to the baseline: ") {
+				t.Errorf("Back = %q, want it to start with the package and what", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Back = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckErrorText(t *testing.T) {
+	// The whole of Check's output, once, as a reader gets it.
+	r := leakOn(wire.RoleAuthvault, flatRun(time.Hour, nil))
+	got := errorText(Summarize(r).Check(Bounds{Slope: true}))
+	want := "report: authvault side: not back to the baseline at the end: goroutines 1840, above 598 (baseline 544 + max(10 %, 5))\n" +
+		"report: authvault side: goroutines grew"
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("Check:\n%s\nwant it to start with\n%s", got, want)
+	}
+}

@@ -1,0 +1,118 @@
+package report
+
+import (
+	"math"
+	"time"
+
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/authvault/authvault/hack/soak/wire"
+)
+
+// Resource is how one metric of a side moved over the run.
+type Resource struct {
+	Metric Metric
+	// Baseline is the first sample at or after Run.Settled; Min and Max
+	// are over the samples from then on; Final is the last sample.
+	Baseline, Min, Max, Final float64
+	// Slope is the least-squares slope of the samples in the second half
+	// of the run, in the metric's unit per hour; SlopePercent is Slope as
+	// a percentage of that half's mean. Both are NaN when the half has
+	// fewer than two samples.
+	Slope, SlopePercent float64
+	// HalfSamples is how many samples the slope is drawn through.
+	HalfSamples int
+}
+
+// settled is the samples from the first at or after r.Settled on.
+func settled(r *Run, samples []wire.Sample) []wire.Sample {
+	for i, s := range samples {
+		if !s.At.Before(r.Settled) {
+			return samples[i:]
+		}
+	}
+	return nil
+}
+
+// resource measures m over samples, which are sorted by time.
+func resource(r *Run, samples []wire.Sample, m Metric) Resource {
+	res := Resource{Metric: m, Slope: math.NaN(), SlopePercent: math.NaN()}
+	after := settled(r, samples)
+	if len(after) == 0 {
+		return res
+	}
+	res.Baseline, res.Final = m.of(after[0]), m.of(samples[len(samples)-1])
+	res.Min, res.Max = res.Baseline, res.Baseline
+	for _, s := range after {
+		res.Min, res.Max = min(res.Min, m.of(s)), max(res.Max, m.of(s))
+	}
+
+	half := r.Start.Add(r.End.Sub(r.Start) / 2)
+	var hours, values []float64
+	for _, s := range samples {
+		if !s.At.Before(half) && !s.At.After(r.End) {
+			hours = append(hours, s.At.Sub(half).Hours())
+			values = append(values, m.of(s))
+		}
+	}
+	res.HalfSamples = len(values)
+	if len(values) < 2 {
+		return res
+	}
+	_, res.Slope = stat.LinearRegression(hours, values, nil, false)
+	res.SlopePercent = 0 // counts whose mean is 0 are 0 throughout
+	if mean := stat.Mean(values, nil); mean != 0 {
+		res.SlopePercent = res.Slope / mean * 100
+	}
+	return res
+}
+
+// Rates are a side's activity per unit of time.
+type Rates struct {
+	// LogLinesPerClusterHour is the log lines the side wrote from its
+	// baseline sample to its last, per hour, per cluster: the fleet's
+	// clusters and the hub as one more.
+	LogLinesPerClusterHour float64
+	// LoginsPerHour is the side's logins over the run (authvault: its
+	// logins metric; client-go: its plugin's runs), per hour;
+	// PredictedPerHour is what the tokens' lives call for, per hour, and
+	// LoginRatio the one over the other (NaN without a prediction).
+	LoginsPerHour, PredictedPerHour, LoginRatio float64
+	// RequestsPerSecond is the operations that succeeded from the
+	// baseline sample to the last, per second.
+	RequestsPerSecond float64
+}
+
+// rates measures s's rates over r.
+func rates(r *Run, s *Side) Rates {
+	rt := Rates{LoginRatio: math.NaN()}
+	run := r.End.Sub(r.Start)
+	logins := float64(s.PluginRuns)
+	if s.Role == wire.RoleAuthvault && len(s.Samples) > 0 {
+		logins = float64(s.Samples[len(s.Samples)-1].Logins)
+	}
+	rt.LoginsPerHour = perHour(logins, run)
+	rt.PredictedPerHour = perHour(s.PredictedLogins, run)
+	if s.PredictedLogins > 0 {
+		rt.LoginRatio = logins / s.PredictedLogins
+	}
+	after := settled(r, s.Samples)
+	if len(after) < 2 {
+		return rt
+	}
+	first, last := after[0], after[len(after)-1]
+	span := last.At.Sub(first.At)
+	rt.LogLinesPerClusterHour = perHour(float64(last.LogLines-first.LogLines), span) / float64(r.Clusters+1)
+	if span > 0 {
+		rt.RequestsPerSecond = float64(last.Requests-first.Requests) / span.Seconds()
+	}
+	return rt
+}
+
+// perHour is n over d, per hour; 0 over no time.
+func perHour(n float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return n / d.Hours()
+}

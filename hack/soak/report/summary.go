@@ -1,0 +1,122 @@
+package report
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/authvault/authvault/hack/soak/wire"
+)
+
+// Summary is what a run shows, side by side: it is computed once by
+// Summarize and read-only after.
+type Summary struct {
+	Start, Settled, FaultsEnd, End time.Time
+	Clusters                       int
+	// Sides are authvault's first, then client-go's, then any other by
+	// role.
+	Sides  []*SideSummary
+	Faults []FaultTally
+}
+
+// SideSummary is what one side's records show.
+type SideSummary struct {
+	Role string
+	// Samples is how many samples the side wrote.
+	Samples int
+	// Baseline is the first sample at or after Run.Settled, Final the
+	// last; HasBaseline is false when there is none.
+	Baseline, Final wire.Sample
+	HasBaseline     bool
+	// Failures are by component and kind, sorted.
+	Failures []Failures
+	// Unexplained is how many failures no fault explains; First lists the
+	// earliest few of them.
+	Unexplained int
+	First       []Unexplained
+	// Resources is indexed by Metric.
+	Resources []Resource
+	Rates
+	// Leaked is Side.Leaked: where the side's output held a secret.
+	Leaked []string
+}
+
+// FaultTally is how many times the harness caused a kind of fault, and
+// for how long in all.
+type FaultTally struct {
+	Kind  string
+	Count int
+	Total time.Duration
+}
+
+// Summarize reads r. Samples and failures may come in any order.
+func Summarize(r *Run) *Summary {
+	s := &Summary{Start: r.Start, Settled: r.Settled, FaultsEnd: r.FaultsEnd, End: r.End, Clusters: r.Clusters}
+	for _, role := range roles(r) {
+		s.Sides = append(s.Sides, summarizeSide(r, role, r.Sides[role]))
+	}
+	index := map[string]int{}
+	for _, f := range r.Faults {
+		i, ok := index[f.Kind]
+		if !ok {
+			i = len(s.Faults)
+			index[f.Kind] = i
+			s.Faults = append(s.Faults, FaultTally{Kind: f.Kind})
+		}
+		s.Faults[i].Count++
+		s.Faults[i].Total += f.End.Sub(f.Start)
+	}
+	slices.SortFunc(s.Faults, func(a, b FaultTally) int { return strings.Compare(a.Kind, b.Kind) })
+	return s
+}
+
+// roles are r's sides in the order the report shows them.
+func roles(r *Run) []string {
+	var rs []string
+	for role := range r.Sides {
+		rs = append(rs, role)
+	}
+	rank := func(role string) int {
+		switch role {
+		case wire.RoleAuthvault:
+			return 0
+		case wire.RoleClientGo:
+			return 1
+		}
+		return 2
+	}
+	slices.SortFunc(rs, func(a, b string) int {
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return rs
+}
+
+// summarizeSide reads side, the side of role.
+func summarizeSide(r *Run, role string, side *Side) *SideSummary {
+	samples := slices.SortedStableFunc(slices.Values(side.Samples), func(a, b wire.Sample) int { return a.At.Compare(b.At) })
+	sorted := *side
+	sorted.Samples, sorted.Role = samples, role
+	ss := &SideSummary{Role: role, Samples: len(samples), Leaked: side.Leaked}
+	if after := settled(r, samples); len(after) > 0 {
+		ss.Baseline, ss.Final, ss.HasBaseline = after[0], samples[len(samples)-1], true
+	}
+	ss.Failures, ss.First, ss.Unexplained = attribute(r, side)
+	for _, m := range metrics {
+		ss.Resources = append(ss.Resources, resource(r, samples, m))
+	}
+	ss.Rates = rates(r, &sorted)
+	return ss
+}
+
+// Side is the summary of the side of role, or nil.
+func (s *Summary) Side(role string) *SideSummary {
+	for _, ss := range s.Sides {
+		if ss.Role == role {
+			return ss
+		}
+	}
+	return nil
+}

@@ -33,6 +33,7 @@ type options struct {
 	quiet           time.Duration
 	settleMax       time.Duration
 	slope           bool
+	faults          string
 }
 
 // long is a run long enough for the slope of its second half to mean
@@ -58,6 +59,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.hold, "hold", 0, "how long a plugin fault lasts (default: 30s, 8s for a run shorter than 10m)")
 	fs.DurationVar(&o.gap, "gap", 0, "the quiet time between two faults (default: 20s, 5s for a run shorter than 10m)")
 	fs.DurationVar(&o.quiet, "quiet", 0, "the least quiet time after the faults (default: 2m, 15s for a run shorter than 10m)")
+	fs.StringVar(&o.faults, "faults", "", "the faults to cause, comma-separated, in this order (default: every kind: "+strings.Join(faultKinds(), ",")+")")
 	fs.BoolVar(&o.slope, "check-slope", false, "check the slope of the second half even in a run shorter than 20m (a leak grows fast enough to show in a few minutes)")
 	fs.DurationVar(&o.settleMax, "settle-max", 4*time.Minute, "the longest the authvault side may take to come back to its baseline after the faults: a bound on a hang, not a speed")
 }
@@ -136,8 +138,12 @@ func harness(ctx context.Context, o *options) error {
 	run.Settled = time.Now()
 	logf("both sides reach all %d clusters; faults begin", h.Clusters())
 
+	steps, err := pick(schedule(h, o.hold), o.faults)
+	if err != nil {
+		return err
+	}
 	var faultErr error
-	run.Faults, faultErr = runFaults(ctx, schedule(h, o.hold), o.duration, o.gap, logf)
+	run.Faults, faultErr = runFaults(ctx, steps, o.duration, o.gap, logf)
 	run.FaultsEnd = time.Now()
 	if faultErr != nil {
 		return faultErr

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/authvault/authvault/hack/soak/hub"
@@ -29,6 +31,32 @@ func schedule(h *hub.Hub, hold time.Duration) []step {
 		{"partition", func(ctx context.Context) ([]report.Fault, error) { return h.PluginFault(ctx, hub.Partition, hold), nil }},
 		{"issuer-change", func(ctx context.Context) ([]report.Fault, error) { return h.ChangeIssuer(ctx, down) }},
 	}
+}
+
+// faultKinds are the kinds of fault the schedule has, in its order.
+func faultKinds() []string {
+	var kinds []string
+	for _, s := range schedule(nil, 0) {
+		kinds = append(kinds, s.kind)
+	}
+	return kinds
+}
+
+// pick is the steps the --faults flag names, in its order; all of them
+// when it is empty.
+func pick(steps []step, names string) ([]step, error) {
+	if names == "" {
+		return steps, nil
+	}
+	var picked []step
+	for name := range strings.SplitSeq(names, ",") {
+		i := slices.IndexFunc(steps, func(s step) bool { return s.kind == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, fmt.Errorf("soak: --faults: no fault %q (%s)", name, strings.Join(faultKinds(), ", "))
+		}
+		picked = append(picked, steps[i])
+	}
+	return picked, nil
 }
 
 // runFaults causes the schedule's faults, gap apart, until d has passed

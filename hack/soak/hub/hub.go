@@ -92,6 +92,17 @@ func Start(ctx context.Context, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A stopping kube-apiserver waits for its open connections up to its
+	// request timeout (a minute by default), and the sides' watches keep
+	// theirs open: a restart took a minute and more, past envtest's bound
+	// on a stop. A LIST here takes milliseconds: ten seconds are plenty,
+	// and they bound the restart's stop. Restarted once at once, with no
+	// watch open yet, to take the flag.
+	cluster.Env.ControlPlane.GetAPIServer().Configure().Set("request-timeout", "10s")
+	if err := cluster.RestartAPIServer(0); err != nil {
+		_ = cluster.Stop()
+		return nil, err
+	}
 	h := &Hub{opts: opts, cluster: cluster, tokens: map[string]bool{}, caData: cluster.CAData,
 		caFile: filepath.Join(opts.Dir, "ca.crt"), tokenFile: filepath.Join(opts.Dir, "token"),
 		endpoints: map[string]*endpoint{}}

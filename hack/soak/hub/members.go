@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +27,8 @@ const (
 // its life; those from ClusterProfiles offer the sides' plugin.
 type members struct {
 	h       *Hub
-	secrets []string // cluster names
+	secrets []string    // cluster names
+	failing atomic.Bool // the last write failed
 	wg      sync.WaitGroup
 
 	mu     sync.Mutex // guards tokens, paused
@@ -128,8 +130,13 @@ func (m *members) rotate(ctx context.Context, cluster string) {
 			continue
 		}
 		life, err := m.write(ctx, cluster)
-		if err != nil && ctx.Err() == nil {
-			m.h.opts.Logf("%v", err)
+		// Once per streak, for all clusters: during an API server
+		// restart every one of them fails each second.
+		switch {
+		case err == nil && m.failing.CompareAndSwap(true, false):
+			m.h.opts.Logf("hub: writing the kubeconfig Secrets again")
+		case err != nil && ctx.Err() == nil && m.failing.CompareAndSwap(false, true):
+			m.h.opts.Logf("%v (each cluster retries each second)", err)
 		}
 		next = life * 2 / 3
 	}

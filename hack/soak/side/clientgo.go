@@ -1,11 +1,15 @@
 package side
 
 import (
+
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -33,6 +37,8 @@ func clientGoSide(_ context.Context, cfg wire.Config, log logr.Logger) (*plumbin
 			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 		},
 	}
+	requests := &inFlight{}
+	hub.WrapTransport = requests.wrap
 	cs, err := kubernetes.NewForConfig(hub)
 	if err != nil {
 		return nil, fmt.Errorf("soak: a client for the hub: %w", err)
@@ -60,6 +66,70 @@ func clientGoSide(_ context.Context, cfg wire.Config, log logr.Logger) (*plumbin
 		run: func(ctx context.Context) {
 			f.run(ctx, cs, dyn, cfg.SecretsNamespace, cfg.ProfilesNamespace)
 		},
-		close: func() {},
+		close: func() {
+			// A manager's event broadcaster sends its last events (its
+			// lease released) after its Start has returned.
+			requests.waitQuiet(time.Second, 10*time.Second)
+			closeIdle(hub)
+			f.closeIdle()
+		},
 	}, nil
+}
+
+// closeIdle closes the idle connections of cfg's transport: client-go
+// caches transports for the life of the process, and with them their
+// connections' goroutines, which would outlive Run.
+func closeIdle(cfg *rest.Config) {
+	if rt, err := rest.TransportFor(cfg); err == nil {
+		utilnet.CloseIdleConnectionsFor(rt)
+	}
+}
+
+// inFlight tracks the requests of a transport, for a shutdown that waits
+// for the last of them, as a vault's Shutdown does.
+type inFlight struct {
+	mu   sync.Mutex // guards n, last
+	n    int
+	last time.Time // the end of the last request
+}
+
+func (f *inFlight) wrap(rt http.RoundTripper) http.RoundTripper {
+	return &counted{rt: rt, f: f}
+}
+
+// counted is a transport whose requests an inFlight counts; it unwraps as
+// client-go's own wrappers do, so that its idle connections can be closed.
+type counted struct {
+	rt http.RoundTripper
+	f  *inFlight
+}
+
+func (c *counted) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.f.mu.Lock()
+	c.f.n++
+	c.f.mu.Unlock()
+	defer func() {
+		c.f.mu.Lock()
+		c.f.n--
+		c.f.last = time.Now()
+		c.f.mu.Unlock()
+	}()
+	return c.rt.RoundTrip(r)
+}
+
+func (c *counted) WrappedRoundTripper() http.RoundTripper { return c.rt }
+
+// waitQuiet returns once no request has been in flight for quiet, or
+// after bound.
+func (f *inFlight) waitQuiet(quiet, bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		idle := f.n == 0 && time.Since(f.last) >= quiet
+		f.mu.Unlock()
+		if idle {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

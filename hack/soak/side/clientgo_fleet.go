@@ -37,12 +37,13 @@ type clientGoFleet struct {
 	log       logr.Logger
 	providers []provider
 
-	mu      sync.Mutex // guards clients
+	mu      sync.Mutex // guards clients, configs
 	clients map[string]kubernetes.Interface
+	configs map[string]*rest.Config // each client's
 }
 
 func newClientGoFleet(log logr.Logger, providers []provider) *clientGoFleet {
-	return &clientGoFleet{log: log, providers: providers, clients: map[string]kubernetes.Interface{}}
+	return &clientGoFleet{log: log, providers: providers, clients: map[string]kubernetes.Interface{}, configs: map[string]*rest.Config{}}
 }
 
 // run keeps the fleet in step with the hub's Secrets and ClusterProfiles
@@ -129,7 +130,7 @@ func (f *clientGoFleet) set(name string, cfg *rest.Config) {
 	if _, ok := f.clients[name]; !ok {
 		f.log.Info("cluster joined the fleet", "cluster", name)
 	}
-	f.clients[name] = cs
+	f.clients[name], f.configs[name] = cs, cfg
 }
 
 // gone removes the cluster of the deleted object obj.
@@ -146,7 +147,18 @@ func (f *clientGoFleet) gone(obj any, cluster func(metav1.Object) string) {
 	defer f.mu.Unlock()
 	if _, ok := f.clients[name]; ok {
 		f.log.Info("cluster left the fleet", "cluster", name)
+		closeIdle(f.configs[name])
 		delete(f.clients, name)
+		delete(f.configs, name)
+	}
+}
+
+// closeIdle closes the idle connections of the clusters' transports.
+func (f *clientGoFleet) closeIdle() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, cfg := range f.configs {
+		closeIdle(cfg)
 	}
 }
 

@@ -1,7 +1,6 @@
 package side
 
 import (
-
 	"context"
 	"fmt"
 	"net/http"

@@ -151,6 +151,9 @@ type testSide struct {
 
 	failing  atomic.Bool // the token endpoint answers 503 and issues nothing
 	pluginOK atomic.Int64
+	// pluginTTL is the life of the plugin's tokens: tokenTTL unless a
+	// test sets it before the side starts.
+	pluginTTL atomic.Int64
 }
 
 // newSide makes what side role needs on the hub: its namespace with a Pod
@@ -162,6 +165,7 @@ func (h *testHub) newSide(t *testing.T, role string) *testSide {
 	ctx := testwait.Context(t)
 	dir := t.TempDir()
 	s := &testSide{hub: h}
+	s.pluginTTL.Store(int64(tokenTTL))
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -180,13 +184,14 @@ func (h *testHub) newSide(t *testing.T, role string) *testSide {
 			return
 		}
 		s.pluginOK.Add(1)
-		tok := s.issue(tokenTTL)
+		ttl := time.Duration(s.pluginTTL.Load())
+		tok := s.issue(ttl)
 		s.mu.Lock()
 		s.pluginTokens = append(s.pluginTokens, tok)
 		s.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(map[string]string{
 			"token":   tok,
-			"expires": time.Now().Add(tokenTTL).UTC().Format(time.RFC3339),
+			"expires": time.Now().Add(ttl).UTC().Format(time.RFC3339),
 		})
 	}))
 	t.Cleanup(endpoint.Close)

@@ -73,11 +73,16 @@ func TestSidesServeWithoutFailure(t *testing.T) {
 // TestRevokedPluginTokens revokes every token of the hub's exec plugin
 // and stops it issuing more: client-go, whose one way to authenticate is
 // the plugin, sees 401s; authvault's vault goes on with its token file.
+// The plugin's tokens live ten minutes here, so that what client-go meets
+// is the revocation, not an expiry (at which it runs the failing plugin
+// before any request is sent: a failure of another kind).
 func TestRevokedPluginTokens(t *testing.T) {
 	h := startHub(t)
 	sides := map[string]*running{}
 	for _, role := range []string{wire.RoleAuthvault, wire.RoleClientGo} {
-		sides[role] = start(t, h.newSide(t, role))
+		s := h.newSide(t, role)
+		s.pluginTTL.Store(int64(10 * time.Minute))
+		sides[role] = start(t, s)
 	}
 	for role, r := range sides {
 		if !r.waitFor(settleBound, settled) {
@@ -123,6 +128,11 @@ func TestRevokedPluginTokens(t *testing.T) {
 	}
 	for role, r := range sides {
 		r.checkNoSecret(t)
+		byKind := map[string]int{}
+		for _, f := range r.failures {
+			byKind[f.Component+"/"+f.Kind]++
+		}
+		t.Logf("%s: failures by component and kind after the revocation: %v", role, byKind)
 		for _, f := range r.failures {
 			if f.At.Before(faultAt) {
 				t.Errorf("%s: a failure before the fault: %+v", role, f)

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"golang.org/x/net/http2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
@@ -105,8 +104,7 @@ func isNetTimeout(err error) bool {
 // isRefused is a connection that was refused, reset or closed under the
 // request: what an API server's restart does to its clients.
 func isRefused(err error) bool {
-	_, goaway := errors.AsType[http2.GoAwayError](err)
-	return goaway || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)

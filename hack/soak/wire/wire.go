@@ -107,8 +107,12 @@ type Sample struct {
 	LogLines   int64     `json:"logLines"`   // lines written to LogFile
 	Logins     int64     `json:"logins"`     // logins the side made (authvault: its logins metric; client-go: 0, the harness counts plugin runs)
 	Requests   int64     `json:"requests"`   // caller operations that succeeded
-	Clusters   int       `json:"clusters"`   // fleet clusters the side can reach now
-	Reconciled int64     `json:"reconciled"` // the operator's reconciles
+	// Successes are Requests by component ("hub", "watch", "exec",
+	// "addon", "fleet"): an exec stream's success is the API server's
+	// answer that the Pod has no host.
+	Successes  map[string]int64 `json:"successes,omitempty"`
+	Clusters   int              `json:"clusters"`   // fleet clusters the side can reach now
+	Reconciled int64            `json:"reconciled"` // the operator's reconciles
 }
 
 // Failure is one operation a caller saw fail.

@@ -34,6 +34,7 @@ type options struct {
 	settleMax       time.Duration
 	slope           bool
 	faults          string
+	warmup          time.Duration
 }
 
 // long is a run long enough for the slope of its second half to mean
@@ -61,6 +62,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.quiet, "quiet", 0, "the least quiet time after the faults (default: 2m, 15s for a run shorter than 10m)")
 	fs.StringVar(&o.faults, "faults", "", "the faults to cause, comma-separated, in this order (default: every kind: "+strings.Join(faultKinds(), ",")+")")
 	fs.BoolVar(&o.slope, "check-slope", false, "check the slope of the second half even in a run shorter than 20m (a leak grows fast enough to show in a few minutes)")
+	fs.DurationVar(&o.warmup, "warmup", 40*time.Second, "how long the sides run before the faults, once they reach every cluster: its second half is the baseline, and the end is read over as long")
 	fs.DurationVar(&o.settleMax, "settle-max", 4*time.Minute, "the longest the authvault side may take to come back to its baseline after the faults: a bound on a hang, not a speed")
 }
 
@@ -135,8 +137,16 @@ func harness(ctx context.Context, o *options) error {
 	if err := settle(ctx, sides, h.Clusters()); err != nil {
 		return err
 	}
-	run.Settled = time.Now()
-	logf("both sides reach all %d clusters; faults begin", h.Clusters())
+	// The baseline is read over the window before the faults, once every
+	// cluster has been read a few times over.
+	logf("both sides reach all %d clusters; the baseline is their next %v", h.Clusters(), o.warmup)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.warmup):
+	}
+	run.Settled, run.Window = time.Now(), o.warmup/2
+	logf("faults begin")
 
 	steps, err := pick(schedule(h, o.hold), o.faults)
 	if err != nil {
@@ -149,7 +159,7 @@ func harness(ctx context.Context, o *options) error {
 		return faultErr
 	}
 	logf("faults over; quiet for at least %v, until the authvault side is back at its baseline (at most %v)", o.quiet, o.settleMax)
-	backErr := comeBack(ctx, sides[wire.RoleAuthvault], run.Settled, o.quiet, o.settleMax)
+	backErr := comeBack(ctx, sides[wire.RoleAuthvault], run.Settled, run.Window, o.quiet, o.settleMax)
 	run.End = time.Now()
 
 	var stopErrs []error
@@ -236,22 +246,26 @@ func settle(ctx context.Context, sides map[string]*sideProc, clusters int) error
 	}
 }
 
-// comeBack waits at least quiet, then until the side's latest sample is
-// back at its baseline (its first sample from settled on), for at most max.
-func comeBack(ctx context.Context, s *sideProc, settled time.Time, quiet, max time.Duration) error {
+// comeBack waits at least quiet, then until the side is back at its
+// baseline (report.BaselineOf the window before the faults; the side's
+// report.FloorOf the last window), for at most max.
+func comeBack(ctx context.Context, s *sideProc, settled time.Time, window, quiet, max time.Duration) error {
 	start := time.Now()
-	var baseline wire.Sample
 	s.mu.Lock()
-	for _, smp := range s.samples {
-		if !smp.At.Before(settled) {
-			baseline = smp
-			break
-		}
-	}
+	baseline, ok := report.BaselineOf(s.samples, settled.Add(-window), settled)
 	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("soak: the %s side sent no sample in the %v before the faults: no baseline", s.role, window)
+	}
 	for {
-		last, _ := s.last()
-		err := report.Back(baseline, last, report.Tolerance{})
+		now := time.Now()
+		s.mu.Lock()
+		floor, ok := report.FloorOf(s.samples, now.Add(-window), now)
+		s.mu.Unlock()
+		err := fmt.Errorf("soak: the %s side sent no sample in the last %v", s.role, window)
+		if ok {
+			err = report.Back(baseline, floor, report.Tolerance{})
+		}
 		if time.Since(start) >= quiet && err == nil {
 			return nil
 		}

@@ -114,7 +114,7 @@ func explained(f Failures) string {
 
 func (s *Summary) resourcesMarkdown(b *strings.Builder) {
 	b.WriteString("#### Resources\n\n")
-	b.WriteString("Baseline: the first sample once settled; slope: least squares over the second half of the run.\n\n")
+	b.WriteString("Baseline: each count's median over the window before the faults; end: its least over the window before the run's end; slope: least squares over the second half of the run.\n\n")
 	header(b, 2, "metric", "side", "baseline", "min", "max", "final", "slope /h", "slope %/h")
 	for _, m := range metrics {
 		name := m.String()

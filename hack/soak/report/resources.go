@@ -12,8 +12,8 @@ import (
 // Resource is how one metric of a side moved over the run.
 type Resource struct {
 	Metric Metric
-	// Baseline is the first sample at or after Run.Settled; Min and Max
-	// are over the samples from then on; Final is the last sample.
+	// Baseline and Final are the side's (SideSummary.Baseline, Final);
+	// Min and Max are over the samples from Run.Settled on.
 	Baseline, Min, Max, Final float64
 	// Slope is the least-squares slope of the samples in the second half
 	// of the run, in the metric's unit per hour; SlopePercent is Slope as
@@ -41,8 +41,9 @@ func resource(r *Run, samples []wire.Sample, m Metric) Resource {
 	if len(after) == 0 {
 		return res
 	}
-	res.Baseline, res.Final = m.of(after[0]), m.of(samples[len(samples)-1])
-	res.Min, res.Max = res.Baseline, res.Baseline
+	baseline, end, _ := baselineAndEnd(r, samples)
+	res.Baseline, res.Final = m.of(baseline), m.of(end)
+	res.Min, res.Max = m.of(after[0]), m.of(after[0])
 	for _, s := range after {
 		res.Min, res.Max = min(res.Min, m.of(s)), max(res.Max, m.of(s))
 	}

@@ -9,10 +9,13 @@ import (
 // Run is one soak run, as the harness recorded it.
 type Run struct {
 	Start time.Time
-	// Settled is when the sides had joined every cluster and served their
-	// first requests: samples from then on count, the first of them is
-	// the baseline.
+	// Settled is when the faults began: the sides had joined every
+	// cluster and run their workload a while. The baseline is read over
+	// the Window before it, the end over the Window before End.
 	Settled time.Time
+	// Window is how long a baseline or an end is read over. Default:
+	// DefaultWindow.
+	Window time.Duration
 	// FaultsEnd is when the last fault ended; the run then goes on,
 	// quiet, until End.
 	FaultsEnd time.Time

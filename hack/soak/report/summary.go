@@ -24,8 +24,10 @@ type SideSummary struct {
 	Role string
 	// Samples is how many samples the side wrote.
 	Samples int
-	// Baseline is the first sample at or after Run.Settled, Final the
-	// last; HasBaseline is false when there is none.
+	// Baseline is the side's typical sample over the Run.Window before
+	// Run.Settled (each count's median), Final its least over the window
+	// before Run.End (each count's minimum); HasBaseline is false when the
+	// side has no sample from Settled on.
 	Baseline, Final wire.Sample
 	HasBaseline     bool
 	// Failures are by component and kind, sorted.
@@ -100,9 +102,7 @@ func summarizeSide(r *Run, role string, side *Side) *SideSummary {
 	sorted := *side
 	sorted.Samples, sorted.Role = samples, role
 	ss := &SideSummary{Role: role, Samples: len(samples), Leaked: side.Leaked}
-	if after := settled(r, samples); len(after) > 0 {
-		ss.Baseline, ss.Final, ss.HasBaseline = after[0], samples[len(samples)-1], true
-	}
+	ss.Baseline, ss.Final, ss.HasBaseline = baselineAndEnd(r, samples)
 	ss.Failures, ss.First, ss.Unexplained = attribute(r, side)
 	for _, m := range metrics {
 		ss.Resources = append(ss.Resources, resource(r, samples, m))

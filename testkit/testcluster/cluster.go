@@ -132,9 +132,14 @@ func (c *Cluster) RestartAPIServerWithIssuers(down time.Duration, issuers ...str
 // RotateServingCA stops the API server, removes its serving certificate so
 // that it starts again, after down, with one from a new CA, and returns that
 // CA (PEM); Token uses it from then on. The client CA and admin credentials
-// may change with it: use the vault's own credentials afterwards.
+// may change with it: use the vault's own credentials afterwards. The
+// service-account signing key stays, as it does when a cluster's serving
+// CA rotates: tokens it signed before are still good.
 func (c *Cluster) RotateServingCA(down time.Duration) ([]byte, error) {
 	api := c.Env.ControlPlane.GetAPIServer()
+	if err := c.keepServiceAccountKey(); err != nil {
+		return nil, err
+	}
 	if err := api.Stop(); err != nil {
 		return nil, fmt.Errorf("testcluster: stopping the API server: %w", err)
 	}
@@ -149,6 +154,33 @@ func (c *Cluster) RotateServingCA(down time.Duration) ([]byte, error) {
 	}
 	c.CAData = api.SecureServing.CA
 	return c.CAData, nil
+}
+
+// keepServiceAccountKey points the API server at a copy of its
+// service-account key pair, made once: envtest writes a new pair beside
+// every serving certificate it makes, which would end every token it
+// signed before a rotation (the soak's addon callers met 401s until their
+// next TokenRequest).
+func (c *Cluster) keepServiceAccountKey() error {
+	api := c.Env.ControlPlane.GetAPIServer()
+	kept := filepath.Join(c.dir, "service-account")
+	if _, err := os.Stat(kept); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(kept, 0o700); err != nil {
+		return err
+	}
+	for flag, file := range map[string]string{"service-account-key-file": "sa-signer.crt", "service-account-signing-key-file": "sa-signer.key"} {
+		data, err := os.ReadFile(filepath.Join(api.CertDir, file))
+		if err != nil {
+			return fmt.Errorf("testcluster: keeping the service-account key: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(kept, file), data, 0o600); err != nil {
+			return err
+		}
+		api.Configure().Set(flag, filepath.Join(kept, file))
+	}
+	return nil
 }
 
 // Token is a credential for the cluster with tok.

@@ -58,7 +58,7 @@ func (h *Hub) Revoke(ctx context.Context, n int) ([]report.Fault, error) {
 		if _, err := h.members.write(ctx, name); err != nil {
 			return faults, err
 		}
-		faults = append(faults, fault("revocation", "cluster:"+name, start, grace))
+		faults = append(faults, fault("revocation", "cluster:"+FleetName(name), start, grace))
 	}
 	return faults, nil
 }
@@ -92,7 +92,7 @@ func (h *Hub) RecreateSecrets(ctx context.Context, n int, gap time.Duration) ([]
 		if _, err := h.members.write(ctx, name); err != nil {
 			return faults, err
 		}
-		faults = append(faults, fault("secret-recreate", "cluster:"+name, start, 15*time.Second))
+		faults = append(faults, fault("secret-recreate", "cluster:"+FleetName(name), start, 15*time.Second))
 	}
 	return faults, nil
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -9,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -86,8 +90,19 @@ func TestHub(t *testing.T) {
 	})
 
 	t.Run("a Secret's token is rewritten before it expires", func(t *testing.T) {
+		// Its token works until the Secret holds the next one: the first
+		// rewrite comes two thirds into the first token's life, not
+		// into another's.
 		first := secretToken("member-01")
-		testwait.For(t, "member-01's Secret rewritten", func() bool { return secretToken("member-01") != first })
+		testwait.For(t, "member-01's Secret rewritten", func() bool {
+			if secretToken("member-01") != first {
+				return true
+			}
+			if err := works(first); err != nil {
+				t.Fatalf("member-01's first token failed before its Secret was rewritten: %v", err)
+			}
+			return false
+		})
 		if err := works(secretToken("member-01")); err != nil {
 			t.Errorf("the rewritten token: %v", err)
 		}
@@ -181,7 +196,7 @@ func TestHub(t *testing.T) {
 		}
 		changed := 0
 		for _, f := range faults {
-			if name, ok := strings.CutPrefix(f.Scope, "cluster:"); ok {
+			if name, ok := strings.CutPrefix(f.Scope, "cluster:"+secretsNamespace+"/"); ok {
 				if secretToken(name) == before[name] {
 					t.Errorf("%s's Secret still holds the revoked token", name)
 				}
@@ -217,6 +232,17 @@ func TestHub(t *testing.T) {
 	})
 
 	t.Run("CA rotation", func(t *testing.T) {
+		// A ServiceAccount token signed before the rotation is still good
+		// after it: the signing key does not rotate with the serving CA.
+		sa, err := h.client().core.CoreV1().ServiceAccounts(cfg.Namespace).Create(ctx,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "caller"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := h.client().core.CoreV1().ServiceAccounts(cfg.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		old, _ := os.ReadFile(cfg.CAFile)
 		if _, err := h.RotateCA(ctx, 100*time.Millisecond); err != nil {
 			t.Fatal(err)
@@ -229,6 +255,11 @@ func TestHub(t *testing.T) {
 		if err := works(string(tok)); err != nil {
 			t.Errorf("with the new CA file: %v", err)
 		}
+		review, err := h.client().core.AuthenticationV1().TokenReviews().Create(ctx,
+			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: tr.Status.Token}}, metav1.CreateOptions{})
+		if err != nil || !review.Status.Authenticated {
+			t.Errorf("a ServiceAccount token from before the rotation: authenticated %v, err %v (%s), want it still good", review != nil && review.Status.Authenticated, err, review.Status.Error)
+		}
 		s, err := h.client().core.CoreV1().Secrets(secretsNamespace).Get(ctx, secretName("member-02"), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -236,6 +267,18 @@ func TestHub(t *testing.T) {
 		kc, _ := clientcmd.Load(s.Data["value"])
 		if got := string(kc.Clusters["member-02"].CertificateAuthorityData); got != string(ca) {
 			t.Error("member-02's kubeconfig does not hold the new CA")
+		}
+		p, err := h.client().dyn.Resource(profilesGVR).Namespace(profilesNamespace).Get(ctx, "profile-00", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		providers, _, _ := unstructured.NestedSlice(p.Object, "status", "accessProviders")
+		if len(providers) != 1 {
+			t.Fatalf("profile-00 offers %d providers, want 1", len(providers))
+		}
+		data, _, _ := unstructured.NestedString(providers[0].(map[string]any), "cluster", "certificate-authority-data")
+		if raw, _ := base64.StdEncoding.DecodeString(data); string(raw) != string(ca) {
+			t.Error("profile-00's status does not hold the new CA")
 		}
 	})
 }

@@ -27,8 +27,9 @@ const (
 // its life; those from ClusterProfiles offer the sides' plugin.
 type members struct {
 	h       *Hub
-	secrets []string    // cluster names
-	failing atomic.Bool // the last write failed
+	secrets []string                 // cluster names
+	first   map[string]time.Duration // the life of each one's first token; read-only once started
+	failing atomic.Bool              // the last write failed
 	wg      sync.WaitGroup
 
 	mu     sync.Mutex // guards tokens, paused
@@ -38,8 +39,12 @@ type members struct {
 
 func secretName(cluster string) string { return cluster + "-kubeconfig" }
 
+// FleetName is what a fleet calls the cluster of a Secret: its namespace
+// and name, as the sides report it.
+func FleetName(cluster string) string { return secretsNamespace + "/" + cluster }
+
 func newMembers(ctx context.Context, h *Hub) (*members, error) {
-	m := &members{h: h, tokens: map[string]string{}, paused: map[string]bool{}}
+	m := &members{h: h, tokens: map[string]string{}, paused: map[string]bool{}, first: map[string]time.Duration{}}
 	c := h.client().core
 	for _, ns := range []string{secretsNamespace, profilesNamespace} {
 		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -49,9 +54,11 @@ func newMembers(ctx context.Context, h *Hub) (*members, error) {
 	for i := range h.opts.SecretClusters {
 		name := fmt.Sprintf("member-%02d", i)
 		m.secrets = append(m.secrets, name)
-		if _, err := m.write(ctx, name); err != nil {
+		life, err := m.write(ctx, name)
+		if err != nil {
 			return nil, err
 		}
+		m.first[name] = life
 	}
 	if h.opts.ProfileClusters > 0 {
 		if err := installProfileCRD(ctx, h); err != nil {
@@ -115,7 +122,7 @@ func (m *members) start(ctx context.Context) {
 }
 
 func (m *members) rotate(ctx context.Context, cluster string) {
-	next := m.h.tokenLife() * 2 / 3
+	next := m.first[cluster] * 2 / 3
 	for {
 		select {
 		case <-ctx.Done():

@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        ?= ./...
 
-.PHONY: test vet staticcheck fmt-check gotest compat test-loaded envtest peers bench fuzz demo cluster cluster-revoke release
+.PHONY: test vet staticcheck fmt-check gotest compat soak-check test-loaded envtest peers bench fuzz demo soak cluster cluster-revoke release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -12,8 +12,9 @@ PKGS        ?= ./...
 # (about 2.5 min) and caches beside them. hack/release's tests release HEAD
 # in a clone, publish it to a file module proxy and fetch each published
 # module alone from outside the repository; compat builds and unit-tests
-# everything with the newer supported Kubernetes minors.
-test: fmt-check vet staticcheck gotest compat
+# everything with the newer supported Kubernetes minors; soak-check runs
+# the soak for two minutes of faults.
+test: fmt-check vet staticcheck gotest compat soak-check
 
 TIMED := bash hack/timed.sh
 
@@ -26,6 +27,9 @@ fmt-check:
 # beside $(PKGS); fmt-check sees it through git ls-files.
 DEMO := examples/rotation-demo
 
+# The soak (make soak) is a module of its own for the same reason.
+SOAK := hack/soak
+
 # The cloud logins are modules of their own too, so that no cloud SDK becomes
 # a dependency of the library: each is vetted, checked and tested like the
 # demo, with the envtest binaries for their end-to-end tests (cloud/eks runs
@@ -35,11 +39,13 @@ CLOUD := cloud/eks cloud/gke cloud/aks
 vet:
 	@$(TIMED) vet $(GO) vet $(PKGS)
 	@$(TIMED) vet-demo $(GO) -C $(DEMO) vet ./...
+	@$(TIMED) vet-soak $(GO) -C $(SOAK) vet ./...
 	@for m in $(CLOUD); do $(TIMED) vet-$$(basename $$m) $(GO) -C $$m vet ./... || exit 1; done
 
 staticcheck:
 	@$(TIMED) staticcheck $(GO) run $(STATICCHECK) $(PKGS)
 	@$(TIMED) staticcheck-demo $(GO) -C $(DEMO) run $(STATICCHECK) ./...
+	@$(TIMED) staticcheck-soak $(GO) -C $(SOAK) run $(STATICCHECK) ./...
 	@for m in $(CLOUD); do $(TIMED) staticcheck-$$(basename $$m) $(GO) -C $$m run $(STATICCHECK) ./... || exit 1; done
 
 # Prints the directory of the envtest binaries, building them when missing.
@@ -56,6 +62,7 @@ gotest:
 	@assets=$$($(TIMED) envtest bash hack/envtest.sh) && \
 	KUBEBUILDER_ASSETS=$$assets $(TIMED) go-test $(GO) test -race -count=1 -timeout 30m $(PKGS) && \
 	$(TIMED) demo-test $(GO) -C $(DEMO) test -race -count=1 ./... && \
+	KUBEBUILDER_ASSETS=$$assets $(TIMED) soak-test $(GO) -C $(SOAK) test -race -count=1 ./... && \
 	peers=$$($(TIMED) peers bash hack/peers.sh) && \
 	for m in $(CLOUD); do KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers $(TIMED) test-$$(basename $$m) $(GO) -C $$m test -race -count=1 ./... || exit 1; done
 
@@ -136,6 +143,32 @@ demo:
 	@assets=$$(bash hack/envtest.sh) && \
 	$(GO) -C $(DEMO) build -o $(CURDIR)/bin/rotation-demo . && \
 	KUBEBUILDER_ASSETS=$$assets ./bin/rotation-demo --chart bin/rotation-demo.svg $(DEMO_FLAGS)
+
+# The soak (hack/soak): one process with everything of authvault's — a
+# vault with a slow exec plugin and a token file, a fleet of 50 clusters
+# from kubeconfig Secrets and ClusterProfiles, addonauth and its callers, a
+# manager with leader election — and beside it the same workload through
+# plain client-go, against the embedded API server, while faults come on a
+# schedule for $(SOAK_DURATION); then quiet until the authvault side is back
+# at its baseline. It writes the report and the chart to $(SOAK_DIR) and
+# fails on a failure no fault explains, a leaked token, a side that does
+# not come back to its baseline, or (from 20 min on) one whose goroutines,
+# descriptors, connections or heap grow over the run's second half.
+# soak-check, in make test, is the same for two minutes of faults (about
+# five minutes in all), so that the soak itself keeps working; without
+# -race, which its sides' own tests (soak-test, in gotest) run under.
+SOAK_DURATION ?= 60m
+SOAK_DIR      ?= bin/soak
+SOAK_FLAGS    ?=
+soak:
+	@assets=$$(bash hack/envtest.sh) && \
+	$(GO) -C $(SOAK) build -o $(CURDIR)/bin/soak . && \
+	KUBEBUILDER_ASSETS=$$assets SOAK_DURATION=$(SOAK_DURATION) ./bin/soak --dir $(SOAK_DIR) $(SOAK_FLAGS)
+
+soak-check:
+	@assets=$$(bash hack/envtest.sh) && \
+	$(GO) -C $(SOAK) build -o $(CURDIR)/bin/soak-check . && \
+	KUBEBUILDER_ASSETS=$$assets $(TIMED) soak-check ./bin/soak-check --duration 2m --dir bin/soak-check
 
 # A cluster to try authvault on (hack/cluster): the kube-apiserver and etcd
 # the tests use, with a token issuer that can revoke. It writes

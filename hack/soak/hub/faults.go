@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/authvault/authvault/hack/soak/report"
 	"github.com/authvault/authvault/testkit/testcluster"
 )
@@ -82,7 +84,7 @@ func (h *Hub) RecreateSecrets(ctx context.Context, n int, gap time.Duration) ([]
 		h.members.mu.Unlock()
 	}()
 	for _, name := range picked {
-		if err := secrets.Delete(ctx, secretName(name), deleteNow); err != nil {
+		if err := secrets.Delete(ctx, secretName(name), metav1.DeleteOptions{}); err != nil {
 			return nil, fmt.Errorf("hub: deleting Secret %s: %w", secretName(name), err)
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -277,10 +276,3 @@ func writeFile(path string, data []byte) error {
 	}
 	return os.Rename(tmp, path)
 }
-
-// jitter is d, give or take a tenth.
-func jitter(d time.Duration) time.Duration {
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
-}
-
-var deleteNow = metav1.DeleteOptions{}

@@ -162,13 +162,13 @@ SOAK_DIR      ?= bin/soak
 SOAK_FLAGS    ?=
 soak:
 	@assets=$$(bash hack/envtest.sh) && \
-	$(GO) -C $(SOAK) build -o $(CURDIR)/bin/soak . && \
-	KUBEBUILDER_ASSETS=$$assets SOAK_DURATION=$(SOAK_DURATION) ./bin/soak --dir $(SOAK_DIR) $(SOAK_FLAGS)
+	$(GO) -C $(SOAK) build -o $(CURDIR)/bin/authvault-soak . && \
+	KUBEBUILDER_ASSETS=$$assets SOAK_DURATION=$(SOAK_DURATION) ./bin/authvault-soak --dir $(SOAK_DIR) $(SOAK_FLAGS)
 
 soak-check:
 	@assets=$$(bash hack/envtest.sh) && \
-	$(GO) -C $(SOAK) build -o $(CURDIR)/bin/soak-check . && \
-	KUBEBUILDER_ASSETS=$$assets $(TIMED) soak-check ./bin/soak-check --duration 2m --dir bin/soak-check
+	$(GO) -C $(SOAK) build -o $(CURDIR)/bin/authvault-soak . && \
+	KUBEBUILDER_ASSETS=$$assets $(TIMED) soak-check ./bin/authvault-soak --duration 2m --dir bin/soak-check
 
 # A cluster to try authvault on (hack/cluster): the kube-apiserver and etcd
 # the tests use, with a token issuer that can revoke. It writes

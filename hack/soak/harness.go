@@ -99,6 +99,13 @@ func harness(ctx context.Context, o *options) error {
 	} else if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
 	}
+	// A run's files, not those of the one before in the same directory
+	// (the sides append to their logs, which the leak scan reads whole).
+	for _, role := range hub.Sides {
+		for _, ext := range []string{".out", ".err", ".log"} {
+			_ = os.Remove(filepath.Join(o.dir, role+ext))
+		}
+	}
 	if o.reportPath == "" {
 		o.reportPath = filepath.Join(o.dir, "soak.md")
 	}

@@ -207,7 +207,13 @@ func TestTimedOutHandlerErrorNamesHandlerAndTimeout(t *testing.T) {
 	defer cancel()
 	_, err := v.Select(ctx)
 	const want = `handler "plugin-kubeconfig" did not return within 20ms`
-	if !errors.Is(err, login.ErrAbandoned) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want) {
+	// The caller gets the round's error; on a busy machine it may wake
+	// after the next round (1 ms of backoff later) has found the call still
+	// running, and get that one's (checked below): the first round's is in
+	// the log either way.
+	switch {
+	case errors.Is(err, errStillRunning):
+	case !errors.Is(err, login.ErrAbandoned) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want):
 		t.Errorf("Select() error = %v, want %s, matching login.ErrAbandoned", err, want)
 	}
 	if n := strings.Count(err.Error(), "plugin-kubeconfig"); n != 1 {

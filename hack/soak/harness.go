@@ -126,6 +126,9 @@ func harness(ctx context.Context, o *options) error {
 	defer h.Stop()
 
 	run := &report.Run{Start: time.Now(), Sides: map[string]*report.Side{}, Clusters: h.Clusters()}
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	h.Probe(probeCtx)
 	sides := map[string]*sideProc{}
 	defer func() {
 		for _, s := range sides {
@@ -168,6 +171,11 @@ func harness(ctx context.Context, o *options) error {
 	logf("faults over; quiet for at least %v, until the authvault side is back at its baseline (at most %v)", o.quiet, o.settleMax)
 	backErr := comeBack(ctx, sides[wire.RoleAuthvault], run.Settled, run.Window, o.quiet, o.settleMax)
 	run.End = time.Now()
+	stopProbe()
+	if stalls := h.Stalls(); len(stalls) > 0 {
+		run.Faults = append(run.Faults, stalls...)
+		logf("the API server stalled %d times (answers slower than %v to the harness's own probe): each explains what callers met during it", len(stalls), hub.SlowProbe)
+	}
 
 	var stopErrs []error
 	for _, role := range hub.Sides {

@@ -71,6 +71,7 @@ type Hub struct {
 	tokenFileNext  time.Time // when it is rewritten
 
 	members *members
+	probe   probe
 	issuers []string // the API server's service-account issuers, newest first
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -276,3 +277,5 @@ func writeFile(path string, data []byte) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+var getOptions = metav1.GetOptions{}

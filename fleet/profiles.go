@@ -9,12 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -122,7 +124,10 @@ type ProfilesOptions struct {
 //
 // The clusters stay in the fleet when WatchClusterProfiles returns; Close
 // removes them. A failing list or watch (RBAC, no ClusterProfile API yet)
-// is logged through Options.Logger and retried.
+// is logged through Options.Logger and retried. A hub that cannot be
+// reached (refused, TLS, a restart) is retried at least every 5 s, so that
+// the watch is back within that much of the hub; the outage is logged
+// once, and its end.
 func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) error {
 	client, version, err := profileClient(opts)
 	if err != nil {
@@ -136,12 +141,28 @@ func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) 
 		opts.PluginPolicy = providersPolicy(opts.Providers)
 	}
 	gvr := schema.GroupVersionResource{Group: ProfileGroup, Version: version, Resource: "clusterprofiles"}
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, opts.Namespace,
-		func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector })
-	informer := factory.ForResource(gvr).Informer()
+	profiles := client.Resource(gvr).Namespace(opts.Namespace)
+	hub := &hubWatch{what: "ClusterProfiles", log: f.opts.Logger, kv: []any{"version", version, "namespace", opts.Namespace}}
+	lw := hub.listWatch(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = opts.LabelSelector
+			return profiles.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = opts.LabelSelector
+			return profiles.Watch(ctx, o)
+		},
+	})
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&unstructured.Unstructured{}, cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
 	w := &profileWatch{fleet: f, opts: opts, served: map[string]*profileMember{}, logged: map[string]string{}}
 	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		f.opts.Logger.Error(err, "watching ClusterProfiles failed; retrying", "version", version, "namespace", opts.Namespace)
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			// As after every API server restart: the watch lists again.
+			f.opts.Logger.V(1).Info("the ClusterProfiles watch expired; listing again", hub.kv...)
+			return
+		}
+		f.opts.Logger.Error(err, "watching ClusterProfiles failed; retrying", hub.kv...)
 	}); err != nil {
 		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
 	}
@@ -155,9 +176,7 @@ func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) 
 	}); err != nil {
 		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
 	}
-	factory.Start(ctx.Done())
-	<-ctx.Done()
-	factory.Shutdown()
+	informer.RunWithContext(ctx)
 	w.closing.Wait()
 	return nil
 }

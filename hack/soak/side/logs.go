@@ -2,9 +2,11 @@ package side
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -55,7 +57,14 @@ func openLogs(path string) (logr.Logger, func(), error) {
 	setLoggers.Do(func() {
 		// No stack traces: an error expected during a fault is one line,
 		// as the library logs it.
-		logger = zap.New(zap.WriteTo(logs), zap.StacktraceLevel(zapcore.PanicLevel))
+		opts := []zap.Opts{zap.WriteTo(logs), zap.StacktraceLevel(zapcore.PanicLevel)}
+		if v := verbosity(); v > 0 {
+			opts = append(opts, zap.Level(zapcore.Level(-v)))
+			fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+			klog.InitFlags(fs)
+			_ = fs.Set("v", strconv.Itoa(v))
+		}
+		logger = zap.New(opts...)
 		ctrl.SetLogger(logger)
 		klog.SetLogger(logger)
 	})
@@ -73,4 +82,18 @@ func openLogs(path string) (logr.Logger, func(), error) {
 		logs.to(io.Discard)
 		_ = f.Close()
 	}, nil
+}
+
+// verbosityEnv raises the level of every logger of the side, for a
+// diagnosis: SOAK_LOG_V=4 logs the library's V(1) lines and client-go's
+// (klog's) up to V(4). Unset, or not a positive number: the default level,
+// which the soak's figures of log lines per hour are about.
+const verbosityEnv = "SOAK_LOG_V"
+
+func verbosity() int {
+	v, err := strconv.Atoi(os.Getenv(verbosityEnv))
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
 }

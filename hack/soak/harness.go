@@ -169,7 +169,7 @@ func harness(ctx context.Context, o *options) error {
 		return faultErr
 	}
 	logf("faults over; quiet for at least %v, until the authvault side is back at its baseline (at most %v)", o.quiet, o.settleMax)
-	backErr := comeBack(ctx, sides[wire.RoleAuthvault], run.Settled, run.Window, o.quiet, o.settleMax)
+	backErr := comeBack(ctx, sides[wire.RoleAuthvault], h.Clusters(), run.Settled, run.Window, o.quiet, o.settleMax)
 	run.End = time.Now()
 	stopProbe()
 	if stalls := h.Stalls(); len(stalls) > 0 {
@@ -263,8 +263,9 @@ func settle(ctx context.Context, sides map[string]*sideProc, clusters int) error
 
 // comeBack waits at least quiet, then until the side is back at its
 // baseline (report.BaselineOf the window before the faults; the side's
-// report.FloorOf the last window), for at most max.
-func comeBack(ctx context.Context, s *sideProc, settled time.Time, window, quiet, max time.Duration) error {
+// report.FloorOf the last window) and reaches every one of the fleet's
+// clusters again, for at most max.
+func comeBack(ctx context.Context, s *sideProc, clusters int, settled time.Time, window, quiet, max time.Duration) error {
 	start := time.Now()
 	s.mu.Lock()
 	baseline, ok := report.BaselineOf(s.samples, settled.Add(-window), settled)
@@ -280,6 +281,9 @@ func comeBack(ctx context.Context, s *sideProc, settled time.Time, window, quiet
 		err := fmt.Errorf("soak: the %s side sent no sample in the last %v", s.role, window)
 		if ok {
 			err = report.Back(baseline, floor, report.Tolerance{})
+		}
+		if last, _ := s.last(); err == nil && last.Clusters < clusters {
+			err = fmt.Errorf("soak: the %s side reaches %d of the fleet's %d clusters", s.role, last.Clusters, clusters)
 		}
 		if time.Since(start) >= quiet && err == nil {
 			return nil

@@ -119,13 +119,13 @@ func (s *Summary) Check(b Bounds) []error {
 			errs = append(errs, fmt.Errorf("report: %s side: not in the run", role))
 			continue
 		}
-		errs = append(errs, ss.check(b)...)
+		errs = append(errs, ss.check(b, s.Clusters)...)
 	}
 	return errs
 }
 
-// check is Check for one side.
-func (ss *SideSummary) check(b Bounds) []error {
+// check is Check for one side, of a fleet of clusters.
+func (ss *SideSummary) check(b Bounds, clusters int) []error {
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("report: %s side: "+format, append([]any{ss.Role}, args...)...))
@@ -147,6 +147,11 @@ func (ss *SideSummary) check(b Bounds) []error {
 	}
 	for _, d := range over(ss.Baseline, ss.Final, b.Tolerance) {
 		fail("not back to the baseline at the end: %s", d)
+	}
+	// A cluster that fails past every fault's grace is explained by the
+	// fault that broke it; that it never came back is not.
+	if ss.Final.Clusters < clusters {
+		fail("reaches %d of the fleet's %d clusters at the end: one that no fault explains failing any more does not serve either", ss.Final.Clusters, clusters)
 	}
 	if !b.Slope {
 		return errs

@@ -56,6 +56,15 @@ func TestCheck(t *testing.T) {
 			want: [][]string{{"authvault side", "not back to the baseline at the end", "file descriptors 90, above 66 (baseline 60"}},
 		},
 		{
+			name: "clusters that stopped serving during the faults and never came back",
+			run: flatRun(2*time.Minute, func(i int, s *wire.Sample) {
+				if s.At.After(t0.Add(time.Minute)) {
+					s.Clusters -= 15
+				}
+			}),
+			want: [][]string{{"authvault side", "reaches 35 of the fleet's 50 clusters at the end"}},
+		},
+		{
 			name: "descriptors up during the faults, back at the end",
 			run: flatRun(2*time.Minute, func(i int, s *wire.Sample) {
 				if s.At.After(t0.Add(time.Minute)) && s.At.Before(t0.Add(100*time.Second)) {

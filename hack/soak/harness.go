@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -197,6 +198,10 @@ func harness(ctx context.Context, o *options) error {
 		run.Sides[role] = side
 	}
 
+	// The run as recorded, to read again or draw otherwise later.
+	if raw, err := json.Marshal(run); err == nil {
+		_ = os.WriteFile(filepath.Join(o.dir, "run.json"), raw, 0o644)
+	}
 	summary := report.Summarize(run)
 	md := summary.Markdown()
 	if err := os.WriteFile(o.reportPath, []byte(md), 0o644); err != nil {

@@ -30,9 +30,10 @@
 // # Checks
 //
 // [Summary.Check] gates the sides [Bounds] names: no unexplained failure,
-// no leaked secret, every metric back within [Tolerance] of its baseline
-// at the end ([Back], which the harness also calls while it waits), and,
-// for a long run, no slope above its bound.
+// no leaked secret, no component [Silent] after the faults' graces ([Clear]:
+// the run must go on a Run.Window past it), every metric back within
+// [Tolerance] of its baseline at the end ([Back], which the harness also
+// calls while it waits), and, for a long run, no slope above its bound.
 //
 // # Output
 //

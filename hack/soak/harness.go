@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -170,7 +171,10 @@ func harness(ctx context.Context, o *options) error {
 		return faultErr
 	}
 	logf("faults over; quiet for at least %v, until the authvault side is back at its baseline (at most %v)", o.quiet, o.settleMax)
-	backErr := comeBack(ctx, sides[wire.RoleAuthvault], h.Clusters(), run.Settled, run.Window, o.quiet, o.settleMax)
+	// Until the last grace ends (a stall the probe sees now moves it on),
+	// the faults explain what callers meet.
+	clear := func() time.Time { return report.Clear(append(slices.Clone(run.Faults), h.Stalls()...)) }
+	backErr := comeBack(ctx, sides[wire.RoleAuthvault], h.Clusters(), run.Settled, run.Window, o.quiet, o.settleMax, clear)
 	run.End = time.Now()
 	stopProbe()
 	if stalls := h.Stalls(); len(stalls) > 0 {
@@ -268,9 +272,11 @@ func settle(ctx context.Context, sides map[string]*sideProc, clusters int) error
 
 // comeBack waits at least quiet, then until the side is back at its
 // baseline (report.BaselineOf the window before the faults; the side's
-// report.FloorOf the last window) and reaches every one of the fleet's
-// clusters again, for at most max.
-func comeBack(ctx context.Context, s *sideProc, clusters int, settled time.Time, window, quiet, max time.Duration) error {
+// report.FloorOf the last window), reaches every one of the fleet's
+// clusters again, and, a window past the faults' graces (clear), has had
+// a success of every component that had one before the faults, for at
+// most max.
+func comeBack(ctx context.Context, s *sideProc, clusters int, settled time.Time, window, quiet, max time.Duration, clear func() time.Time) error {
 	start := time.Now()
 	s.mu.Lock()
 	baseline, ok := report.BaselineOf(s.samples, settled.Add(-window), settled)
@@ -289,6 +295,17 @@ func comeBack(ctx context.Context, s *sideProc, clusters int, settled time.Time,
 		}
 		if last, _ := s.last(); err == nil && last.Clusters < clusters {
 			err = fmt.Errorf("soak: the %s side reaches %d of the fleet's %d clusters", s.role, last.Clusters, clusters)
+		}
+		if c := clear(); err == nil && now.Before(c.Add(window)) {
+			err = fmt.Errorf("soak: the faults' graces end at %s, and the %v after them is yet to come", c.Format("15:04:05"), window)
+		}
+		if err == nil {
+			s.mu.Lock()
+			silent := report.Silent(s.samples, settled, window, clear(), now)
+			s.mu.Unlock()
+			if len(silent) > 0 {
+				err = fmt.Errorf("soak: the %s side has had no success of %s since the faults' graces ended", s.role, strings.Join(silent, ", "))
+			}
 		}
 		if time.Since(start) >= quiet && err == nil {
 			return nil

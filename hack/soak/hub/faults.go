@@ -28,6 +28,10 @@ const settleGrace = 30 * time.Second
 // latency), and a request cut short by the fault's last run reports late.
 func (h *Hub) pluginGrace() time.Duration { return h.opts.PluginLatency + 15*time.Second }
 
+// profilesScope is the fleet's ClusterProfile clusters, whose provider is
+// the plugin: a Secret's cluster has a token of its own.
+const profilesScope = "namespace:" + profilesNamespace
+
 func fault(kind, scope string, start time.Time, grace time.Duration) report.Fault {
 	return report.Fault{Kind: kind, Scope: scope, Start: start, End: time.Now(), Grace: grace}
 }
@@ -55,7 +59,7 @@ func (h *Hub) Revoke(ctx context.Context, n int) ([]report.Fault, error) {
 	for _, tok := range toks {
 		h.cluster.Issuer.Revoke(tok)
 	}
-	faults := []report.Fault{fault("revocation", "hub", start, grace), fault("revocation", "profiles", start, grace)}
+	faults := []report.Fault{fault("revocation", "hub", start, grace), fault("revocation", profilesScope, start, grace)}
 	for _, name := range picked {
 		if _, err := h.members.write(ctx, name); err != nil {
 			return faults, err
@@ -117,7 +121,7 @@ func (h *Hub) PluginFault(ctx context.Context, mode Mode, hold time.Duration) []
 		// and answer from now on.
 		grace += h.opts.PluginLatency
 	}
-	return []report.Fault{fault(kind, "hub", start, grace), fault(kind, "profiles", start, grace)}
+	return []report.Fault{fault(kind, "hub", start, grace), fault(kind, profilesScope, start, grace)}
 }
 
 // RestartAPIServer stops the API server and starts it again after down.

@@ -221,20 +221,29 @@ func (h *Hub) issue(life time.Duration) string {
 // one eight characters long or more.
 var tokenPattern = regexp.MustCompile(`av-[0-9a-f]{8,}`)
 
-// Leaks says where in text a token the hub issued, or a piece of one,
-// appears: a description per hit, never the token.
+// jwtPattern matches a JWT's header and claims: the ServiceAccount tokens
+// the addon callers request from the API server, which the hub does not
+// issue and so cannot list. A side has no reason to write one.
+var jwtPattern = regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}`)
+
+// Leaks says where in text a token the hub issued, or a piece of one, or
+// any JWT appears: a description per hit, never the token.
 func (h *Hub) Leaks(source string, text []byte) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
 	for _, loc := range tokenPattern.FindAllIndex(text, -1) {
+		// The match runs on over any hex that follows the token.
 		piece := string(text[loc[0]:loc[1]])
 		for tok := range h.tokens {
-			if len(tok) >= len(piece) && tok[:len(piece)] == piece {
-				out = append(out, fmt.Sprintf("%s: an issued token (or its first %d characters) at byte %d", source, len(piece), loc[0]))
+			if n := min(len(tok), len(piece)); tok[:n] == piece[:n] {
+				out = append(out, fmt.Sprintf("%s: an issued token (or its first %d characters) at byte %d", source, n, loc[0]))
 				break
 			}
 		}
+	}
+	for _, loc := range jwtPattern.FindAllIndex(text, -1) {
+		out = append(out, fmt.Sprintf("%s: a JWT (a ServiceAccount token's header and claims at least) at byte %d", source, loc[0]))
 	}
 	return out
 }

@@ -184,7 +184,7 @@ func TestHub(t *testing.T) {
 				t.Errorf("fault %+v: want a revocation whose grace covers the API server's review cache", f)
 			}
 		}
-		if !scopes["hub"] || !scopes["profiles"] || len(faults) != 4 {
+		if !scopes["hub"] || !scopes[profilesScope] || len(faults) != 4 {
 			t.Errorf("scopes %v, want hub, profiles and two clusters", scopes)
 		}
 		deadline := time.Now().Add(testcluster.ReviewCacheTTL + testwait.Hang)

@@ -25,8 +25,8 @@ func covers(scope string, x wire.Failure) bool {
 		return true
 	case scope == "hub":
 		return slices.Contains(hubComponents, x.Component)
-	case scope == "profiles":
-		return x.Component == "fleet" && strings.Contains(x.Cluster, "/")
+	case strings.HasPrefix(scope, "namespace:"):
+		return x.Component == "fleet" && strings.HasPrefix(x.Cluster, strings.TrimPrefix(scope, "namespace:")+"/")
 	case strings.HasPrefix(scope, "cluster:"):
 		return x.Component == "fleet" && x.Cluster == strings.TrimPrefix(scope, "cluster:")
 	}

@@ -28,16 +28,17 @@ func TestAttribution(t *testing.T) {
 		{"hub scope, hub component", fault("plugin-failing", "hub", 10, 20, 0), wire.Failure{At: at(15), Component: "operator", Kind: "unauthorized"}, true},
 		{"hub scope, the addon", fault("plugin-failing", "hub", 10, 20, 0), wire.Failure{At: at(15), Component: "addon", Kind: "unauthorized"}, true},
 		{"hub scope, a fleet cluster", fault("plugin-failing", "hub", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "c1", Kind: "unauthorized"}, false},
-		{"profiles scope, a profile cluster", fault("plugin-hanging", "profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "profiles/p3", Kind: "timeout"}, true},
-		{"profiles scope, a Secret's cluster", fault("plugin-hanging", "profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "c3", Kind: "timeout"}, false},
-		{"profiles scope, the hub", fault("plugin-hanging", "profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "hub", Kind: "timeout"}, false},
+		{"namespace scope, a cluster of it", fault("plugin-hanging", "namespace:profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "profiles/p3", Kind: "timeout"}, true},
+		{"namespace scope, a cluster of another", fault("plugin-hanging", "namespace:profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "capi/c3", Kind: "timeout"}, false},
+		{"namespace scope, a namespace it begins", fault("plugin-hanging", "namespace:profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "profiles-old/p3", Kind: "timeout"}, false},
+		{"namespace scope, the hub", fault("plugin-hanging", "namespace:profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "hub", Kind: "timeout"}, false},
 		{"cluster scope, that cluster", fault("revocation", "cluster:c4", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "c4", Kind: "unauthorized"}, true},
 		{"cluster scope, another cluster", fault("revocation", "cluster:c4", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "c40", Kind: "unauthorized"}, false},
 		{"cluster scope, the hub", fault("revocation", "cluster:c4", 10, 20, 0), wire.Failure{At: at(15), Component: "hub", Kind: "unauthorized"}, false},
 		{"no-cluster, its cluster's fault", fault("secret-recreate", "cluster:c4", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "c4", Kind: "no-cluster"}, true},
 		{"no-cluster, another cluster's fault", fault("secret-recreate", "cluster:c5", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "c4", Kind: "no-cluster"}, false},
 		{"no-cluster, a fault on all", fault("apiserver-restart", "all", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "c4", Kind: "no-cluster"}, false},
-		{"no-cluster, a fault on the profiles", fault("plugin-failing", "profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "profiles/p4", Kind: "no-cluster"}, false},
+		{"no-cluster, a fault on the profiles", fault("plugin-failing", "namespace:profiles", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "profiles/p4", Kind: "no-cluster"}, false},
 		{"no-cluster, a profile's own fault", fault("secret-recreate", "cluster:profiles/p4", 10, 20, 0), wire.Failure{At: at(15), Component: "fleet", Cluster: "profiles/p4", Kind: "no-cluster"}, true},
 		{"an unknown scope", fault("revocation", "everything", 10, 20, 0), wire.Failure{At: at(15), Component: "hub", Kind: "unauthorized"}, false},
 	}
@@ -58,7 +59,7 @@ func TestSummarizeFailures(t *testing.T) {
 	r.Faults = []Fault{
 		{Kind: "revocation", Scope: "hub", Start: at(10), End: at(20), Grace: 10 * time.Second},
 		{Kind: "apiserver-restart", Scope: "all", Start: at(15), End: at(18)},
-		{Kind: "partition", Scope: "profiles", Start: at(40), End: at(50)},
+		{Kind: "partition", Scope: "namespace:ns", Start: at(40), End: at(50)},
 	}
 	r.Sides[wire.RoleAuthvault].Failures = []wire.Failure{
 		{At: at(90), Component: "fleet", Cluster: "c2", Kind: "refused", Message: "late"},

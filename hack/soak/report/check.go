@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/authvault/authvault/hack/soak/wire"
 )
@@ -104,8 +105,11 @@ func Back(baseline, now wire.Sample, t Tolerance) error {
 }
 
 // Check holds the sides b names to b: no unexplained failure, no leaked
-// secret, back to the baseline at the end, and, when b.Slope says so, no
-// slope above its bound. Each error is one line that names the side, what
+// secret, every component that succeeded before the faults succeeding
+// again after their graces, back to the baseline at the end, and, when
+// b.Slope says so, no slope above its bound; and the run to going on at
+// least its Window past the faults' graces, without which nothing after
+// the faults is checked. Each error is one line that names the side, what
 // failed, its figures and the bound. Nil means the run passed.
 func (s *Summary) Check(b Bounds) []error {
 	sides := b.Sides
@@ -113,19 +117,24 @@ func (s *Summary) Check(b Bounds) []error {
 		sides = []string{wire.RoleAuthvault}
 	}
 	var errs []error
+	if !s.Clear.IsZero() && s.End.Sub(s.Clear) < s.Window {
+		errs = append(errs, fmt.Errorf("report: the run ended %v after the faults' graces, less than the %v its end is read over: what callers met after the faults went unchecked",
+			max(s.End.Sub(s.Clear), 0).Round(time.Second), s.Window))
+	}
 	for _, role := range sides {
 		ss := s.Side(role)
 		if ss == nil {
 			errs = append(errs, fmt.Errorf("report: %s side: not in the run", role))
 			continue
 		}
-		errs = append(errs, ss.check(b, s.Clusters)...)
+		errs = append(errs, ss.check(b, s)...)
 	}
 	return errs
 }
 
-// check is Check for one side, of a fleet of clusters.
-func (ss *SideSummary) check(b Bounds, clusters int) []error {
+// check is Check for one side of s.
+func (ss *SideSummary) check(b Bounds, s *Summary) []error {
+	clusters := s.Clusters
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("report: %s side: "+format, append([]any{ss.Role}, args...)...))
@@ -137,6 +146,10 @@ func (ss *SideSummary) check(b Bounds, clusters int) []error {
 			where += " " + x.Cluster
 		}
 		fail("%d unexplained failures, the first %v after the start: %s %s: %s", ss.Unexplained, x.Since, where, x.Kind, x.Message)
+	}
+	if len(ss.Silent) > 0 {
+		fail("%s: no success in the %v since the faults' graces ended, though some in the %v before the faults",
+			strings.Join(ss.Silent, ", "), s.End.Sub(s.Clear).Round(time.Second), s.Window)
 	}
 	for _, where := range ss.Leaked {
 		fail("a secret leaked: %s", where)

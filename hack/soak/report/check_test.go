@@ -2,6 +2,7 @@ package report
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,40 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			// A fault's grace explains what callers meet after it: a run
+			// that ends inside it checks nothing of what came after the
+			// faults, and a hub credential that never recovered passed.
+			name: "failing for good after the faults, the run ending inside the last grace",
+			run: func() *Run {
+				r := flatRun(2*time.Minute, nil)
+				r.Faults = []Fault{{Kind: "ca-rotation", Scope: "all", Start: r.FaultsEnd.Add(-10 * time.Second), End: r.FaultsEnd, Grace: 30 * time.Second}}
+				for at := r.FaultsEnd; !at.After(r.End); at = at.Add(time.Second) {
+					r.Sides[wire.RoleAuthvault].Failures = append(r.Sides[wire.RoleAuthvault].Failures, wire.Failure{At: at, Component: "hub", Kind: "unauthorized"})
+				}
+				return r
+			}(),
+			want: [][]string{{"the run ended 0s after the faults' graces", "less than the 20s", "unchecked"}},
+		},
+		{
+			// A component that neither fails nor succeeds (a lost lease
+			// never taken again, a caller stuck) shows no failure at all.
+			name: "components that stopped succeeding, none failing",
+			run: func() *Run {
+				r := flatRun(2*time.Minute, serving(t0.Add(80*time.Second), "addon", "operator"))
+				r.Faults = []Fault{{Kind: "revocation", Scope: "hub", Start: t0.Add(70 * time.Second), End: r.FaultsEnd, Grace: 5 * time.Second}}
+				return r
+			}(),
+			want: [][]string{{"authvault side", "addon, operator: no success in the 25s since the faults' graces ended", "before the faults"}},
+		},
+		{
+			name: "every component serving after the faults; the watch, one success a watch, needs none",
+			run: func() *Run {
+				r := flatRun(2*time.Minute, serving(t0.Add(80*time.Second), "watch"))
+				r.Faults = []Fault{{Kind: "revocation", Scope: "hub", Start: t0.Add(70 * time.Second), End: r.FaultsEnd, Grace: 5 * time.Second}}
+				return r
+			}(),
+		},
+		{
 			name:   "a side that is not in the run",
 			run:    flatRun(2*time.Minute, nil),
 			bounds: Bounds{Sides: []string{"kopf"}},
@@ -155,6 +190,25 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// serving makes every component succeed once a sample, and those of
+// stopped no more from stop on ("operator": its reconciles).
+func serving(stop time.Time, stopped ...string) func(int, *wire.Sample) {
+	return func(i int, s *wire.Sample) {
+		s.Successes = map[string]int64{}
+		for _, c := range []string{"hub", "watch", "exec", "addon", "fleet", "operator"} {
+			n := int64(i)
+			if slices.Contains(stopped, c) && s.At.After(stop) {
+				n = int64(stop.Sub(t0) / every)
+			}
+			if c == "operator" {
+				s.Reconciled = n
+			} else {
+				s.Successes[c] = n
+			}
+		}
 	}
 }
 

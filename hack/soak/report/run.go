@@ -48,9 +48,10 @@ type Fault struct {
 	Kind       string // "revocation", "secret-recreate", "ca-rotation", "plugin-failing", "plugin-hanging", "apiserver-restart", "issuer-change", "partition"
 	Start, End time.Time
 	// Scope is what it may break: "all", "hub" (the hub's own
-	// credentials: the workload, watch, exec, operator, addon), "profiles"
-	// (the fleet's ClusterProfile clusters, which use the plugin), or
-	// "cluster:<name>" (one fleet cluster).
+	// credentials: the workload, watch, exec, operator, addon),
+	// "namespace:<namespace>" (every fleet cluster of that namespace: the
+	// ClusterProfiles', which use the plugin), or "cluster:<name>" (one
+	// fleet cluster, as the fleet names it: "<namespace>/<name>").
 	Scope string
 	// Grace is how long after End a failure still counts as the fault's:
 	// a revoked token is rejected up to the API server's review cache

@@ -12,7 +12,12 @@ import (
 // Summarize and read-only after.
 type Summary struct {
 	Start, Settled, FaultsEnd, End time.Time
-	Clusters                       int
+	// Clear is when the last fault's grace ended (Clear of Run.Faults),
+	// Window Run.Window: a run checks what came after its faults only when
+	// it goes on a Window past Clear.
+	Clear    time.Time
+	Window   time.Duration
+	Clusters int
 	// Sides are authvault's first, then client-go's, then any other by
 	// role.
 	Sides  []*SideSummary
@@ -36,6 +41,9 @@ type SideSummary struct {
 	// earliest few of them.
 	Unexplained int
 	First       []Unexplained
+	// Silent names the components that succeeded before the faults and
+	// not once from Summary.Clear to the end (Silent).
+	Silent []string
 	// Resources is indexed by Metric.
 	Resources []Resource
 	Rates
@@ -53,7 +61,8 @@ type FaultTally struct {
 
 // Summarize reads r. Samples and failures may come in any order.
 func Summarize(r *Run) *Summary {
-	s := &Summary{Start: r.Start, Settled: r.Settled, FaultsEnd: r.FaultsEnd, End: r.End, Clusters: r.Clusters}
+	s := &Summary{Start: r.Start, Settled: r.Settled, FaultsEnd: r.FaultsEnd, End: r.End, Clusters: r.Clusters,
+		Clear: Clear(r.Faults), Window: r.window()}
 	for _, role := range roles(r) {
 		s.Sides = append(s.Sides, summarizeSide(r, role, r.Sides[role]))
 	}
@@ -104,6 +113,9 @@ func summarizeSide(r *Run, role string, side *Side) *SideSummary {
 	ss := &SideSummary{Role: role, Samples: len(samples), Leaked: side.Leaked}
 	ss.Baseline, ss.Final, ss.HasBaseline = baselineAndEnd(r, samples)
 	ss.Failures, ss.First, ss.Unexplained = attribute(r, side)
+	if clear := Clear(r.Faults); !clear.IsZero() {
+		ss.Silent = Silent(samples, r.Settled, r.window(), clear, r.End)
+	}
 	for _, m := range metrics {
 		ss.Resources = append(ss.Resources, resource(r, samples, m))
 	}

@@ -89,3 +89,80 @@ func baselineAndEnd(r *Run, samples []wire.Sample) (baseline, end wire.Sample, o
 	}
 	return baseline, end, true
 }
+
+// Clear is when the last of faults' graces ends: from then on a failure
+// is unexplained, so the run has to go on a while past it for what callers
+// meet after the faults to be checked at all. Zero when there is no fault.
+func Clear(faults []Fault) time.Time {
+	var clear time.Time
+	for _, f := range faults {
+		if end := f.End.Add(f.Grace); end.After(clear) {
+			clear = end
+		}
+	}
+	return clear
+}
+
+// intermittent are the components whose successes are too rare to ask one
+// of every window: a watch counts one success when it opens, and stays
+// open for minutes.
+var intermittent = []string{"watch"}
+
+// Silent names, sorted, the components that succeeded in the window before
+// settled and not once in [since, now] (samples in the order taken):
+// whatever broke them, they do not fail either, so no failure shows it (a
+// lease lost and never taken again, a caller stuck). "operator" is the
+// operator's reconciles.
+func Silent(samples []wire.Sample, settled time.Time, window time.Duration, since, now time.Time) []string {
+	var silent []string
+	for _, c := range components(samples) {
+		if slices.Contains(intermittent, c) {
+			continue
+		}
+		if rose(samples, c, settled.Add(-window), settled) && !rose(samples, c, since, now) {
+			silent = append(silent, c)
+		}
+	}
+	return silent
+}
+
+// components are the components samples count successes of, sorted.
+func components(samples []wire.Sample) []string {
+	var cs []string
+	if len(samples) > 0 {
+		cs = append(cs, "operator")
+	}
+	for _, s := range samples {
+		for c := range s.Successes {
+			if !slices.Contains(cs, c) {
+				cs = append(cs, c)
+			}
+		}
+	}
+	slices.Sort(cs)
+	return cs
+}
+
+// rose reports whether c's count grew over [from, to]: from the last
+// sample at or before from (else the first in the window) to the last at
+// or before to.
+func rose(samples []wire.Sample, c string, from, to time.Time) bool {
+	count := func(s wire.Sample) int64 {
+		if c == "operator" {
+			return s.Reconciled
+		}
+		return s.Successes[c]
+	}
+	var first, last *wire.Sample
+	for i := range samples {
+		s := &samples[i]
+		if s.At.After(to) {
+			break
+		}
+		if !s.At.After(from) || first == nil {
+			first = s
+		}
+		last = s
+	}
+	return first != nil && count(*last) > count(*first)
+}

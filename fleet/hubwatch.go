@@ -42,6 +42,31 @@ type hubWatch struct {
 	failing bool
 }
 
+// informer is an informer of what lw lists and watches of the hub, for
+// objects like example; client is lw's, which says whether the hub serves
+// watch lists. Its lists and watches wait out an outage (listWatch), and
+// its watch's other failures are logged (watchError).
+func (h *hubWatch) informer(lw *cache.ListWatch, client any, example runtime.Object) (cache.SharedIndexInformer, error) {
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(h.listWatch(lw), client),
+		example, cache.SharedIndexInformerOptions{ObjectDescription: h.what})
+	if err := informer.SetWatchErrorHandlerWithContext(h.watchError); err != nil {
+		return nil, err
+	}
+	return informer, nil
+}
+
+// watchError is the informer's watch error handler. It logs through the
+// fleet's logger, not only klog's: a watch that RBAC refuses leaves the
+// fleet without its clusters. An expired watch, as after every API server
+// restart, only lists again, and says so at V(1).
+func (h *hubWatch) watchError(_ context.Context, _ *cache.Reflector, err error) {
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		h.log.V(1).Info("the "+h.what+" watch expired; listing again", h.kv...)
+		return
+	}
+	h.log.Error(err, "watching "+h.what+" failed; retrying", h.kv...)
+}
+
 // listWatch is lw, retrying while the hub cannot be reached.
 func (h *hubWatch) listWatch(lw *cache.ListWatch) *cache.ListWatch {
 	return &cache.ListWatch{

@@ -2,103 +2,17 @@ package fleet
 
 import (
 	"context"
-	"net"
-	"os"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/testkit/testwait"
 )
-
-// outageHub is a fake hub's ClusterProfiles that can go away as a
-// restarted API server does: its watches end, its lists and watches are
-// refused for a number of attempts, and once it is back its first watch
-// answers 410 (the restarted server's watch cache does not reach back to
-// the watch's resource version), so that the informer lists again.
-type outageHub struct {
-	client *dynamicfake.FakeDynamicClient
-
-	mu       sync.Mutex
-	watches  []watch.Interface
-	refusals int           // attempts left to refuse; 0: the hub serves
-	expired  bool          // the next watch answers 410
-	back     chan struct{} // closed at the last refusal
-	watching chan struct{} // closed at the first watch
-	began    bool
-}
-
-func newOutageHub() *outageHub {
-	h := &outageHub{watching: make(chan struct{})}
-	h.client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{profilesV1alpha1: "ClusterProfileList"})
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	h.client.PrependReactor("list", "clusterprofiles", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if h.refuse() {
-			return true, nil, refused
-		}
-		return false, nil, nil
-	})
-	h.client.PrependWatchReactor("clusterprofiles", func(a clienttesting.Action) (bool, watch.Interface, error) {
-		if h.refuse() {
-			return true, nil, refused
-		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if h.expired {
-			h.expired = false
-			return true, nil, apierrors.NewResourceExpired("too old resource version: 1 (2)")
-		}
-		w, err := h.client.Tracker().Watch(a.GetResource(), a.GetNamespace())
-		if err == nil {
-			h.watches = append(h.watches, w)
-			if !h.began {
-				h.began = true
-				close(h.watching)
-			}
-		}
-		return true, w, err
-	})
-	return h
-}
-
-// refuse says whether this attempt is refused, and counts it.
-func (h *outageHub) refuse() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.refusals == 0 {
-		return false
-	}
-	h.refusals--
-	if h.refusals == 0 {
-		h.expired = true
-		close(h.back)
-	}
-	return true
-}
-
-// down ends the open watches and refuses the next n lists and watches;
-// the channel is closed when the hub is back.
-func (h *outageHub) down(n int) <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.refusals, h.back = n, make(chan struct{})
-	for _, w := range h.watches {
-		w.Stop()
-	}
-	h.watches = nil
-	return h.back
-}
 
 // After the hub's API server was away for a while (a restart, a CA
 // rotation: the soak's issue 34), a profile's change is seen soon after
@@ -108,13 +22,15 @@ func (h *outageHub) down(n int) <-chan struct{} {
 func TestWatchClusterProfilesAfterHubOutage(t *testing.T) {
 	s := newSpoke(t)
 	p := newTestProvider(t, "test")
-	hub := newOutageHub()
-	h := &profileHub{client: hub.client, logs: &testlog.Buffer{}}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{profilesV1alpha1: "ClusterProfileList"})
+	hub := newOutageHub(&client.Fake, client.Tracker(), "clusterprofiles")
+	h := &profileHub{client: client, logs: &testlog.Buffer{}}
 	h.fleet = New(Options{Logger: h.logs.Logger(0)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		done <- h.fleet.WatchClusterProfiles(ctx, ProfilesOptions{Client: hub.client, Providers: []AccessProvider{p.AccessProvider}})
+		done <- h.fleet.WatchClusterProfiles(ctx, ProfilesOptions{Client: client, Providers: []AccessProvider{p.AccessProvider}})
 	}()
 	t.Cleanup(func() {
 		cancel()

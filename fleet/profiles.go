@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -143,7 +142,7 @@ func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) 
 	gvr := schema.GroupVersionResource{Group: ProfileGroup, Version: version, Resource: "clusterprofiles"}
 	profiles := client.Resource(gvr).Namespace(opts.Namespace)
 	hub := &hubWatch{what: "ClusterProfiles", log: f.opts.Logger, kv: []any{"version", version, "namespace", opts.Namespace}}
-	lw := hub.listWatch(&cache.ListWatch{
+	informer, err := hub.informer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = opts.LabelSelector
 			return profiles.List(ctx, o)
@@ -152,20 +151,11 @@ func (f *Fleet) WatchClusterProfiles(ctx context.Context, opts ProfilesOptions) 
 			o.LabelSelector = opts.LabelSelector
 			return profiles.Watch(ctx, o)
 		},
-	})
-	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
-		&unstructured.Unstructured{}, cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
-	w := &profileWatch{fleet: f, opts: opts, served: map[string]*profileMember{}, logged: map[string]string{}}
-	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			// As after every API server restart: the watch lists again.
-			f.opts.Logger.V(1).Info("the ClusterProfiles watch expired; listing again", hub.kv...)
-			return
-		}
-		f.opts.Logger.Error(err, "watching ClusterProfiles failed; retrying", hub.kv...)
-	}); err != nil {
+	}, client, &unstructured.Unstructured{})
+	if err != nil {
 		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
 	}
+	w := &profileWatch{fleet: f, opts: opts, served: map[string]*profileMember{}, logged: map[string]string{}}
 	if err := informer.SetTransform(profileTransform(opts.Providers)); err != nil {
 		return fmt.Errorf("fleet: watching ClusterProfiles: %w", err)
 	}

@@ -11,7 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -110,7 +111,10 @@ type SecretsOptions struct {
 //
 // The clusters stay in the fleet when WatchSecrets returns; Close removes
 // them. A failing list or watch of the Secrets (RBAC, an outage) is logged
-// through Options.Logger and retried.
+// through Options.Logger and retried. A hub that cannot be reached
+// (refused, TLS, a restart) is retried every 5 s at most, so that the
+// watch is back a few seconds after the hub, not after client-go's backoff
+// of up to a minute; the outage is logged once, and its end.
 func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	switch {
 	case opts.Config != nil && opts.Client != nil:
@@ -149,16 +153,20 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if err != nil {
 		return fmt.Errorf("fleet: WatchSecrets: LabelSelector: %w", err)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithNamespace(opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }))
 	w := newSecretWatch(ctx, f, opts, format, selector)
-	informer := factory.Core().V1().Secrets().Informer()
-	if err := informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		// Through the fleet's logger, not only klog's: a watch that RBAC
-		// refuses leaves the fleet without its clusters.
-		f.opts.Logger.Error(err, "watching kubeconfig Secrets failed; retrying", "namespace", opts.Namespace, "selector", opts.LabelSelector)
-	}); err != nil {
+	secrets := opts.Client.CoreV1().Secrets(opts.Namespace)
+	hub := &hubWatch{what: "kubeconfig Secrets", log: f.opts.Logger, kv: []any{"namespace", opts.Namespace, "selector", opts.LabelSelector}}
+	informer, err := hub.informer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = opts.LabelSelector
+			return secrets.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = opts.LabelSelector
+			return secrets.Watch(ctx, o)
+		},
+	}, opts.Client, &corev1.Secret{})
+	if err != nil {
 		return fmt.Errorf("fleet: watching Secrets: %w", err)
 	}
 	if err := informer.SetTransform(w.slim); err != nil {
@@ -172,12 +180,12 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if err != nil {
 		return fmt.Errorf("fleet: watching Secrets: %w", err)
 	}
-	factory.Start(ctx.Done())
+	var running sync.WaitGroup
+	running.Go(func() { informer.RunWithContext(ctx) })
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		w.decideAll()
 	}
-	<-ctx.Done()
-	factory.Shutdown()
+	running.Wait()
 	w.closing.Wait()
 	return nil
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
@@ -49,14 +50,14 @@ func resource(r *Run, samples []wire.Sample, m Metric) Resource {
 	}
 
 	half := r.Start.Add(r.End.Sub(r.Start) / 2)
-	var hours, values []float64
+	var in []wire.Sample
 	for _, s := range samples {
 		if !s.At.Before(half) && !s.At.After(r.End) {
-			hours = append(hours, s.At.Sub(half).Hours())
-			values = append(values, m.of(s))
+			in = append(in, s)
 		}
 	}
-	res.HalfSamples = len(values)
+	res.HalfSamples = len(in)
+	hours, values := bucketMedians(in, half, r.End.Sub(half)/slopeBuckets, m)
 	if len(values) < 2 {
 		return res
 	}
@@ -68,6 +69,38 @@ func resource(r *Run, samples []wire.Sample, m Metric) Resource {
 	return res
 }
 
+// slopeBuckets is how many stretches the second half is cut into for its
+// slope: the line goes through each stretch's median, not through every
+// sample. A fault swings the counts by half their level for a minute
+// (connections and goroutines fall with the API server, rise with the
+// requests that waited on it): through every sample, the 60-min soak's
+// line came out at ±13 %/h with nothing leaking, three times the figure's
+// own standard error, while its 3-minute medians stayed within 2 % of one
+// another. A leak moves every median; a fault moves one stretch's samples.
+const slopeBuckets = 10
+
+// bucketMedians cuts samples (from start on) into stretches of width and
+// returns each stretch's middle, in hours since start, and its median of m.
+func bucketMedians(samples []wire.Sample, start time.Time, width time.Duration, m Metric) (hours, values []float64) {
+	if width <= 0 {
+		return nil, nil
+	}
+	buckets := map[int][]float64{}
+	for _, s := range samples {
+		i := min(int(s.At.Sub(start)/width), slopeBuckets-1) // the sample at the end
+		buckets[i] = append(buckets[i], m.of(s))
+	}
+	for i := range slopeBuckets {
+		v := buckets[i]
+		if len(v) == 0 {
+			continue
+		}
+		slices.Sort(v)
+		hours = append(hours, (time.Duration(i)*width + width/2).Hours())
+		values = append(values, v[len(v)/2])
+	}
+	return hours, values
+}
 // Rates are a side's activity per unit of time.
 type Rates struct {
 	// LogLinesPerClusterHour is the log lines the side wrote from its

@@ -101,6 +101,7 @@ func bucketMedians(samples []wire.Sample, start time.Time, width time.Duration, 
 	}
 	return hours, values
 }
+
 // Rates are a side's activity per unit of time.
 type Rates struct {
 	// LogLinesPerClusterHour is the log lines the side wrote from its

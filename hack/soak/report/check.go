@@ -22,7 +22,7 @@ type Bounds struct {
 	Slope bool
 	// The largest slope over the second half of the run, in percent of
 	// that half's mean per hour, for each metric the slope check covers.
-	// Zero means the default: 1 %/h for goroutines, descriptors and
+	// Zero means the default: DefaultSlope for goroutines, descriptors and
 	// connections, DefaultHeapSlope for the heap.
 	GoroutinesSlope, FDsSlope, ConnsSlope, HeapSlope float64
 	// Tolerance is how far above its baseline a metric may end.
@@ -30,23 +30,27 @@ type Bounds struct {
 }
 
 // DefaultSlope is the default bound of the slope of goroutines,
-// descriptors and connections, in percent per hour: the example.
-// These are counts that settle: a leak of one per rotation (a goroutine
-// per refresh timer, a descriptor per rebuilt transport) adds far more
-// than 1 % an hour of the thousand or so a side holds, while the
-// in-flight requests' noise, over a half of 30 minutes sampled every few
-// seconds, draws a line well within it.
-const DefaultSlope = 1.0
+// descriptors and connections, in percent per hour. The leaks a soak is
+// there for grow with every rotation (a goroutine per refresh timer, a
+// connection per rebuilt transport, a series per rewritten Secret): with
+// 50 clusters of 20-60-s tokens that is thousands an hour, hundreds of
+// percent of the hundred or so a side holds (a leak of one goroutine per
+// login read +855 %/h in a 5-min run). What a flat side reads is set by
+// the faults, which swing these counts by half their level for a minute
+// at a time: through the 60-min run's second half, with nothing leaking,
+// the line through ten stretches' medians read up to 16 %/h either way.
+// The bound is above that and far below a leak; a leak of one per hour's
+// handful of events (one per CA rotation) stays under it, and a run of
+// half an hour cannot tell it from that noise. The example, 1 %/h,
+// is a line a few days of samples could draw, not thirty minutes.
+const DefaultSlope = 25.0
 
 // DefaultHeapSlope is the default bound of the heap's slope, in percent
-// per hour. The heap in use saws with every garbage collection, so a line
-// drawn through it moves on a flat process. Measured on a flat workload
-// (JSON over net/http into a cache of bounded size, sampled every 2 s for
-// 11 min): samples scatter 9 % of the mean around their line, with a
-// correlation of 0.2 from one to the next, which over the 360 samples of
-// a 30-min half taken every 5 s is a standard error of about 3.5 %/h; the
-// bound is about three of them.
-const DefaultHeapSlope = 10.0
+// per hour. The heap in use saws with every garbage collection; measured
+// on a flat workload, samples scatter 9 % of the mean around their line,
+// and the 60-min soak's flat sides read 5 and 11 %/h. The same bound as
+// the counts'.
+const DefaultHeapSlope = 25.0
 
 // Tolerance is how far above its baseline a count may be and still count
 // as back: the larger of Fraction of the baseline and Slack. Being below

@@ -29,7 +29,7 @@ func TestCheck(t *testing.T) {
 			name:   "goroutine leak, slope on",
 			run:    flatRun(hour, leak),
 			bounds: Bounds{Slope: true, Tolerance: Tolerance{Fraction: 100}}, // the final sample passes
-			want:   [][]string{{"authvault side", "goroutines grew", "%/h", "bound 1 %/h"}},
+			want:   [][]string{{"authvault side", "goroutines grew", "%/h", "bound 25 %/h"}},
 		},
 		{
 			name:   "goroutine leak, slope off",
@@ -98,12 +98,12 @@ func TestCheck(t *testing.T) {
 			bounds: Bounds{Slope: true},
 		},
 		{
-			name: "heap grows 20 %/h",
+			name: "heap grows 40 %/h",
 			run: flatRun(hour, func(i int, s *wire.Sample) {
-				s.HeapInUse += uint64(float64(64<<20) * 0.20 * s.At.Sub(t0).Hours())
+				s.HeapInUse += uint64(float64(64<<20) * 0.40 * s.At.Sub(t0).Hours())
 			}),
 			bounds: Bounds{Slope: true},
-			want:   [][]string{{"authvault side", "heap in use grew", "bound 10 %/h"}},
+			want:   [][]string{{"authvault side", "heap in use grew", "bound 25 %/h"}},
 		},
 		{
 			name:   "connections grow, a bound of their own",

@@ -25,8 +25,12 @@ const settleGrace = 30 * time.Second
 
 // pluginGrace is how long after a plugin fault ends a caller may still
 // fail: client-go runs its plugin on the next request (the plugin's
-// latency), and a request cut short by the fault's last run reports late.
-func (h *Hub) pluginGrace() time.Duration { return h.opts.PluginLatency + 15*time.Second }
+// latency); a vault's handler that failed through the fault tries again
+// after its backoff (1 s doubling, with jitter: up to 32 s after 30 s of
+// failures), and a caller waiting for it reports at its own deadline. The
+// 60-min soak's one unexplained failure was such a caller, 18 s after a
+// 30-s plugin failure ended, when the grace was the latency and 15 s.
+func (h *Hub) pluginGrace() time.Duration { return h.opts.PluginLatency + 45*time.Second }
 
 // profilesScope is the fleet's ClusterProfile clusters, whose provider is
 // the plugin: a Secret's cluster has a token of its own.

@@ -21,51 +21,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/authvault/authvault/fleet"
+	"github.com/authvault/authvault/testkit/manifests"
 	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/testkit/testwait"
 	"github.com/authvault/authvault/vault"
 )
-
-// profileCRD is a ClusterProfile CRD of this suite's own: the fields of the
-// published schema (sigs.k8s.io/cluster-inventory-api, v1alpha1) that the
-// fleet reads, the rest kept as they come.
-const profileCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: clusterprofiles.multicluster.x-k8s.io}
-spec:
-  group: multicluster.x-k8s.io
-  names: {kind: ClusterProfile, listKind: ClusterProfileList, plural: clusterprofiles, singular: clusterprofile}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-          status:
-            type: object
-            properties:
-              accessProviders: &providers
-                type: array
-                x-kubernetes-list-type: map
-                x-kubernetes-list-map-keys: [name]
-                items:
-                  type: object
-                  required: [name]
-                  properties:
-                    name: {type: string}
-                    cluster:
-                      type: object
-                      x-kubernetes-preserve-unknown-fields: true
-              credentialProviders: *providers
-            x-kubernetes-preserve-unknown-fields: true
-`
 
 var (
 	profilesGVR = schema.GroupVersionResource{Group: fleet.ProfileGroup, Version: "v1alpha1", Resource: "clusterprofiles"}
@@ -80,7 +40,7 @@ func profiles(ctx context.Context) dynamic.Interface {
 	Expect(err).NotTo(HaveOccurred())
 	installCRD.Do(func() {
 		var crd unstructured.Unstructured
-		Expect(yaml.Unmarshal([]byte(profileCRD), &crd.Object)).To(Succeed())
+		Expect(yaml.Unmarshal([]byte(manifests.ClusterProfileCRD), &crd.Object)).To(Succeed())
 		_, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			Expect(err).NotTo(HaveOccurred())

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/authvault/authvault/testkit/manifests"
 )
 
 const (
@@ -205,44 +207,9 @@ func (m *members) putProfile(ctx context.Context, name string) error {
 	return nil
 }
 
-// profileCRD is the fields of the ClusterProfile CRD
-// (sigs.k8s.io/cluster-inventory-api, v1alpha1) that the fleet reads.
-const profileCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: clusterprofiles.multicluster.x-k8s.io}
-spec:
-  group: multicluster.x-k8s.io
-  names: {kind: ClusterProfile, listKind: ClusterProfileList, plural: clusterprofiles, singular: clusterprofile}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-            properties:
-              accessProviders:
-                type: array
-                x-kubernetes-list-type: map
-                x-kubernetes-list-map-keys: [name]
-                items:
-                  type: object
-                  required: [name]
-                  properties:
-                    name: {type: string}
-                    cluster: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
 func installProfileCRD(ctx context.Context, h *Hub) error {
 	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal([]byte(profileCRD), &crd.Object); err != nil {
+	if err := yaml.Unmarshal([]byte(manifests.ClusterProfileCRD), &crd.Object); err != nil {
 		return err
 	}
 	dyn := h.client().dyn

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/authvault/authvault/hack/soak/wire"
+	"github.com/authvault/authvault/testkit/manifests"
 	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/testkit/testwait"
 )
@@ -70,54 +71,13 @@ func startHub(t *testing.T) *testHub {
 	return hub
 }
 
-// profileCRD is a ClusterProfile CRD of the tests' own: the fields of the
-// published schema (sigs.k8s.io/cluster-inventory-api, v1alpha1) the
-// sides read, the rest kept as they come (integration/profiles_test.go's).
-const profileCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: clusterprofiles.multicluster.x-k8s.io}
-spec:
-  group: multicluster.x-k8s.io
-  names: {kind: ClusterProfile, listKind: ClusterProfileList, plural: clusterprofiles, singular: clusterprofile}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-          status:
-            type: object
-            properties:
-              accessProviders: &providers
-                type: array
-                x-kubernetes-list-type: map
-                x-kubernetes-list-map-keys: [name]
-                items:
-                  type: object
-                  required: [name]
-                  properties:
-                    name: {type: string}
-                    cluster:
-                      type: object
-                      x-kubernetes-preserve-unknown-fields: true
-              credentialProviders: *providers
-            x-kubernetes-preserve-unknown-fields: true
-`
-
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 func (h *testHub) installCRD() error {
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal([]byte(profileCRD), &crd.Object); err != nil {
+	if err := yaml.Unmarshal([]byte(manifests.ClusterProfileCRD), &crd.Object); err != nil {
 		return err
 	}
 	if _, err := h.dyn.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil {

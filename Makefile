@@ -1,9 +1,8 @@
 # authvault: `make test` runs every check CI runs; `make demo` runs the main job.
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-PKGS        ?= ./...
 
-.PHONY: test vet staticcheck fmt-check gotest compat soak-check test-loaded envtest peers bench fuzz demo soak cluster cluster-revoke release
+.PHONY: test vet staticcheck fmt-check gotest compat soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench fuzz demo soak cluster cluster-revoke release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -11,10 +10,13 @@ PKGS        ?= ./...
 # run aws-iam-authenticator and kubelogin, which hack/peers.sh builds once
 # (about 2.5 min) and caches beside them. hack/release's tests release HEAD
 # in a clone, publish it to a file module proxy and fetch each published
-# module alone from outside the repository; compat builds and unit-tests
-# everything with the newer supported Kubernetes minors; soak-check runs
-# the soak for two minutes of faults.
-test: fmt-check vet staticcheck gotest compat soak-check
+# module alone from outside the repository; compat builds and vets every
+# module with the newer supported Kubernetes minors and runs the unit tests
+# that can differ with them; soak-check runs the soak for two minutes of
+# faults. The envtest and peer binaries build in the background from the
+# start (tools), beside vet and staticcheck, and gotest waits for them; at
+# the end, stages prints each stage's time beside its budget.
+test: stages-reset tools fmt-check vet staticcheck gotest compat-and-soak stages
 
 TIMED := bash hack/timed.sh
 
@@ -23,8 +25,8 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 # The rotation demo is a module of its own, so that its plotting library
-# stays out of the library's dependencies: vet and staticcheck check it
-# beside $(PKGS); fmt-check sees it through git ls-files.
+# stays out of the library's dependencies; fmt-check sees it through git
+# ls-files.
 DEMO := examples/rotation-demo
 
 # The soak (make soak) is a module of its own for the same reason.
@@ -36,17 +38,26 @@ SOAK := hack/soak
 # one against the embedded API server, about 15 s).
 CLOUD := cloud/eks cloud/gke cloud/aks
 
+# Every module's packages, in the workspace hack/all.work: one go command
+# vets, checks or tests them all, and builds each package once for all of
+# them. Each module's go.mod asks for the same version of every dependency
+# they share (hack/align.sh; internal/modules checks it, and that the
+# workspace selects what each module alone does), so this is what each
+# module builds alone too.
+WORK := GOWORK=$(CURDIR)/hack/all.work
+PKGS ?= ./... $(foreach m,$(DEMO) $(SOAK) $(CLOUD),./$(m)/...)
+
+# The tests themselves run without GOWORK, as each module's tests would
+# alone: a test that runs the go command (a plugin built from source, a
+# module made in a temporary directory, a release) gets its module's own
+# go.mod, not a workspace that does not hold its directory.
+TEST_EXEC := -exec 'env -u GOWORK'
+
 vet:
-	@$(TIMED) vet $(GO) vet $(PKGS)
-	@$(TIMED) vet-demo $(GO) -C $(DEMO) vet ./...
-	@$(TIMED) vet-soak $(GO) -C $(SOAK) vet ./...
-	@for m in $(CLOUD); do $(TIMED) vet-$$(basename $$m) $(GO) -C $$m vet ./... || exit 1; done
+	@$(WORK) $(TIMED) vet $(GO) vet $(PKGS)
 
 staticcheck:
-	@$(TIMED) staticcheck $(GO) run $(STATICCHECK) $(PKGS)
-	@$(TIMED) staticcheck-demo $(GO) -C $(DEMO) run $(STATICCHECK) ./...
-	@$(TIMED) staticcheck-soak $(GO) -C $(SOAK) run $(STATICCHECK) ./...
-	@for m in $(CLOUD); do $(TIMED) staticcheck-$$(basename $$m) $(GO) -C $$m run $(STATICCHECK) ./... || exit 1; done
+	@$(WORK) $(TIMED) staticcheck $(GO) run $(STATICCHECK) $(PKGS)
 
 # Prints the directory of the envtest binaries, building them when missing.
 envtest:
@@ -58,24 +69,64 @@ envtest:
 peers:
 	@$(TIMED) peers bash hack/peers.sh
 
+# Starts building the envtest and peer binaries in the background when
+# either is missing (a fresh machine): their builds are other projects'
+# programs, which share no package with ours, so they overlap vet and
+# staticcheck rather than wait in line. Their output goes to
+# bin/tools.log; hack/tools.sh wait, in gotest, waits for them and prints it.
+tools:
+	@bash hack/tools.sh start
+
+# The integration suite's long specs (Label "long": minutes of load
+# through rotations, mostly waiting on the clock) run in a second go test
+# beside the first, which runs every other test: the two halves overlap
+# rather than add up. Its output follows the first's. The first runs
+# three test binaries at once, not go's default of one per core: most of
+# them wait on API servers, processes and timers, and at two a two-core
+# machine sat half idle.
+LONG := ./integration
+TEST_P ?= 3
 gotest:
-	@assets=$$($(TIMED) envtest bash hack/envtest.sh) && \
-	KUBEBUILDER_ASSETS=$$assets $(TIMED) go-test $(GO) test -race -count=1 -timeout 30m $(PKGS) && \
-	$(TIMED) demo-test $(GO) -C $(DEMO) test -race -count=1 ./... && \
-	KUBEBUILDER_ASSETS=$$assets $(TIMED) soak-test $(GO) -C $(SOAK) test -race -count=1 ./... && \
-	peers=$$($(TIMED) peers bash hack/peers.sh) && \
-	for m in $(CLOUD); do KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers $(TIMED) test-$$(basename $$m) $(GO) -C $$m test -race -count=1 ./... || exit 1; done
+	@bash hack/tools.sh wait && \
+	assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && \
+	export $(WORK) KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers && \
+	mkdir -p bin && \
+	{ AUTHVAULT_LABEL_FILTER=long $(TIMED) go-test-long $(GO) test -race -count=1 -timeout 30m $(TEST_EXEC) $(LONG) >bin/go-test-long.log 2>&1 & } && \
+	AUTHVAULT_LABEL_FILTER='!long' $(TIMED) go-test $(GO) test -race -count=1 -p $(TEST_P) -timeout 30m $(TEST_EXEC) $(PKGS); \
+	rc=$$?; wait $$!; long=$$?; cat bin/go-test-long.log; [ $$rc = 0 ] && [ $$long = 0 ]
 
 # The supported controller-runtime minors newer than the oldest, which
 # go.mod requires so that adding authvault never upgrades a user's: each
 # with the client-go it requires (CONTROLLER_RUNTIME:CLIENT_GO). compat
-# builds and vets every module with each, and runs the unit tests (the
-# integration suite, and -race, run with go.mod's, in gotest);
-# hack/compat.sh works on copies of go.mod and go.sum.
+# builds and vets every module with each, and runs the unit tests whose
+# test binary holds a package of another version with it: a test whose
+# code and libraries are all the same runs the same, once, under -race in
+# gotest; so do the integration suites (hack/compat.sh says which and why).
 KUBE_NEWER := v0.24.1:v0.36.6 v0.25.2:v0.37.2
 compat:
-	@assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && \
-	for pair in $(KUBE_NEWER); do KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers $(TIMED) compat-$${pair%%:*} bash hack/compat.sh $${pair%%:*} $${pair##*:} || exit 1; done
+	@bash hack/tools.sh wait && \
+	assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && \
+	for pair in $(KUBE_NEWER); do KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers $(TIMED) compat-$${pair%%:*} bash hack/compat.sh $${pair%%:*} $${pair##*:} $(PKGS) || exit 1; done
+
+# make test runs compat and soak-check at once: the soak's two minutes of
+# faults wait on the clock, not on the processor. The soak's output
+# follows compat's.
+compat-and-soak:
+	@mkdir -p bin; \
+	{ $(MAKE) --no-print-directory soak-check >bin/soak-check.log 2>&1 & }; soak=$$!; \
+	$(MAKE) --no-print-directory compat; rc=$$?; \
+	wait $$soak; s=$$?; cat bin/soak-check.log; [ $$rc = 0 ] && [ $$s = 0 ]
+
+# Each stage's time beside its budget (hack/stages.sh): a stage past twice
+# its budget gets a warning line, never a failure, since the machine's
+# speed must not fail the suite. The budgets are seconds on a warm, idle
+# two-core machine; a fresh one also builds the envtest and peer binaries
+# and compiles the dependencies once.
+STAGE_BUDGETS := vet:60 staticcheck:90 tools:700 go-test:450 go-test-long:300 compat-v0.24.1:150 compat-v0.25.2:150 soak-check:240
+stages-reset:
+	@bash hack/stages.sh reset
+stages:
+	@bash hack/stages.sh report $(STAGE_BUDGETS)
 
 # make release VERSION=vX.Y.Z: the release commit (every cloud module
 # requires the root at VERSION) and the tags of every published module
@@ -110,7 +161,7 @@ test-loaded:
 # the plugin takes about 30 s).
 bench:
 	@assets=$$(bash hack/envtest.sh) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -skip BenchmarkFleetRotation -benchmem -count 5 $(PKGS) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -skip BenchmarkFleetRotation -benchmem -count 5 ./... && \
 	$(GO) test -run '^$$' -bench BenchmarkFleetRotation -benchmem -count 1 -timeout 30m ./fleet && \
 	peers=$$(bash hack/peers.sh) && \
 	for m in $(CLOUD); do AUTHVAULT_PEERS=$$peers $(GO) -C $$m test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./... || exit 1; done

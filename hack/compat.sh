@@ -1,39 +1,88 @@
 #!/usr/bin/env bash
-# compat.sh CONTROLLER_RUNTIME CLIENT_GO [vet|test]: builds and vets every
-# package of the root module and of the cloud modules with controller-runtime
-# and the Kubernetes libraries at the versions given, in place of the oldest
-# ones go.mod requires, and with "test" runs the unit tests too (every
-# package of every module but the integration suite; the cloud modules' need
-# KUBEBUILDER_ASSETS and AUTHVAULT_PEERS, as in make test). They run without -race: make test's
-# go-test stage runs them, and the integration suite, under -race with
-# go.mod's versions; here the question is whether the code behaves the same
-# with another release of the libraries, and -race would double the time.
-# Left out too: what builds with the repository's own go.mod whatever
-# -modfile says (hack/release's published modules, addon-proxy's image),
-# and integration/restart, a part of the integration suite. go.mod and go.sum stay
-# as they are: each module gets a copy to upgrade (go's -modfile), in a
-# temporary directory removed on exit.
+# compat.sh CONTROLLER_RUNTIME CLIENT_GO PATTERN...: builds and vets every
+# package of every module of the workspace (hack/all.work) with
+# controller-runtime and the Kubernetes libraries at the versions given, in
+# place of the oldest ones go.mod requires, and runs the unit tests that
+# can differ with them.
+#
+# How: a workspace of hack/all.work's modules and one more, made here, that
+# requires the versions given; the go command selects, for all modules at
+# once, what go get would have upgraded each to (minimal version selection
+# over every go.mod). go.mod and go.sum stay as they are; the workspace and
+# its go.work.sum live in a temporary directory, removed on exit. One go
+# vet and one go test over all modules build each package once.
+#
+# Which tests run: those of a package whose test binary holds a package
+# whose module is at another version than with go.mod's requirements (go
+# list -deps -test, compared). The others are the same code with the same
+# libraries, so they would run the same: they run once, in make test's
+# go-test stage, under -race. So do the integration suites (integration,
+# integration/restart), which run against a real API server there, and
+# these tests build with the repository's own go.mod whatever the
+# workspace says, so here they would test nothing new: hack/release's (it
+# publishes the modules and fetches them alone) and addon-proxy's image
+# build (TestImage, TestStaticELFSeesDynamicBinaries). The tests run
+# without -race: go-test runs them under it; here the question is whether
+# the code behaves the same with another release of the libraries, and
+# -race would double the time. The cloud modules' tests need
+# KUBEBUILDER_ASSETS and AUTHVAULT_PEERS, as in make test; the test
+# binaries run without GOWORK, as in make test (the Makefile's TEST_EXEC).
 set -euo pipefail
-cr=$1 kube=$2 what=${3:-test}
+cd "$(dirname "$0")/.."
+if [ $# -lt 3 ]; then
+	echo "usage: $0 CONTROLLER_RUNTIME CLIENT_GO PATTERN..." >&2
+	exit 2
+fi
+cr=$1 kube=$2
+shift 2
+base=$PWD/hack/all.work
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-upgrade() { # upgrade MODULE_DIR NAME: prints the -modfile flag for the module
-	local dir=$1 mod=$tmp/$2.mod
-	cp "$dir/go.mod" "$mod"
-	cp "$dir/go.sum" "${mod%.mod}.sum"
-	(cd "$dir" && go get -modfile="$mod" "sigs.k8s.io/controller-runtime@$cr" "k8s.io/client-go@$kube" \
-		"k8s.io/api@$kube" "k8s.io/apimachinery@$kube" >&2 && go mod tidy -modfile="$mod" >&2)
-	echo "-modfile=$mod"
+
+mkdir "$tmp/minor"
+cat >"$tmp/minor/go.mod" <<EOF
+module compat.invalid/minor
+
+$(grep '^go ' "$base")
+
+require (
+	sigs.k8s.io/controller-runtime $cr
+	k8s.io/client-go $kube
+	k8s.io/api $kube
+	k8s.io/apimachinery $kube
+)
+EOF
+{
+	grep '^go ' "$base"
+	GOWORK=$base go list -m -f 'use {{.Dir}}'
+	echo "use $tmp/minor"
+} >"$tmp/go.work"
+minor=$tmp/go.work
+
+echo "compat: $(GOWORK=$minor go list -m -f '{{.Path}} {{.Version}}' sigs.k8s.io/controller-runtime k8s.io/client-go | tr '\n' ' ')" >&2
+GOWORK=$minor go vet "$@"
+
+# modules FILE GOWORK: each package the patterns' tests build, with its
+# module's path and version.
+modules() {
+	GOWORK=$2 go list -deps -test -f '{{.ImportPath}} {{with .Module}}{{.Path}}@{{.Version}}{{end}}' "${@:3}" |
+		sort -u >"$1"
 }
-root=$(upgrade . root)
-echo "compat: $(go list "$root" -m -f '{{.Path}} {{.Version}}' sigs.k8s.io/controller-runtime k8s.io/client-go | tr '\n' ' ')" >&2
-go vet "$root" ./...
-for m in cloud/eks cloud/gke cloud/aks; do
-	flag=$(upgrade "$m" "$(basename "$m")")
-	(cd "$m" && go vet "$flag" ./...)
-	if [ "$what" = test ]; then (cd "$m" && go test "$flag" -count=1 -timeout 20m ./...); fi
-done
-if [ "$what" = test ]; then
-	go test "$root" -count=1 -timeout 20m -skip '^(TestImage|TestStaticELFSeesDynamicBinaries)$' \
-		$(go list "$root" ./... | grep -Ev '/(integration|integration/restart|hack/release)$')
+modules "$tmp/base" "$base" "$@"
+modules "$tmp/minor.txt" "$minor" "$@"
+comm -13 "$tmp/base" "$tmp/minor.txt" | awk '{ print $1 }' >"$tmp/changed"
+
+# Each test binary (p.test) and its dependencies, the suffix " [p.test]" of
+# a package recompiled for a test dropped; the binaries holding a changed
+# package name the packages to test.
+GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{range .Deps}} {{.}}{{end}}{{end}}' "$@" |
+	sed -E 's/ \[[^]]*\]//g' | awk -v changed="$tmp/changed" '
+		BEGIN { while ((getline p < changed) > 0) c[p] = 1 }
+		$1 ~ /\.test$/ { for (i = 2; i <= NF; i++) if ($i in c) { print substr($1, 1, length($1) - 5); break } }
+	' | grep -Ev '/(integration|integration/restart|hack/release)$' | sort >"$tmp/test" || true
+GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' "$@" | sed -n 's/\.test$//p' | sort >"$tmp/all"
+echo "compat: $(wc -l <"$tmp/test") of $(wc -l <"$tmp/all") test packages build a package of another version; the others run in go-test only:" >&2
+comm -23 "$tmp/all" "$tmp/test" | sed 's/^/compat:   /' >&2
+if [ -s "$tmp/test" ]; then
+	GOWORK=$minor go test -count=1 -timeout 20m -exec 'env -u GOWORK' -skip '^(TestImage|TestStaticELFSeesDynamicBinaries)$' $(cat "$tmp/test")
 fi

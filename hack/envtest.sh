@@ -19,6 +19,8 @@ if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
   echo "$dir"
   exit 0
 fi
+# --cached: only tell whether they are built (hack/tools.sh).
+[ "${1:-}" = --cached ] && exit 1
 
 work=$(mktemp -d "$cache/envtest.XXXXXX" 2>/dev/null || { mkdir -p "$cache" && mktemp -d "$cache/envtest.XXXXXX"; })
 trap 'rm -rf "$work"' EXIT
@@ -30,9 +32,11 @@ build() {
   echo "envtest: building $name ($pkg) ..." >&2
   (cd "$here/envtest" && go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
   local pid=$!
+  local waited=0
   while kill -0 "$pid" 2>/dev/null; do
-    sleep 20
-    kill -0 "$pid" 2>/dev/null && echo "envtest: still building $name, $((SECONDS - start)) s" >&2
+    sleep 1
+    waited=$((waited + 1))
+    [ $((waited % 20)) = 0 ] && kill -0 "$pid" 2>/dev/null && echo "envtest: still building $name, $((SECONDS - start)) s" >&2
   done
   wait "$pid"
   echo "envtest: built $name in $((SECONDS - start)) s" >&2

@@ -24,6 +24,8 @@ if [ -x "$dir/aws-iam-authenticator" ] && [ -x "$dir/kubelogin" ]; then
   echo "$dir"
   exit 0
 fi
+# --cached: only tell whether they are built (hack/tools.sh).
+[ "${1:-}" = --cached ] && exit 1
 
 mkdir -p "$cache"
 work=$(mktemp -d "$cache/peers.XXXXXX")
@@ -36,9 +38,11 @@ build() {
   echo "peers: building $name ($pkg) ..." >&2
   (cd "$here/peers" && go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
   local pid=$!
+  local waited=0
   while kill -0 "$pid" 2>/dev/null; do
-    sleep 20
-    kill -0 "$pid" 2>/dev/null && echo "peers: still building $name, $((SECONDS - start)) s" >&2
+    sleep 1
+    waited=$((waited + 1))
+    [ $((waited % 20)) = 0 ] && kill -0 "$pid" 2>/dev/null && echo "peers: still building $name, $((SECONDS - start)) s" >&2
   done
   wait "$pid"
   echo "peers: built $name in $((SECONDS - start)) s" >&2

@@ -11,7 +11,7 @@ import (
 
 // The headline figure: the same workload, the same plugin and the same
 // revocations, through a vault and through client-go's exec support.
-var _ = Describe("Compared with client-go", Label("comparison"), func() {
+var _ = Describe("Compared with client-go", Label("comparison", "long"), func() {
 	It("shows callers no 401 where client-go shows them", func(ctx SpecContext) {
 		ns := newNamespace("compare")
 		sides, err := rotation.Compare(ctx, rotation.CompareOptions{

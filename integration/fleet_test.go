@@ -39,7 +39,7 @@ import (
 // Two workload clusters beside the hub (the suite's cluster), each a real
 // kube-apiserver and etcd with its own token issuer; their kubeconfigs are
 // Secrets on the hub, as Cluster API keeps them.
-var _ = Describe("A fleet", Ordered, func() {
+var _ = Describe("A fleet", Ordered, Label("long"), func() {
 	var workloads [2]*testcluster.Cluster
 
 	BeforeAll(func() {

@@ -14,7 +14,7 @@ import (
 	"github.com/authvault/authvault/vault"
 )
 
-var _ = Describe("Rotation under load", func() {
+var _ = Describe("Rotation under load", Label("long"), func() {
 	It("shows no caller a failure while every token is revoked 5 s after its issue", func(ctx SpecContext) {
 		const duration = 60 * time.Second
 		ns := newNamespace("rotation")

@@ -37,20 +37,31 @@ pin() {
 	if [ ${#args[@]} -gt 0 ]; then
 		echo "align: $dir: ${args[*]}" >&2
 		(cd "$dir" && go mod edit "${args[@]}" && GOWORK=off go mod tidy)
+		edits=$((edits + 1))
 	fi
 }
 
-others=$(GOWORK=$work go list -m -f '{{.Dir}}' | grep -vx "$PWD")
+mapfile -t others < <(GOWORK=$work go list -m -f '{{.Dir}}' | grep -vxF "$PWD")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-built . >"$tmp/root"
-for dir in $others; do pin "$dir" "$tmp/root"; done
+# go mod tidy may move a version again (a pin lowers one that another
+# requirement raises back): repeat until a round edits nothing.
+for round in 1 2 3 4; do
+	edits=0
+	built . >"$tmp/root"
+	for dir in "${others[@]}"; do pin "$dir" "$tmp/root"; done
 
-# The workspace loads each module's requirements fully, a module alone
-# prunes its dependencies' (go.mod's graph pruning): a module can build an
-# older version alone than in the workspace.
-(GOWORK=$work go list -deps -test \
-	-f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' \
-	$(GOWORK=$work go list -m -f '{{.Dir}}/...') | sort -u) >"$tmp/work"
-for dir in $others; do pin "$dir" "$tmp/work"; done
+	# The workspace loads each module's requirements fully, a module alone
+	# prunes its dependencies' (go.mod's graph pruning): a module can build
+	# an older version alone than in the workspace.
+	(GOWORK=$work go list -deps -test \
+		-f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' \
+		$(GOWORK=$work go list -m -f '{{.Dir}}/...') | sort -u) >"$tmp/work"
+	for dir in "${others[@]}"; do pin "$dir" "$tmp/work"; done
+	[ "$edits" = 0 ] && break
+done
+
+# What tidy would not let align (a dependency needing a newer version than
+# the root's) fails here, named, rather than at the next make test.
+go test -count=1 -run '^TestModulesBuildOneVersionOfEachDependency$' ./internal/modules

@@ -54,8 +54,8 @@ require (
 EOF
 {
 	grep '^go ' "$base"
-	GOWORK=$base go list -m -f 'use {{.Dir}}'
-	echo "use $tmp/minor"
+	GOWORK=$base go list -m -f 'use {{printf "%q" .Dir}}'
+	echo "use \"$tmp/minor\""
 } >"$tmp/go.work"
 minor=$tmp/go.work
 
@@ -65,7 +65,7 @@ GOWORK=$minor go vet "$@"
 # modules FILE GOWORK: each package the patterns' tests build, with its
 # module's path and version.
 modules() {
-	GOWORK=$2 go list -deps -test -f '{{.ImportPath}} {{with .Module}}{{.Path}}@{{.Version}}{{end}}' "${@:3}" |
+	GOWORK=$2 go list -deps -test -f '{{.ImportPath}} {{with .Module}}{{.Path}}@{{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}' "${@:3}" |
 		sort -u >"$1"
 }
 modules "$tmp/base" "$base" "$@"
@@ -79,7 +79,7 @@ GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{range .De
 	sed -E 's/ \[[^]]*\]//g' | awk -v changed="$tmp/changed" '
 		BEGIN { while ((getline p < changed) > 0) c[p] = 1 }
 		$1 ~ /\.test$/ { for (i = 2; i <= NF; i++) if ($i in c) { print substr($1, 1, length($1) - 5); break } }
-	' | grep -Ev '/(integration|integration/restart|hack/release)$' | sort >"$tmp/test" || true
+	' | { grep -Ev '/(integration|integration/restart|hack/release)$' || [ $? = 1 ]; } | sort >"$tmp/test"
 GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' "$@" | sed -n 's/\.test$//p' | sort >"$tmp/all"
 echo "compat: $(wc -l <"$tmp/test") of $(wc -l <"$tmp/all") test packages build a package of another version; the others run in go-test only:" >&2
 comm -23 "$tmp/all" "$tmp/test" | sed 's/^/compat:   /' >&2

@@ -22,6 +22,17 @@ fi
 # --cached: only tell whether they are built (hack/tools.sh).
 [ "${1:-}" = --cached ] && exit 1
 
+# One build at a time (make test's background build beside a make compat
+# or soak-check started alone, a second make test): the rename below
+# removes the directory another run may be starting an API server from.
+mkdir -p "$cache"
+exec 9>"$cache/envtest.lock"
+flock 9
+if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
+  echo "$dir"
+  exit 0
+fi
+
 work=$(mktemp -d "$cache/envtest.XXXXXX" 2>/dev/null || { mkdir -p "$cache" && mktemp -d "$cache/envtest.XXXXXX"; })
 trap 'rm -rf "$work"' EXIT
 

@@ -12,8 +12,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../bin
 mkdir -p "$bin"
+# running PID: whether PID is still a build this script started.
+running() { ps -o args= -p "$1" 2>/dev/null | grep -q 'tools\.sh start'; }
 case ${1:-} in
 start)
+	# A build an earlier make test started (one that failed at vet, say)
+	# may still run: let it go on rather than start a second beside it.
+	if [ -f "$bin/tools.pid" ] && [ ! -f "$bin/tools.rc" ] && running "$(cat "$bin/tools.pid")"; then
+		echo "tools: the envtest and peer binaries are still building from an earlier run (bin/tools.log)" >&2
+		exit 0
+	fi
 	rm -f "$bin/tools.pid" "$bin/tools.rc"
 	if bash "$here/envtest.sh" --cached >/dev/null && bash "$here/peers.sh" --cached >/dev/null; then
 		exit 0
@@ -23,8 +31,11 @@ start)
 	# make's output would keep a reader of it (CI) waiting for the job.
 	: >"$bin/tools.log"
 	(
-		bash "$here/timed.sh" tools bash -c "bash '$here/envtest.sh' >/dev/null && bash '$here/peers.sh' >/dev/null"
-		echo $? >"$bin/tools.rc"
+		# set -e would end this subshell at a failed build, before tools.rc.
+		rc=0
+		bash "$here/timed.sh" tools bash -c 'bash "$1/envtest.sh" >/dev/null && bash "$1/peers.sh" >/dev/null' tools "$here" || rc=$?
+		# Written whole, then renamed: wait must never read it half-written.
+		echo $rc >"$bin/tools.rc.tmp" && mv "$bin/tools.rc.tmp" "$bin/tools.rc"
 	) </dev/null >>"$bin/tools.log" 2>&1 &
 	echo $! >"$bin/tools.pid"
 	;;
@@ -33,10 +44,16 @@ wait)
 	pid=$(cat "$bin/tools.pid")
 	# The pid file may outlive its build (a make test stopped by Ctrl-C):
 	# wait only while that pid is still this script's build.
-	while [ ! -f "$bin/tools.rc" ] && ps -o args= -p "$pid" 2>/dev/null | grep -q 'tools\.sh start'; do sleep 2; done
+	while [ ! -f "$bin/tools.rc" ] && running "$pid"; do sleep 2; done
 	rm -f "$bin/tools.pid"
+	if [ ! -f "$bin/tools.rc" ]; then
+		# Stopped before it ended (Ctrl-C): not a failure of this run; the
+		# caller's envtest.sh and peers.sh build what is missing.
+		echo "tools: an earlier background build did not finish; building in the foreground" >&2
+		exit 0
+	fi
 	cat "$bin/tools.log" >&2
-	rc=$(cat "$bin/tools.rc" 2>/dev/null || echo 1)
+	rc=$(cat "$bin/tools.rc")
 	if [ "$rc" != 0 ]; then
 		echo "tools: building the envtest and peer binaries failed (exit $rc)" >&2
 		exit 1

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -26,11 +27,13 @@ var toolModules = []string{"hack/envtest", "hack/peers"}
 type builds map[string]string
 
 // goList runs go list -deps -test over patterns in dir, with GOWORK set to
-// work ("off" for the module alone), and reads "path version" lines.
+// work ("off" for the module alone), and reads "path version" lines. A
+// replaced module's version is "version=>path@version": .Version alone is
+// the required one, the same whatever code a replace puts in its place.
 func goList(t *testing.T, dir, work string, patterns ...string) builds {
 	t.Helper()
 	args := append([]string{"list", "-deps", "-test",
-		"-f", "{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}"}, patterns...)
+		"-f", "{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{with .Replace}}=>{{.Path}}@{{.Version}}{{end}}{{end}}{{end}}"}, patterns...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK="+work, "GOFLAGS=-mod=readonly")
@@ -155,16 +158,49 @@ func TestDisagreementsNameModuleAndVersions(t *testing.T) {
 	alone := map[string]builds{
 		".":         {"k8s.io/utils": "v1", "example.com/a": "v1", "github.com/authvault/authvault/x": ""},
 		"cloud/gke": {"k8s.io/utils": "v2", "example.com/b": "v1", "github.com/authvault/authvault": "v0.0.0"},
-		"cloud/eks": {"k8s.io/utils": "v1", "example.com/b": "v1"},
+		"cloud/eks": {"k8s.io/utils": "v1", "example.com/b": "v1", "example.com/a": "v1=>example.com/a@v2"},
 	}
 	work := builds{"k8s.io/utils": "v1", "example.com/a": "v1", "example.com/b": "v3"}
 	got := disagreements(".", alone, work, []string{"github.com/authvault/authvault", "github.com/authvault/authvault/x"})
 	want := []string{
+		"module cloud/eks builds example.com/a v1=>example.com/a@v2, the root module v1",
 		"module cloud/eks builds example.com/b v1 alone, v3 in the workspace (hack/all.work)",
 		"module cloud/gke builds example.com/b v1 alone, v3 in the workspace (hack/all.work)",
 		"module cloud/gke builds k8s.io/utils v2, the root module v1",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// goLine is the go directive of a go.mod or go.work file.
+var goLine = regexp.MustCompile(`(?m)^go\s+(\S+)\s*$`)
+
+// Every module of the workspace states the go version the workspace does:
+// in workspace mode the language version and the GODEBUG defaults come
+// from go.work's go line, alone from each module's, and the two runs must
+// be the same code.
+func TestWorkspaceGoLineIsEveryModules(t *testing.T) {
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := goLine.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s has no go line", path)
+		}
+		return string(m[1])
+	}
+	want := read(filepath.Join(root, workspace))
+	for _, m := range modulesUnder(t, root) {
+		rel, _ := filepath.Rel(root, m.dir)
+		if slices.Contains(toolModules, filepath.ToSlash(rel)) {
+			continue
+		}
+		if got := read(filepath.Join(m.dir, "go.mod")); got != want {
+			t.Errorf("%s/go.mod says go %s, %s says go %s", rel, got, workspace, want)
+		}
 	}
 }

@@ -136,7 +136,7 @@ compat-and-soak:
 # speed must not fail the suite. The budgets are seconds on a warm, idle
 # two-core machine; a fresh one also builds the envtest and peer binaries
 # and compiles the dependencies once.
-STAGE_BUDGETS := vet:60 staticcheck:90 tools:700 go-test-build:30 go-test:450 go-test-long:300 compat-v0.24.1:150 compat-v0.25.2:150 soak-check:240
+STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 go-test-build:30 go-test:450 go-test-long:300 compat-v0.24.1:220 compat-v0.25.2:220 soak-check:240
 stages-reset:
 	@bash hack/stages.sh reset
 stages:

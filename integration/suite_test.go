@@ -5,7 +5,7 @@
 // The specs labelled "long" (minutes of load through rotations: the
 // rotation under load, the comparison with client-go, the fleet) run in a
 // process of their own in make test, beside one that runs the others
-// (testcluster.LabelFilterEnv): each starts its own API server, and the
+// (AUTHVAULT_LABEL_FILTER, read by testcluster.RunSuite): each starts its own API server, and the
 // suite's time is the longer half's rather than the sum. A spec that takes
 // most of a minute or waits on a fixed duration belongs under that label.
 package integration

@@ -11,12 +11,12 @@ import (
 	"github.com/authvault/authvault/testkit/testwait"
 )
 
-// LabelFilterEnv names the environment variable whose value, a Ginkgo
+// labelFilterEnv names the environment variable whose value, a Ginkgo
 // label filter, picks the specs RunSuite runs when -ginkgo.label-filter
 // does not: make test runs the integration suite's long specs (Label
 // "long") and the others in two processes at once, by setting it, where a
 // flag would reach every package's test binary.
-const LabelFilterEnv = "AUTHVAULT_LABEL_FILTER"
+const labelFilterEnv = "AUTHVAULT_LABEL_FILTER"
 
 // RunSuite runs a Ginkgo suite and fails t if a goroutine it started
 // outlives it. Goroutines already there (klog's flush daemon) and Ginkgo's
@@ -30,7 +30,7 @@ func RunSuite(t *testing.T, description string) {
 	// something does not happen, which a slow machine cannot turn red.
 	gomega.SetDefaultEventuallyTimeout(testwait.Hang)
 	suite, reporter := ginkgo.GinkgoConfiguration()
-	if filter := os.Getenv(LabelFilterEnv); filter != "" && suite.LabelFilter == "" {
+	if filter := os.Getenv(labelFilterEnv); filter != "" && suite.LabelFilter == "" {
 		suite.LabelFilter = filter
 	}
 	before := goleak.IgnoreCurrent()

@@ -99,7 +99,7 @@ type claim struct {
 
 // served is a cluster that a Secret added.
 type served struct {
-	member *Member
+	seat   *seat
 	secret string // namespace/name of the Secret that serves it
 	digest []byte // of the kubeconfig it was added or refreshed with
 }
@@ -271,7 +271,7 @@ func (w *secretWatch) resolve(name, why string) {
 	}
 	slices.Sort(top)
 	m, held := w.served[name]
-	if held && !w.fleet.holds(m.member) {
+	if held && !w.fleet.holds(m.seat) {
 		// Removed by hand (Fleet.Remove) since: its Secret, still here
 		// and changed, brings it back.
 		delete(w.served, name)
@@ -280,9 +280,9 @@ func (w *secretWatch) resolve(name, why string) {
 	if len(top) == 1 && held && m.secret == top[0] {
 		c := w.claims[top[0]]
 		if string(c.digest) != string(m.digest) {
-			w.served[name] = served{m.member, m.secret, c.digest}
-			w.fleet.opts.Logger.Info("cluster's source changed", "cluster", name, "source", m.member.sourced(), "change", w.format.changed)
-			m.member.vault.Refresh()
+			w.served[name] = served{m.seat, m.secret, c.digest}
+			w.fleet.opts.Logger.Info("cluster's source changed", "cluster", name, "source", m.seat.sourced(), "change", w.format.changed)
+			w.fleet.refresh(m.seat)
 		}
 		return // else a resync, or an edit that leaves the kubeconfig alone
 	}
@@ -337,7 +337,7 @@ func (w *secretWatch) add(name, key, previous, change string) bool {
 	// the caller's options come after, and win. The handler names itself
 	// after the Secret.
 	opts := append([]login.Option{login.Timeout(secretTimeout)}, w.opts.Login...)
-	m, err := w.fleet.add(name, "Secret "+key, h, opts)
+	s, err := w.fleet.add(name, "Secret "+key, h, opts)
 	if err != nil {
 		if !w.conflict(name, "not added "+key) {
 			return false
@@ -349,8 +349,8 @@ func (w *secretWatch) add(name, key, previous, change string) bool {
 		return false
 	}
 	delete(w.conflicts, name)
-	w.served[name] = served{m, key, w.claims[key].digest}
-	w.fleet.joined(m, previous, change)
+	w.served[name] = served{s, key, w.claims[key].digest}
+	w.fleet.joined(s, previous, change)
 	return true
 }
 
@@ -360,34 +360,30 @@ func (w *secretWatch) add(name, key, previous, change string) bool {
 // name. It closes the vault in the background, so that a handler that
 // ignores its context holds up no other cluster's events.
 func (w *secretWatch) remove(name string, m served, reason string) {
-	if w.detach(name, m, reason) {
-		w.fleet.left(m.member, reason)
-		w.close(m)
+	if member, ok := w.detach(name, m, reason); ok {
+		w.fleet.left(m.seat, reason)
+		w.fleet.retire(member, &w.closing)
 	}
 }
 
 // replace serves the cluster name by the Secret key in place of m, which
 // has left for change: one line says that its source changed.
 func (w *secretWatch) replace(name string, m served, key, change string) {
-	if !w.detach(name, m, "its source changed: "+change) {
+	member, ok := w.detach(name, m, "its source changed: "+change)
+	if !ok {
 		w.add(name, key, "", "") // removed by hand meanwhile: a cluster joins
 		return
 	}
-	w.close(m)
-	if !w.add(name, key, m.member.sourced(), change) {
-		w.fleet.left(m.member, change)
+	w.fleet.retire(member, &w.closing)
+	if !w.add(name, key, m.seat.sourced(), change) {
+		w.fleet.left(m.seat, change)
 	}
 }
 
-// detach takes m's cluster out of the fleet for reason, and tells whether
-// it was still there.
-func (w *secretWatch) detach(name string, m served, reason string) bool {
+// detach takes m's cluster out of the fleet for reason, and returns its
+// member (nil when another replica owned it) and whether it was still
+// there.
+func (w *secretWatch) detach(name string, m served, reason string) (*Member, bool) {
 	delete(w.served, name)
-	return w.fleet.detachMember(m.member, reason) // false: removed by hand meanwhile
-}
-
-// close tells OnRemove and closes m's vault in the background.
-func (w *secretWatch) close(m served) {
-	w.fleet.removed(m.member)
-	w.closing.Go(m.member.vault.Close)
+	return w.fleet.detach(m.seat, reason) // false: removed by hand meanwhile
 }

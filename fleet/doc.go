@@ -123,6 +123,60 @@
 //	f := fleet.New(fleet.Options{OnAdd: func(ctx context.Context, m *fleet.Member) { go run(ctx, m) }})
 //	err := mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: mgr.GetConfig()}))
 //
+// # Shards
+//
+// One process serves a thousand clusters (docs/benchmarks.md). To share
+// them among the replicas of an operator, so that plugin runs, cloud calls
+// and connections divide by the replicas and a replica's death costs
+// seconds rather than all of them, set [Options.Shards]: replicas of one
+// [Shards.Group] share the fleet's clusters on coordination.k8s.io/v1
+// Leases in [Shards.Namespace] of the hub.
+//
+//	f := fleet.New(fleet.Options{OnAdd: start, Shards: &fleet.Shards{Config: mgr.GetConfig(), Namespace: "my-operator", Group: "clusters"}})
+//	err := mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: mgr.GetConfig()})) // on every replica
+//
+// Every replica runs the watches (their NeedLeaderElection is false) and
+// sees every cluster ([Fleet.Names]); only the cluster's owner has its
+// [Member]: OnAdd runs there, its vault logs in there (no other replica
+// calls its handler), and [Fleet.RESTConfig] serves it there; elsewhere
+// RESTConfig returns an error that names the owner and matches
+// [ErrNotOwned]. The owner of a cluster is the live replica that scores
+// highest on its name (rendezvous hashing): a replica that joins N others
+// takes about 1/(N+1) of the clusters, one that leaves moves only its own.
+// Each replica writes its own Lease once per RetryPeriod, and once per
+// change of the replicas it sees: never per cluster.
+//
+// A cluster never has two owners: a replica that has not renewed its Lease
+// for RenewDeadline gives every cluster up (their contexts end with a
+// cause that matches ErrNotOwned, their vaults close); its peers take them
+// once they have seen its Lease unchanged for LeaseDuration. A replica
+// that takes a cluster from a live peer, as one that joins does, waits
+// until that peer's Lease says it has let it go. A replica that closes
+// ([Fleet.Close]) ends its clusters' contexts, then deletes its Lease, and
+// the others take them at once; one killed or cut from the hub has its
+// clusters owned again within LeaseDuration + 2×RetryPeriod.
+//
+// What this rests on, as for client-go's leader election: the replicas'
+// clocks run at the same rate (not the same time: no two clocks are
+// compared), within the margin between LeaseDuration and RenewDeadline
+// (5 s by default), and no replica stalls longer than that margin between
+// its check of its Lease and the end of its clusters' contexts. The hub's
+// API server is the one source of truth: a replica takes a cluster only
+// after a list of the Leases made after its own last write, a quorum read
+// that sees every peer's earlier write. Identity must be unique in the
+// group (the pod's name is); two processes of one identity would share one
+// Lease. The replica needs get, list, watch, create, update and delete on
+// leases in Namespace (examples/sharded-fleet has the RBAC and a
+// Deployment of three).
+//
+// Each replica logs one line at INFO per replica that joins or leaves the
+// group and per batch of clusters it gives up or takes (how many, to or
+// from whom, why); one per cluster at V(1). Its metrics carry the label
+// group: authvault_fleet_shard_clusters_owned, _replicas,
+// _moves_total{direction, reason}, _unowned_seconds (for each cluster that
+// moved here, how long it may have had no owner) and
+// _lease_writes_total.
+//
 // # Logs and metrics
 //
 // The fleet says what it does at INFO, one line each: a cluster joined

@@ -76,65 +76,81 @@ type Options struct {
 	// the same goroutine or watch. Like OnAdd, it must not wait for
 	// long. Default: none.
 	OnRemove func(m *Member)
+	// Shards shares the fleet's clusters among the replicas of this
+	// program (see "Shards" in the package doc): each cluster has its
+	// member, vault and OnAdd on one replica only. Default: nil, and this
+	// process owns every cluster.
+	Shards *Shards
 }
 
 // Fleet holds one vault per cluster. All its methods are safe for concurrent
 // use.
 type Fleet struct {
-	opts Options
+	opts   Options
+	shards *sharding // nil without Options.Shards: this process owns every cluster
 
-	mu       sync.Mutex // guards clusters and closed
-	clusters map[string]*Member
+	mu       sync.Mutex // guards clusters, closed, and each seat's member
+	clusters map[string]*seat
 	closed   bool
 }
 
-// New returns an empty fleet.
+// New returns an empty fleet. With Options.Shards it joins its group of
+// replicas at once, and leaves it at Close; it panics when Shards lacks a
+// field it requires (Config, Namespace, Group), as a program's mistake to
+// fix, not a condition to handle.
 func New(opts Options) *Fleet {
-	return &Fleet{opts: opts, clusters: map[string]*Member{}}
+	f := &Fleet{opts: opts, clusters: map[string]*seat{}}
+	if opts.Shards != nil {
+		f.shards = startSharding(f, *opts.Shards)
+	}
+	return f
 }
 
 // Add puts a cluster in the fleet, whose credentials come from h (with
 // opts, as for vault.OnLogin): handlers.KubeconfigSecret for a kubeconfig
 // kept in a Secret, or any login.Handler. Its vault logs in when the
 // cluster's config is first used. It returns ErrExists when name is taken
-// (Remove it first) and ErrClosed after Close.
+// (Remove it first) and ErrClosed after Close. With Options.Shards, the
+// cluster has a vault only on the replica that owns it.
 func (f *Fleet) Add(name string, h login.Handler, opts ...login.Option) error {
 	if name == "" || h == nil {
 		return errors.New("fleet: Add needs a name and a handler")
 	}
-	c, err := f.add(name, addSource, h, opts)
+	s, err := f.add(name, addSource, h, opts)
 	if err != nil {
 		return err
 	}
-	f.joined(c, "", "")
+	f.joined(s, "", "")
 	return nil
 }
 
 // addSource is the source of the clusters added by Add, in the log.
 const addSource = "Fleet.Add"
 
-// joined logs that m has joined the fleet, and tells OnAdd. When m takes
-// the place of a member of its name that has just left, previous is that
-// member's source and change why: one line says that the cluster's source
-// changed.
-func (f *Fleet) joined(m *Member, previous, change string) {
+// joined logs that s has joined the fleet, and tells OnAdd when this
+// process owns it. When s takes the place of a seat of its name that has
+// just left, previous is that seat's source and change why: one line says
+// that the cluster's source changed.
+func (f *Fleet) joined(s *seat, previous, change string) {
 	if previous == "" {
-		f.opts.Logger.Info("cluster joined the fleet", "cluster", m.name, "source", m.sourced())
+		f.opts.Logger.Info("cluster joined the fleet", "cluster", s.name, "source", s.sourced())
 	} else {
-		f.opts.Logger.Info("cluster's source changed", "cluster", m.name, "source", m.sourced(), "previous", previous, "change", change)
+		f.opts.Logger.Info("cluster's source changed", "cluster", s.name, "source", s.sourced(), "previous", previous, "change", change)
 	}
-	if f.opts.OnAdd != nil {
-		f.opts.OnAdd(m.ctx, m)
-	}
+	f.mu.Lock()
+	m := s.member
+	f.mu.Unlock()
+	f.tellAdd(m)
 }
 
-// left logs that m has left the fleet, and why.
-func (f *Fleet) left(m *Member, reason string) {
-	f.opts.Logger.Info("cluster left the fleet", "cluster", m.name, "source", m.sourced(), "reason", reason)
+// left logs that s has left the fleet, and why.
+func (f *Fleet) left(s *seat, reason string) {
+	f.opts.Logger.Info("cluster left the fleet", "cluster", s.name, "source", s.sourced(), "reason", reason)
 }
 
-// add puts a cluster, served by source (for the log), in the fleet.
-func (f *Fleet) add(name, source string, h login.Handler, opts []login.Option) (*Member, error) {
+// add puts a cluster, served by source (for the log), in the fleet. It has
+// a member at once unless another replica may own it.
+func (f *Fleet) add(name, source string, h login.Handler, opts []login.Option) (*seat, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -143,28 +159,41 @@ func (f *Fleet) add(name, source string, h login.Handler, opts []login.Option) (
 	if _, ok := f.clusters[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrExists, name)
 	}
+	s := &seat{name: name, source: source, handler: h, opts: opts}
+	f.clusters[name] = s
+	if f.shards == nil || f.shards.ownsLocked(name) {
+		s.member = f.newMemberLocked(s)
+	} else {
+		f.shards.wake()
+	}
+	return s, nil
+}
+
+// newMemberLocked makes s's member: its vault, logging in with s's handler.
+func (f *Fleet) newMemberLocked(s *seat) *Member {
 	vopts := f.opts.Vault
-	log := f.opts.Logger.WithValues("cluster", name)
+	log := f.opts.Logger.WithValues("cluster", s.name)
 	// The vault uses its logger as given: its lines keep the name they had
 	// when the vault named itself.
 	vopts.Logger = log.WithName("authvault")
 	vopts.Registerer = nil
 	var reg *registerer
 	if f.opts.Registerer != nil {
-		reg = &registerer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": name}, f.opts.Registerer)}
+		reg = &registerer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": s.name}, f.opts.Registerer)}
 		vopts.Registerer = reg
 	}
 	vopts.Fallback, vopts.NoFallback = nil, true
-	m := newMember(name, source, vault.New(vopts), reg, log)
-	m.vault.OnLogin(h, opts...)
-	f.clusters[name] = m
-	return m, nil
+	m := newMember(s.name, vault.New(vopts), reg, log)
+	m.vault.OnLogin(s.handler, s.opts...)
+	return m
 }
 
 // RESTConfig returns the client-go config of the named cluster, waiting
-// within ctx for its first credential: see Member.RESTConfig.
+// within ctx for its first credential: see Member.RESTConfig. With
+// Options.Shards, a cluster another replica owns gets an error that names
+// that replica and matches ErrNotOwned.
 func (f *Fleet) RESTConfig(ctx context.Context, name string) (*rest.Config, error) {
-	m, err := f.lookup(name)
+	m, err := f.member(name)
 	if err != nil {
 		return nil, err
 	}
@@ -172,16 +201,18 @@ func (f *Fleet) RESTConfig(ctx context.Context, name string) (*rest.Config, erro
 }
 
 // Vault returns the named cluster's vault, or nil when it is not in the
-// fleet: to Refresh it, check it with Ready, or Select a credential.
+// fleet or another replica owns it: to Refresh it, check it with Ready, or
+// Select a credential.
 func (f *Fleet) Vault(name string) *vault.Vault {
-	m, err := f.lookup(name)
+	m, err := f.member(name)
 	if err != nil {
 		return nil
 	}
 	return m.vault
 }
 
-// Names returns the names of the clusters in the fleet, sorted.
+// Names returns the names of the clusters in the fleet, sorted: with
+// Options.Shards, those every replica sees, owned here or not.
 func (f *Fleet) Names() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -202,92 +233,147 @@ func (f *Fleet) Names() []string {
 func (f *Fleet) Remove(name string) bool {
 	const reason = "removed with Fleet.Remove"
 	f.mu.Lock()
-	m := f.clusters[name]
-	if m != nil {
-		f.detachLocked(m, &leftError{name: name, reason: reason}) // the name is free at once
+	s := f.clusters[name]
+	var m *Member
+	if s != nil {
+		m = f.detachLocked(s, &leftError{name: name, reason: reason}) // the name is free at once
 	}
 	f.mu.Unlock()
-	if m == nil {
+	if s == nil {
 		return false
 	}
-	f.left(m, reason)
-	f.close(m)
+	f.left(s, reason)
+	f.retire(m, nil)
 	return true
 }
 
-// holds tells whether m is (still) in the fleet.
-func (f *Fleet) holds(m *Member) bool {
+// holds tells whether s is (still) in the fleet.
+func (f *Fleet) holds(s *seat) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.clusters[m.name] == m
+	return f.clusters[s.name] == s
 }
 
-// detachMember takes m out of the map if it is still there, its context
-// ending for reason, and tells whether it was.
-func (f *Fleet) detachMember(m *Member, reason string) bool {
+// detach takes s out of the fleet if it is still there, its member's
+// context ending for reason. It returns the member, nil when this process
+// did not own the cluster, and whether s was there.
+func (f *Fleet) detach(s *seat, reason string) (*Member, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.clusters[m.name] != m {
-		return false
+	if f.clusters[s.name] != s {
+		return nil, false
 	}
-	f.detachLocked(m, &leftError{name: m.name, reason: reason})
-	return true
+	return f.detachLocked(s, &leftError{name: s.name, reason: reason}), true
 }
 
-// detachLocked takes m out of the map and its metrics out of the
+// detachLocked takes s out of the map and its member's metrics out of the
 // registerer, together: a cluster of the same name may be added as soon as
-// the lock is released, while m's vault is still closing. It ends m's
-// context for cause, before OnRemove and before any OnAdd of a namesake.
-func (f *Fleet) detachLocked(m *Member, cause error) {
-	delete(f.clusters, m.name)
-	if m.reg != nil {
-		m.reg.drop()
+// the lock is released, while the member's vault is still closing. It ends
+// the member's context for cause, before OnRemove and before any OnAdd of
+// a namesake, and returns the member (nil when there was none).
+func (f *Fleet) detachLocked(s *seat, cause error) *Member {
+	delete(f.clusters, s.name)
+	return s.dropMemberLocked(cause)
+}
+
+// refresh makes s's vault log in again now, when this process owns it.
+func (f *Fleet) refresh(s *seat) {
+	f.mu.Lock()
+	m := s.member
+	f.mu.Unlock()
+	if m != nil {
+		m.vault.Refresh()
 	}
-	m.leave(cause)
 }
 
-// close tells OnRemove and closes m's vault.
-func (f *Fleet) close(m *Member) {
-	f.removed(m)
-	m.vault.Close()
+// retire tells OnRemove that m has left and closes its vault: in closing's
+// background when closing is not nil, so that a handler that ignores its
+// context holds up no other cluster's events. m may be nil (a cluster
+// another replica owned).
+func (f *Fleet) retire(m *Member, closing *sync.WaitGroup) {
+	if m == nil {
+		return
+	}
+	f.tellRemove(m)
+	if closing != nil {
+		closing.Go(m.vault.Close)
+	} else {
+		m.vault.Close()
+	}
 }
 
-// removed tells OnRemove.
-func (f *Fleet) removed(m *Member) {
-	if f.opts.OnRemove != nil {
+// tellAdd calls OnAdd with m, once, unless m has already been retired.
+func (f *Fleet) tellAdd(m *Member) {
+	if m == nil {
+		return
+	}
+	m.hooks.Lock()
+	defer m.hooks.Unlock()
+	if m.added || m.retired {
+		return
+	}
+	m.added = true
+	if f.opts.OnAdd != nil {
+		f.opts.OnAdd(m.ctx, m)
+	}
+}
+
+// tellRemove calls OnRemove with m, once, when OnAdd had it: a member
+// retired before its OnAdd gets neither.
+func (f *Fleet) tellRemove(m *Member) {
+	m.hooks.Lock()
+	defer m.hooks.Unlock()
+	if m.retired {
+		return
+	}
+	m.retired = true
+	if m.added && f.opts.OnRemove != nil {
 		f.opts.OnRemove(m)
 	}
 }
 
 // Close removes every cluster, closing their vaults concurrently, and makes
-// Add fail with ErrClosed. It is safe to call more than once.
+// Add fail with ErrClosed. With Options.Shards, it then deletes this
+// replica's Lease, so that the others take its clusters at once. It is safe
+// to call more than once.
 func (f *Fleet) Close() {
 	f.mu.Lock()
 	f.closed = true
-	members := slices.SortedFunc(maps.Values(f.clusters), func(a, b *Member) int { return strings.Compare(a.name, b.name) })
-	for _, m := range members {
-		f.detachLocked(m, ErrClosed)
+	seats := slices.SortedFunc(maps.Values(f.clusters), func(a, b *seat) int { return strings.Compare(a.name, b.name) })
+	members := make([]*Member, 0, len(seats))
+	for _, s := range seats {
+		if m := f.detachLocked(s, ErrClosed); m != nil {
+			members = append(members, m)
+		}
 	}
 	f.mu.Unlock()
-	for _, m := range members {
-		f.left(m, "the fleet was closed")
+	for _, s := range seats {
+		f.left(s, "the fleet was closed")
 	}
 	var wg sync.WaitGroup
 	for _, m := range members {
-		wg.Go(func() { f.close(m) })
+		wg.Go(func() { f.retire(m, nil) })
 	}
 	wg.Wait()
+	if f.shards != nil {
+		f.shards.close()
+	}
 }
 
-func (f *Fleet) lookup(name string) (*Member, error) {
+// member returns the named cluster's member: ErrClosed, ErrUnknownCluster,
+// or, when another replica owns it, an error matching ErrNotOwned.
+func (f *Fleet) member(name string) (*Member, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return nil, ErrClosed
 	}
-	m, ok := f.clusters[name]
+	s, ok := f.clusters[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownCluster, name)
 	}
-	return m, nil
+	if s.member == nil {
+		return nil, f.shards.notOwnedLocked(name)
+	}
+	return s.member, nil
 }

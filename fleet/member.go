@@ -24,31 +24,19 @@ type Member struct {
 	ctx   context.Context // the one OnAdd gets: ends when the member leaves the fleet
 	leave context.CancelCauseFunc
 
-	mu     sync.Mutex // guards cfg and source
-	cfg    *rest.Config
-	source string // what serves the cluster, for the fleet's log: "Fleet.Add", "Secret <namespace>/<name>"…
+	hooks   sync.Mutex // guards added and retired, and is held while OnAdd or OnRemove runs
+	added   bool       // OnAdd has had the member
+	retired bool       // the member has left: no OnAdd from now on
+
+	mu  sync.Mutex // guards cfg
+	cfg *rest.Config
 }
 
-func newMember(name, source string, v *vault.Vault, reg *registerer, log logr.Logger) *Member {
+func newMember(name string, v *vault.Vault, reg *registerer, log logr.Logger) *Member {
 	// A context of its own, not one of the caller of Add: the member lives
 	// until it leaves the fleet, whoever added it.
 	ctx, leave := context.WithCancelCause(logr.NewContext(context.Background(), log))
-	return &Member{name: name, source: source, vault: v, reg: reg, ctx: ctx, leave: leave}
-}
-
-// sourced returns what serves the cluster.
-func (m *Member) sourced() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.source
-}
-
-// setSource records what serves the cluster now (a ClusterProfile's
-// provider changed).
-func (m *Member) setSource(source string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.source = source
+	return &Member{name: name, vault: v, reg: reg, ctx: ctx, leave: leave}
 }
 
 // leftError is the cause of a member's leaving, but for Close: it says why,

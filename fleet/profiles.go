@@ -341,7 +341,7 @@ type profileWatch struct {
 
 // profileMember is a cluster a profile added.
 type profileMember struct {
-	member *Member
+	seat   *seat
 	access atomic.Pointer[access] // read at every login
 }
 
@@ -353,7 +353,7 @@ func (w *profileWatch) upsert(obj any) {
 	name := u.GetNamespace() + "/" + u.GetName()
 	a, err := accessFor(u, w.opts.Providers)
 	pm, held := w.served[name]
-	if held && !w.fleet.holds(pm.member) {
+	if held && !w.fleet.holds(pm.seat) {
 		delete(w.served, name) // removed by hand (Fleet.Remove): a change brings it back
 		held = false
 	}
@@ -376,10 +376,10 @@ func (w *profileWatch) upsert(obj any) {
 			change := "its cluster data changed"
 			if old.where != a.where {
 				change = "its access provider changed"
-				pm.member.setSource(a.where)
+				pm.seat.setSource(a.where)
 			}
 			w.fleet.opts.Logger.Info("cluster's source changed", "cluster", name, "source", a.where, "change", change)
-			pm.member.vault.Refresh()
+			w.fleet.refresh(pm.seat)
 		}
 	default:
 		w.add(name, a)
@@ -423,7 +423,7 @@ func (w *profileWatch) add(name string, a *access) {
 		return info, nil
 	})
 	opts := append([]login.Option{login.Timeout(profileTimeout)}, w.opts.Login...)
-	m, err := w.fleet.add(name, a.where, h, opts)
+	s, err := w.fleet.add(name, a.where, h, opts)
 	if err != nil {
 		w.logOnce(name, "not added: "+err.Error(), func() {
 			w.fleet.opts.Logger.Error(err, "ClusterProfile not added to the fleet", "profile", name)
@@ -431,19 +431,19 @@ func (w *profileWatch) add(name string, a *access) {
 		return
 	}
 	delete(w.logged, name)
-	pm.member = m
+	pm.seat = s
 	w.served[name] = pm
-	w.fleet.joined(m, "", "")
+	w.fleet.joined(s, "", "")
 }
 
 // remove takes the cluster out of the fleet for reason, as
 // secretWatch.remove does.
 func (w *profileWatch) remove(name string, pm *profileMember, reason string) {
 	delete(w.served, name)
-	if !w.fleet.detachMember(pm.member, reason) {
+	member, ok := w.fleet.detach(pm.seat, reason)
+	if !ok {
 		return
 	}
-	w.fleet.left(pm.member, reason)
-	w.fleet.removed(pm.member)
-	w.closing.Go(pm.member.vault.Close)
+	w.fleet.left(pm.seat, reason)
+	w.fleet.retire(member, &w.closing)
 }

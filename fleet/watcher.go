@@ -14,7 +14,9 @@ import "context"
 // # The leader only, by default
 //
 // The watch runs on the replica that leads, and on no other: its
-// NeedLeaderElection is true unless SecretsOptions.EveryReplica is set.
+// NeedLeaderElection is true unless SecretsOptions.EveryReplica is set or
+// the fleet has Options.Shards, whose replicas each see every cluster and
+// start only their own.
 // OnAdd is where a fleet's controllers start, and those write to their
 // clusters: on every replica of a manager, every cluster would have as
 // many controllers as there are replicas, each reconciling the same
@@ -47,9 +49,10 @@ func (w *SecretsWatcher) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection tells a manager whether to start the watch on the
-// leader only: true unless SecretsOptions.EveryReplica is set.
+// leader only: true unless SecretsOptions.EveryReplica is set or the
+// fleet has Options.Shards.
 func (w *SecretsWatcher) NeedLeaderElection() bool {
-	return !w.opts.EveryReplica
+	return !w.opts.EveryReplica && w.fleet.shards == nil
 }
 
 // ProfilesWatcher is WatchClusterProfiles as a runnable of a
@@ -76,7 +79,8 @@ func (w *ProfilesWatcher) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection tells a manager whether to start the watch on the
-// leader only: true unless ProfilesOptions.EveryReplica is set.
+// leader only: true unless ProfilesOptions.EveryReplica is set or the
+// fleet has Options.Shards.
 func (w *ProfilesWatcher) NeedLeaderElection() bool {
-	return !w.opts.EveryReplica
+	return !w.opts.EveryReplica && w.fleet.shards == nil
 }

@@ -2,7 +2,7 @@
 // own modules share: a real kube-apiserver with a token issuer of its own
 // (testcluster), the rotation workload and its figures (rotation),
 // certificates and JWTs (testpki), the test credential plugin (testplugin),
-// a logger and a writer a test reads (testlog), the peers' plugin binaries
+// a logger and a writer a test reads (testlog), a TCP proxy that a test closes to cut a client from its server (tcpproxy), the peers' plugin binaries
 // and what they cost (peers), the harness of the native logins' fuzz targets
 // (nativefuzz), the start of a fake client's watch (fakewatch), what a
 // vault calls a login handler in its errors, logs and metrics (names), the

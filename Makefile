@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet staticcheck fmt-check gotest compat soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench fuzz demo soak cluster cluster-revoke release
+.PHONY: test vet staticcheck fmt-check gotest compat soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-shards fuzz demo soak cluster cluster-revoke release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -195,6 +195,15 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkFleetRotation -benchmem -count 1 -timeout 30m ./fleet && \
 	peers=$$(bash hack/peers.sh) && \
 	for m in $(CLOUD); do AUTHVAULT_PEERS=$$peers $(GO) -C $$m test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./... || exit 1; done
+
+# A sharded fleet (fleet.Shards) of three replica processes over 1,000
+# kubeconfig Secrets on the embedded API server, then a kill -9, a fourth
+# replica joining and one cut from the hub (hack/shardbench, about 5 min):
+# the figures docs/benchmarks.md reports. It fails when a goal is missed.
+bench-shards:
+	@assets=$$(bash hack/envtest.sh) && \
+	$(GO) build -o bin/shardbench ./hack/shardbench && \
+	KUBEBUILDER_ASSETS=$$assets ./bin/shardbench -dir bin/shardbench
 
 # A short fuzzing pass over every parser (the cloud modules' too: a
 # kubeconfig's exec arguments and environment, read by their native

@@ -148,26 +148,42 @@
 //
 // A cluster never has two owners: a replica that has not renewed its Lease
 // for RenewDeadline gives every cluster up (their contexts end with a
-// cause that matches ErrNotOwned, their vaults close); its peers take them
-// once they have seen its Lease unchanged for LeaseDuration. A replica
-// that takes a cluster from a live peer, as one that joins does, waits
-// until that peer's Lease says it has let it go. A replica that closes
-// ([Fleet.Close]) ends its clusters' contexts, then deletes its Lease, and
-// the others take them at once; one killed or cut from the hub has its
-// clusters owned again within LeaseDuration + 2×RetryPeriod.
+// cause that matches ErrNotOwned, OnRemove runs, their vaults close); its
+// peers take them once they have seen its Lease unchanged for
+// LeaseDuration (a Lease deleted by someone else counts as unchanged). A
+// replica that takes a cluster from a live peer, as one that joins does,
+// waits until that peer's Lease says it has let it go: its OnRemove
+// returned and its vault closed. A replica that closes ([Fleet.Close])
+// ends its clusters' contexts, then marks its Lease released, and the
+// others take them at once; one killed or cut from the hub has its
+// clusters owned again within LeaseDuration + 2×RetryPeriod. A replica
+// that renews its Lease but cannot list the others' (RBAC, or a loop held
+// up by a slow OnAdd) stops renewing it, so that its share is not left
+// unowned.
 //
 // What this rests on, as for client-go's leader election: the replicas'
 // clocks run at the same rate (not the same time: no two clocks are
 // compared), within the margin between LeaseDuration and RenewDeadline
 // (5 s by default), and no replica stalls longer than that margin between
-// its check of its Lease and the end of its clusters' contexts. The hub's
-// API server is the one source of truth: a replica takes a cluster only
-// after a list of the Leases made after its own last write, a quorum read
-// that sees every peer's earlier write. Identity must be unique in the
-// group (the pod's name is); two processes of one identity would share one
-// Lease. The replica needs get, list, watch, create, update and delete on
-// leases in Namespace (examples/sharded-fleet has the RBAC and a
-// Deployment of three).
+// its check of its Lease and the end of its clusters' contexts. A login
+// handler that ignores its context may outlive its vault's Close by up to
+// five seconds, the same margin: keep handlers on their context. The
+// hub's API server is the one source of truth: a replica takes a cluster
+// only after a list of the Leases made after its own last write, a quorum
+// read that sees every peer's earlier write.
+//
+// Identity must be unique in the group: the pod's name is, the host name
+// is not under hostNetwork. A process that finds its identity's Lease
+// renewed by another waits, owning nothing, until that Lease has not
+// changed for LeaseDuration (a restart after a kill waits as long), and
+// logs why. Every replica of a group must watch the same clusters, and
+// each program its own Group: a replica that does not see a cluster
+// cannot serve its share of it. OnAdd and OnRemove of clusters that move
+// run on the group's loop, one after another: a slow one delays the moves
+// that follow. The replica needs get, list, watch, create, update and
+// delete on leases in Namespace, and each replica, not only a leader,
+// reads the Secrets or ClusterProfiles (examples/sharded-fleet has the
+// RBAC and a Deployment of three).
 //
 // Each replica logs one line at INFO per replica that joins or leaves the
 // group and per batch of clusters it gives up or takes (how many, to or

@@ -46,10 +46,11 @@ type Options struct {
 	// ServiceAccount.
 	Vault vault.Options
 	// OnAdd is called once a cluster is in the fleet (by Add, a Secret or
-	// a ClusterProfile), with the cluster and a context that ends when the
-	// cluster leaves the fleet (Remove, its Secret or profile gone,
-	// Close): start what runs against the cluster there (a
-	// cluster.Cluster and its controllers) on that context, and it stops
+	// a ClusterProfile) and, with Shards, owned by this replica, with the
+	// cluster and a context that ends when the cluster leaves the fleet
+	// (Remove, its Secret or profile gone, Close) or this replica (it
+	// moved, the Lease was lost): start what runs against the cluster
+	// there (a cluster.Cluster and its controllers) on that context, and it stops
 	// when it should. m.RESTConfig waits for the cluster's first login (a
 	// config names the cluster's server, known once its handler has logged
 	// in: a kubeconfig Secret is read at login, not when it is seen), so
@@ -58,7 +59,8 @@ type Options struct {
 	// event handlers, one cluster after another. ctx carries the fleet's
 	// Logger with the cluster's name (logr.FromContext), and
 	// context.Cause(ctx) says why it ended. It runs on the goroutine that
-	// added the cluster, without the fleet's lock. Default: none.
+	// added the cluster (with Shards, the one that took it), without any
+	// lock of the fleet's. Default: none.
 	//
 	// Mind when upgrading: OnAdd and OnRemove took the cluster's name
 	// only (func(name string)); m.Name() is that name, m.RESTConfig(ctx)
@@ -303,17 +305,17 @@ func (f *Fleet) retire(m *Member, closing *sync.WaitGroup) {
 }
 
 // tellAdd calls OnAdd with m, once, unless m has already been retired.
+// The hooks run without any lock of the fleet's or the member's: OnAdd
+// may Remove its own cluster.
 func (f *Fleet) tellAdd(m *Member) {
 	if m == nil {
 		return
 	}
 	m.hooks.Lock()
-	defer m.hooks.Unlock()
-	if m.added || m.retired {
-		return
-	}
+	first := !m.added && !m.retired
 	m.added = true
-	if f.opts.OnAdd != nil {
+	m.hooks.Unlock()
+	if first && f.opts.OnAdd != nil {
 		f.opts.OnAdd(m.ctx, m)
 	}
 }
@@ -322,19 +324,17 @@ func (f *Fleet) tellAdd(m *Member) {
 // retired before its OnAdd gets neither.
 func (f *Fleet) tellRemove(m *Member) {
 	m.hooks.Lock()
-	defer m.hooks.Unlock()
-	if m.retired {
-		return
-	}
+	tell := m.added && !m.retired
 	m.retired = true
-	if m.added && f.opts.OnRemove != nil {
+	m.hooks.Unlock()
+	if tell && f.opts.OnRemove != nil {
 		f.opts.OnRemove(m)
 	}
 }
 
 // Close removes every cluster, closing their vaults concurrently, and makes
-// Add fail with ErrClosed. With Options.Shards, it then deletes this
-// replica's Lease, so that the others take its clusters at once. It is safe
+// Add fail with ErrClosed. With Options.Shards, it then marks this
+// replica's Lease released, so that the others take its clusters at once. It is safe
 // to call more than once.
 func (f *Fleet) Close() {
 	f.mu.Lock()

@@ -24,7 +24,7 @@ type Member struct {
 	ctx   context.Context // the one OnAdd gets: ends when the member leaves the fleet
 	leave context.CancelCauseFunc
 
-	hooks   sync.Mutex // guards added and retired, and is held while OnAdd or OnRemove runs
+	hooks   sync.Mutex // guards added and retired
 	added   bool       // OnAdd has had the member
 	retired bool       // the member has left: no OnAdd from now on
 
@@ -65,9 +65,11 @@ func (m *Member) Vault() *vault.Vault { return m.vault }
 // and port-forward streams built on it use the cluster's current credential
 // too. It is shared: copy it with rest.CopyConfig before changing it.
 //
-// Once the cluster has left the fleet, or when it leaves while RESTConfig
-// waits, RESTConfig returns why (the cause of OnAdd's context): an error
-// that wraps ErrUnknownCluster, or ErrClosed.
+// Once the cluster has left the fleet, or this replica (Options.Shards),
+// or when it leaves while RESTConfig waits, RESTConfig returns why (the
+// cause of OnAdd's context): an error that wraps ErrUnknownCluster,
+// ErrClosed, or ErrNotOwned when the cluster moved to another replica or
+// this one lost its Lease.
 func (m *Member) RESTConfig(ctx context.Context) (*rest.Config, error) {
 	if m.ctx.Err() != nil {
 		return nil, context.Cause(m.ctx)

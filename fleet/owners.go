@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
@@ -30,23 +31,28 @@ import (
 // clock; it gave its clusters up RenewDeadline after its last renewal
 // began, on its own clock.
 type sharding struct {
-	fleet   *Fleet
-	cfg     Shards
-	leases  coordinationv1client.LeaseInterface
-	lease   string // this replica's Lease's name
-	log     logr.Logger
-	metrics *shardMetrics
-	wakeup  chan struct{}
-	fencer  *time.Timer // fires RenewDeadline after the last renewal began
-	stop    context.CancelFunc
-	running sync.WaitGroup // the loop, the watch, the fence
-	closed  sync.Once
-	closing sync.WaitGroup // vaults of clusters given up, closing
+	fleet  *Fleet
+	cfg    Shards
+	leases coordinationv1client.LeaseInterface
+	lease  string // this replica's Lease's name
+	// incarnation tells this process's writes of the Lease from another's
+	// of the same identity: a restart's, or a duplicate's.
+	incarnation string
+	started     time.Time
+	log         logr.Logger
+	metrics     *shardMetrics
+	wakeup      chan struct{}
+	fencer      *time.Timer // fires RenewDeadline after the last renewal began
+	stop        context.CancelFunc
+	running     sync.WaitGroup // the loop, the watch, the fence
+	closed      sync.Once
 
 	// Guarded by the fleet's mu.
 	owned       map[string]bool // the clusters this replica owns
 	view        []string        // the replicas alive as this one last saw them, sorted
+	given       []string        // the view whose clusters of others' this replica has given up, OnRemove returned: the one to publish
 	renewed     time.Time       // when the last successful renewal began; zero: none, or given up since
+	listed      time.Time       // when the loop's last successful list ended
 	published   []string        // the view this replica's Lease carries
 	publishedAt time.Time       // when the Lease got it
 
@@ -60,6 +66,15 @@ type sharding struct {
 	mine         *coordinationv1.Lease // as last written
 	renewFailing bool                  // the hub failed the last renewal (logged once)
 	renewNow     chan struct{}         // the view changed: write it now
+	foreign      *foreignLease         // a Lease of this identity that another process renews, watched
+}
+
+// foreignLease is this identity's Lease as another process (a duplicate,
+// or this one before a restart) last wrote it, and since when it has not
+// changed.
+type foreignLease struct {
+	version string
+	since   time.Time
 }
 
 // move is a cluster that moved to this replica: from whom, and since when
@@ -79,28 +94,41 @@ func startSharding(f *Fleet, sh Shards) *sharding {
 	if err != nil {
 		panic(fmt.Errorf("fleet: Shards.Config: %w", err))
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	s := newSharding(f, cfg, client.Leases(cfg.Namespace))
+	s.start()
+	return s
+}
+
+// newSharding is f's sharding with cfg (defaults applied), on leases.
+func newSharding(f *Fleet, cfg Shards, leases coordinationv1client.LeaseInterface) *sharding {
 	s := &sharding{
-		fleet:    f,
-		cfg:      cfg,
-		leases:   client.Leases(cfg.Namespace),
-		lease:    leaseName(cfg.Group, cfg.Identity),
-		log:      f.opts.Logger.WithValues("group", cfg.Group, "replica", cfg.Identity),
-		metrics:  newShardMetrics(f.opts.Registerer, cfg.Group),
-		wakeup:   make(chan struct{}, 1),
-		renewNow: make(chan struct{}, 1),
-		fencer:   time.NewTimer(time.Hour),
-		stop:     stop,
-		owned:    map[string]bool{},
-		peers:    map[string]*peer{},
-		wanted:   map[string]move{},
+		fleet:       f,
+		cfg:         cfg,
+		leases:      leases,
+		lease:       leaseName(cfg.Group, cfg.Identity),
+		incarnation: string(uuid.NewUUID()),
+		log:         f.opts.Logger.WithValues("group", cfg.Group, "replica", cfg.Identity),
+		metrics:     newShardMetrics(f.opts.Registerer, cfg.Group),
+		wakeup:      make(chan struct{}, 1),
+		renewNow:    make(chan struct{}, 1),
+		fencer:      time.NewTimer(time.Hour),
+		owned:       map[string]bool{},
+		peers:       map[string]*peer{},
+		wanted:      map[string]move{},
 	}
 	s.fencer.Stop()
+	return s
+}
+
+// start starts the loop, the renewer, the watch and the fence.
+func (s *sharding) start() {
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.started = time.Now()
 	s.running.Go(func() { s.loop(ctx) })
 	s.running.Go(func() { s.renewer(ctx) })
 	s.running.Go(func() { s.watchLeases(ctx) })
 	s.running.Go(func() { s.fenceLoop(ctx) })
-	return s
 }
 
 // wake makes the loop look again now: a cluster was added, a peer's Lease
@@ -165,6 +193,9 @@ func (s *sharding) look(ctx context.Context) bool {
 	}
 	s.failing = false
 	s.listedAt = start
+	s.fleet.mu.Lock()
+	s.listed = time.Now()
+	s.fleet.mu.Unlock()
 	// A version seen is alive as of the list's answer, not its start: the
 	// write may have begun after the list did.
 	now := time.Now()
@@ -215,8 +246,10 @@ func (s *sharding) setView(view []string, now time.Time) {
 			left = append(left, id)
 		}
 	}
-	for _, id := range joined {
-		if id != s.cfg.Identity {
+	if len(old) == 0 && slices.Contains(view, s.cfg.Identity) {
+		s.log.Info("this replica is in the fleet's group", "replicas", view)
+	} else {
+		for _, id := range joined {
 			s.log.Info("replica joined the fleet's group", "peer", id, "replicas", len(view))
 		}
 	}
@@ -265,19 +298,31 @@ func (s *sharding) setView(view []string, now time.Time) {
 	}
 	s.metrics.owned.Set(float64(len(s.owned)))
 	f.mu.Unlock()
-	s.retire(given)
+	s.retire(given) // OnRemove returned, vaults closed: only then may the view be published
+	s.gaveUp(view)
 	if n := len(given); n > 0 {
 		s.metrics.moves.WithLabelValues("out", reason).Add(float64(n))
 		s.log.Info("gave clusters up to other replicas", "clusters", n, "to", to, "reason", reason)
 	}
 }
 
+// gaveUp records that this replica has given up what others own in view,
+// their OnRemove returned: the renewer may publish it, and a peer take
+// them, only now.
+func (s *sharding) gaveUp(view []string) {
+	s.fleet.mu.Lock()
+	defer s.fleet.mu.Unlock()
+	if sameView(s.view, view) {
+		s.given = view
+	}
+}
+
 // whyLeft says why the replica id left the view.
 func (s *sharding) whyLeft(id string) string {
-	if s.peerByIdentity(id) != nil {
-		return "its Lease was not renewed for LeaseDuration"
+	if p := s.peerByIdentity(id); p != nil && p.released {
+		return "its Lease was released"
 	}
-	return "its Lease was released"
+	return "its Lease was not renewed for LeaseDuration"
 }
 
 func (s *sharding) peerByIdentity(id string) *peer {
@@ -289,15 +334,20 @@ func (s *sharding) peerByIdentity(id string) *peer {
 	return nil
 }
 
-// retire tells OnRemove of each member given up, here, and closes their
-// vaults in the background.
+// retire tells OnRemove of each member given up, here, one after
+// another, and closes their vaults side by side; it returns when they are
+// closed (vault.Close waits up to five seconds for a login handler that
+// ignores its context), so that no login of the old owner's runs once a
+// peer may take the cluster.
 func (s *sharding) retire(members []*Member) {
+	var closing sync.WaitGroup
 	for _, m := range members {
 		if s.fleet.opts.Logger.V(1).Enabled() {
 			s.fleet.opts.Logger.V(1).Info("cluster given up to another replica", "cluster", m.name, "cause", context.Cause(m.ctx).Error())
 		}
-		s.fleet.retire(m, &s.closing)
+		s.fleet.retire(m, &closing)
 	}
+	closing.Wait()
 }
 
 // take gives this replica the clusters it owns in its view that no live
@@ -417,7 +467,21 @@ func (s *sharding) renewer(ctx context.Context) {
 // renew writes this replica's Lease with its view.
 func (s *sharding) renew(ctx context.Context) {
 	start := time.Now()
-	view := s.currentView()
+	s.fleet.mu.Lock()
+	view := s.given
+	stuck := start.Sub(s.listed) >= s.cfg.RenewDeadline && start.Sub(s.started) >= s.cfg.RenewDeadline
+	s.fleet.mu.Unlock()
+	if stuck {
+		// The loop has not listed the Leases for RenewDeadline (the hub
+		// refuses the list, or an OnAdd holds the loop): renewing would
+		// keep this replica's share from its peers while it takes none.
+		// Its Lease lapses, and they take its clusters.
+		if !s.renewFailing {
+			s.renewFailing = true
+			s.log.Error(nil, "not renewing this replica's Lease: it has not listed the group's Leases for RenewDeadline", "renewDeadline", s.cfg.RenewDeadline)
+		}
+		return
+	}
 	if err := s.write(ctx, view, start.Add(s.cfg.RenewDeadline-s.cfg.RetryPeriod)); err != nil {
 		if !s.renewFailing {
 			s.renewFailing = true
@@ -439,9 +503,6 @@ func (s *sharding) renew(ctx context.Context) {
 	}
 	s.fleet.mu.Unlock()
 	s.fencer.Reset(s.cfg.RenewDeadline - time.Since(start))
-	if first {
-		s.log.Info("replica joined the fleet's group", "peer", s.cfg.Identity, "lease", s.cfg.Namespace+"/"+s.lease)
-	}
 	if first || changed {
 		s.wake() // a list after this write decides
 	}
@@ -483,8 +544,10 @@ func (s *sharding) fence() {
 	clear(s.owned)
 	s.view = slices.DeleteFunc(slices.Clone(s.view), func(id string) bool { return id == s.cfg.Identity })
 	s.metrics.owned.Set(0)
+	view := s.view
 	f.mu.Unlock()
 	s.retire(given)
+	s.gaveUp(view)
 	s.metrics.moves.WithLabelValues("out", "lease lost").Add(float64(n))
 	s.log.Info("replica left the fleet's group: gave every cluster up", "peer", s.cfg.Identity, "why", why, "clusters", n)
 	s.wake()
@@ -526,7 +589,7 @@ func (s *sharding) notOwnedLocked(name string) error {
 	return &notOwnedError{name: name, self: s.cfg.Identity, owner: ownerOf(s.view, name)}
 }
 
-// close stops the loop and deletes this replica's Lease, once the fleet
+// close stops the loop and marks this replica's Lease released, once the fleet
 // has ended every member's context: the peers take its clusters at once.
 func (s *sharding) close() { s.closed.Do(s.leave) }
 
@@ -534,21 +597,9 @@ func (s *sharding) leave() {
 	s.stop()
 	s.running.Wait()
 	s.fencer.Stop()
-	s.closing.Wait()
 	s.metrics.unregister()
-	version := ""
-	if s.mine != nil {
-		version = s.mine.ResourceVersion
-	}
-	ctx := context.Background()
-	var err error
-	if version != "" {
-		err = s.remove(ctx, s.lease, version)
-	} else {
-		err = s.removeAny(ctx)
-	}
-	if err != nil {
-		s.log.Error(err, "cannot delete this replica's Lease: the peers take its clusters once it expires")
+	if err := s.release(context.Background()); err != nil {
+		s.log.Error(err, "cannot mark this replica's Lease released: the peers take its clusters once it expires")
 		return
 	}
 	s.log.Info("replica left the fleet's group", "peer", s.cfg.Identity, "why", "the fleet was closed")

@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 )
 
@@ -19,6 +21,12 @@ import (
 const (
 	groupLabel     = "fleet.authvault.dev/group"
 	viewAnnotation = "fleet.authvault.dev/view"
+	// releasedAnnotation marks the Lease of a replica that stopped
+	// cleanly: its peers take its clusters at once.
+	releasedAnnotation = "fleet.authvault.dev/released"
+	// incarnationAnnotation tells one process's writes from another's of
+	// the same identity.
+	incarnationAnnotation = "fleet.authvault.dev/incarnation"
 )
 
 // leaseName is the name of identity's Lease in group: the same across the
@@ -33,6 +41,7 @@ type peer struct {
 	identity string
 	version  string    // the Lease's resourceVersion
 	seen     time.Time // when this replica first saw that version: the peer was alive then
+	released bool      // the peer stopped cleanly and holds nothing
 	// view is what the peer's share is computed over: it holds no cluster
 	// of which it is not the owner in view. everything is set when the view
 	// cannot be read: the peer may hold any cluster.
@@ -41,34 +50,42 @@ type peer struct {
 }
 
 // observe records the group's Leases as listed now: a Lease seen at a new
-// version is a peer alive now; one missing has gone (deleted at a clean
-// stop, or as expired). It returns the Leases expired for long enough to
-// delete, by name, with their versions.
+// version is a peer alive now. A Lease missing from the list counts as one
+// that has not changed: its replica is gone LeaseDuration after its last
+// change was seen, not at once (it may have been deleted by someone else
+// while its replica still holds its clusters). A Lease without this
+// package's view annotation is no replica's, and is left alone. It returns
+// the Leases unchanged for twice LeaseDuration, to delete, by name, with
+// their versions.
 func (s *sharding) observe(leases []coordinationv1.Lease, now time.Time) map[string]string {
 	listed := make(map[string]bool, len(leases))
 	stale := map[string]string{}
 	for i := range leases {
 		l := &leases[i]
-		if l.Name == s.lease {
+		encoded, ours := l.Annotations[viewAnnotation]
+		if l.Name == s.lease || !ours {
 			continue
 		}
 		listed[l.Name] = true
 		p := s.peers[l.Name]
 		if p == nil || p.version != l.ResourceVersion {
-			p = &peer{version: l.ResourceVersion, seen: now}
-			p.identity = ptr.Deref(l.Spec.HolderIdentity, "")
-			if err := json.Unmarshal([]byte(l.Annotations[viewAnnotation]), &p.view); err != nil && l.Annotations[viewAnnotation] != "" {
-				p.everything = true
-				s.log.Error(err, "a peer's Lease holds a view that cannot be read: the peer may hold any cluster, and none is taken from it", "lease", l.Name, "replica", p.identity)
+			q := &peer{version: l.ResourceVersion, seen: now, identity: ptr.Deref(l.Spec.HolderIdentity, ""),
+				released: l.Annotations[releasedAnnotation] == "true"}
+			if err := json.Unmarshal([]byte(encoded), &q.view); err != nil {
+				q.everything = true
+				if p == nil || !p.everything {
+					s.log.Error(err, "a peer's Lease holds a view that cannot be read: the peer may hold any cluster, and none is taken from it", "lease", l.Name, "replica", q.identity)
+				}
 			}
+			p = q
 			s.peers[l.Name] = p
 		}
 		if now.Sub(p.seen) >= 2*s.cfg.LeaseDuration {
 			stale[l.Name] = p.version
 		}
 	}
-	for name := range s.peers {
-		if !listed[name] {
+	for name, p := range s.peers {
+		if !listed[name] && now.Sub(p.seen) >= s.cfg.LeaseDuration {
 			delete(s.peers, name)
 		}
 	}
@@ -79,7 +96,7 @@ func (s *sharding) observe(leases []coordinationv1.Lease, now time.Time) map[str
 func (s *sharding) live(now time.Time) map[string]*peer {
 	live := map[string]*peer{}
 	for _, p := range s.peers {
-		if p.identity != "" && p.identity != s.cfg.Identity && now.Sub(p.seen) < s.cfg.LeaseDuration {
+		if p.identity != "" && p.identity != s.cfg.Identity && !p.released && now.Sub(p.seen) < s.cfg.LeaseDuration {
 			live[p.identity] = p
 		}
 	}
@@ -123,6 +140,9 @@ func (s *sharding) write(ctx context.Context, view []string, deadline time.Time)
 		case err != nil:
 			return err
 		}
+		if err := s.another(got); err != nil {
+			return err
+		}
 		s.mine = got
 	}
 	l := s.mine.DeepCopy()
@@ -136,6 +156,28 @@ func (s *sharding) write(ctx context.Context, view []string, deadline time.Time)
 	return nil
 }
 
+// another returns an error while got, this identity's Lease, is renewed by
+// another process: a duplicate of this identity, or this replica before a
+// restart (killed: its Lease stops changing). This process writes it only
+// once it has seen it unchanged for LeaseDuration, or released: two
+// processes of one identity would both own its clusters.
+func (s *sharding) another(got *coordinationv1.Lease) error {
+	inc := got.Annotations[incarnationAnnotation]
+	if inc == "" || inc == s.incarnation || got.Annotations[releasedAnnotation] == "true" {
+		s.foreign = nil
+		return nil
+	}
+	now := time.Now()
+	if s.foreign == nil || s.foreign.version != got.ResourceVersion {
+		s.foreign = &foreignLease{version: got.ResourceVersion, since: now}
+	}
+	if now.Sub(s.foreign.since) >= s.cfg.LeaseDuration {
+		s.foreign = nil
+		return nil
+	}
+	return fmt.Errorf("fleet: the Lease %s/%s of identity %q is renewed by another process: waiting until it has not changed for LeaseDuration (Shards.Identity must be unique in the group)", s.cfg.Namespace, s.lease, s.cfg.Identity)
+}
+
 // fill writes this replica's identity, view and renewal into l.
 func (s *sharding) fill(l *coordinationv1.Lease, view []byte, now metav1.MicroTime) {
 	if l.Labels == nil {
@@ -146,6 +188,8 @@ func (s *sharding) fill(l *coordinationv1.Lease, view []byte, now metav1.MicroTi
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[viewAnnotation] = string(view)
+	l.Annotations[incarnationAnnotation] = s.incarnation
+	delete(l.Annotations, releasedAnnotation)
 	l.Spec.HolderIdentity = ptr.To(s.cfg.Identity)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32((s.cfg.LeaseDuration + time.Second - 1) / time.Second))
 	l.Spec.RenewTime = &now
@@ -163,15 +207,27 @@ func (s *sharding) remove(ctx context.Context, name, version string) error {
 	return err
 }
 
-// watchLeases wakes the loop at every change of a peer's Lease, so that a
-// replica that joins or stops cleanly is seen at once, not at the next
-// renewal. The loop lists the Leases itself: the watch only wakes it.
+// watchLeases wakes the loop when a peer's Lease appears, goes, or
+// changes its view, identity or release, so that a replica that joins or
+// stops cleanly is seen at once, not at the next tick; a renewal alone
+// wakes nothing. The loop lists the Leases itself: the watch only wakes
+// it.
 func (s *sharding) watchLeases(ctx context.Context) {
+	known := map[string]string{}
 	for ctx.Err() == nil {
 		w, err := s.leases.Watch(ctx, metav1.ListOptions{LabelSelector: groupLabel + "=" + s.cfg.Group})
 		if err == nil {
 			for ev := range w.ResultChan() {
-				if l, ok := ev.Object.(*coordinationv1.Lease); !ok || l.Name != s.lease {
+				l, ok := ev.Object.(*coordinationv1.Lease)
+				if !ok || l.Name == s.lease {
+					continue
+				}
+				what := ptr.Deref(l.Spec.HolderIdentity, "") + "\x00" + l.Annotations[viewAnnotation] + "\x00" + l.Annotations[releasedAnnotation]
+				if ev.Type == watch.Deleted {
+					delete(known, l.Name)
+					s.wake()
+				} else if known[l.Name] != what {
+					known[l.Name] = what
 					s.wake()
 				}
 			}
@@ -187,12 +243,30 @@ func (s *sharding) watchLeases(ctx context.Context) {
 // sameView tells whether two views hold the same replicas.
 func sameView(a, b []string) bool { return slices.Equal(a, b) }
 
-// removeAny deletes this replica's Lease whatever its version: at Close,
-// when the last write's outcome is unknown.
-func (s *sharding) removeAny(ctx context.Context) error {
+// release marks this replica's Lease released, with an empty view: its
+// peers take its clusters at once, and delete the Lease once it has not
+// changed for twice LeaseDuration.
+func (s *sharding) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RetryPeriod)
 	defer cancel()
-	err := s.leases.Delete(ctx, s.lease, metav1.DeleteOptions{})
+	l := s.mine
+	if l == nil {
+		got, err := s.leases.Get(ctx, s.lease, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if got.Annotations[incarnationAnnotation] != s.incarnation {
+			return nil // another process's: not this one's to release
+		}
+		l = got
+	}
+	l = l.DeepCopy()
+	s.fill(l, []byte("[]"), metav1.NowMicro())
+	l.Annotations[releasedAnnotation] = "true"
+	_, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

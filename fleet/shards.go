@@ -50,6 +50,9 @@ const (
 	defaultRetryPeriod   = 2 * time.Second
 )
 
+// minRetryPeriod keeps the loops from spinning.
+const minRetryPeriod = 10 * time.Millisecond
+
 // groupMax leaves room in a Lease's name for the hash of the identity.
 const groupMax = 40
 
@@ -82,8 +85,8 @@ func (sh Shards) withDefaults() (Shards, error) {
 	if sh.RetryPeriod == 0 {
 		sh.RetryPeriod = defaultRetryPeriod
 	}
-	if sh.RetryPeriod <= 0 || sh.RenewDeadline <= sh.RetryPeriod || sh.LeaseDuration <= sh.RenewDeadline {
-		return sh, fmt.Errorf("fleet: Shards needs 0 < RetryPeriod (%v) < RenewDeadline (%v) < LeaseDuration (%v)", sh.RetryPeriod, sh.RenewDeadline, sh.LeaseDuration)
+	if sh.RetryPeriod < minRetryPeriod || sh.RenewDeadline <= sh.RetryPeriod || sh.LeaseDuration <= sh.RenewDeadline {
+		return sh, fmt.Errorf("fleet: Shards needs %v ≤ RetryPeriod (%v) < RenewDeadline (%v) < LeaseDuration (%v)", minRetryPeriod, sh.RetryPeriod, sh.RenewDeadline, sh.LeaseDuration)
 	}
 	return sh, nil
 }

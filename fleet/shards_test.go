@@ -69,7 +69,7 @@ func TestShardsRequireTheirFieldsAndOrderTheirDurations(t *testing.T) {
 		{Shards{Config: cfg, Namespace: "ns", Group: "Not_A_Label"}, "must be a DNS label"},
 		{Shards{Config: cfg, Namespace: "ns", Group: strings.Repeat("g", groupMax+1)}, "must be a DNS label"},
 		{Shards{Config: cfg, Namespace: "ns", Group: "g", RenewDeadline: 20 * time.Second}, "RenewDeadline (20s) < LeaseDuration (15s)"},
-		{Shards{Config: cfg, Namespace: "ns", Group: "g", RetryPeriod: -time.Second}, "0 < RetryPeriod"},
+		{Shards{Config: cfg, Namespace: "ns", Group: "g", RetryPeriod: -time.Second}, "10ms ≤ RetryPeriod"},
 	} {
 		_, err := tc.sh.withDefaults()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

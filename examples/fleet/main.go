@@ -9,6 +9,13 @@
 //
 //	go run ./examples/fleet --kubeconfig hub.kubeconfig --namespace capi-clusters
 //	go run ./examples/fleet --allow-plugins aws-iam-authenticator,kubelogin   # kubeconfigs with these plugins
+//
+// With --shard-group, replicas of the program share the clusters on Leases
+// of --shard-namespace (fleet.Shards): each logs in to, and runs the
+// controller of, only the clusters it owns. examples/sharded-fleet deploys
+// three; on make cluster, run three in three terminals:
+//
+//	go run ./examples/fleet --kubeconfig bin/cluster/kubeconfig --shard-group fleet --shard-namespace default --identity r1
 package main
 
 import (
@@ -41,6 +48,9 @@ func main() {
 	flag.StringVar(&o.workloadNamespace, "workload-namespace", "default", "the namespace whose ConfigMaps to annotate in each cluster")
 	flag.StringVar(&o.allow, "allow-plugins", "", "comma-separated exec plugins the kubeconfigs may run (default: none)")
 	flag.DurationVar(&o.runFor, "run-for", 0, "stop after this long (0: until interrupted)")
+	flag.StringVar(&o.shardGroup, "shard-group", "", "share the clusters with the other replicas of this group (default: this process serves every cluster)")
+	flag.StringVar(&o.shardNamespace, "shard-namespace", "", "the hub namespace of the group's Leases (with --shard-group)")
+	flag.StringVar(&o.identity, "identity", os.Getenv("POD_NAME"), "this replica, unique in its group (default: $POD_NAME, else the host name)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
@@ -53,6 +63,8 @@ func main() {
 type options struct {
 	secrets, workloadNamespace, allow string
 	runFor                            time.Duration
+	shardGroup, shardNamespace        string
+	identity                          string
 }
 
 func run(ctx context.Context, o options) error {
@@ -84,11 +96,20 @@ func run(ctx context.Context, o options) error {
 	// Each cluster's controller runs from when the cluster joins the fleet
 	// until it leaves (the context OnAdd gets ends).
 	members := newEngagements(mgr, o.workloadNamespace, log)
-	f := fleet.New(fleet.Options{
+	opts := fleet.Options{
 		Logger:     ctrl.Log.WithName("fleet"),
 		Registerer: metrics.Registry,
 		OnAdd:      members.engage,
-	})
+	}
+	if o.shardGroup != "" {
+		// Every replica watches the Secrets; each runs the controllers of
+		// the clusters it owns, and a cluster's owner is one replica.
+		opts.Shards = &fleet.Shards{Config: hubConfig, Namespace: o.shardNamespace, Group: o.shardGroup, Identity: o.identity}
+		if o.shardNamespace == "" {
+			return fmt.Errorf("--shard-group needs --shard-namespace")
+		}
+	}
+	f := fleet.New(opts)
 	defer f.Close()
 
 	policy := handlers.DenyAll
@@ -96,7 +117,8 @@ func run(ctx context.Context, o options) error {
 		policy = handlers.Allowlist(strings.Split(o.allow, ",")...)
 	}
 	// The watch of the Secrets runs with the manager, on its leader (the
-	// controllers it starts write), and stops with it.
+	// controllers it starts write) or, sharded, on every replica, and
+	// stops with it.
 	err = mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: hubConfig, Namespace: o.secrets, PluginPolicy: policy}))
 	if err != nil {
 		return fmt.Errorf("adding the Secrets' watch: %w", err)

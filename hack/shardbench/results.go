@@ -22,11 +22,10 @@ type results struct {
 
 // moves are the clusters that changed owner in one fault.
 type moves struct {
-	moved    int
-	to       map[string]int
-	strays   int             // moved though their owner was neither gone nor joined
-	unowned  []time.Duration // of the gone replica's clusters, sorted
-	replicas int
+	moved   int
+	to      map[string]int
+	strays  int             // moved though their owner was neither gone nor joined
+	unowned []time.Duration // of the gone replica's clusters, sorted
 }
 
 // moves compares the owners before and after; gone is the replica that
@@ -189,7 +188,7 @@ func (res *results) missed() error {
 		errs = append(errs, fmt.Errorf("the join moved %d clusters, %d to the joiner (at most %d, all to it)", res.join.moved, n, limit))
 	}
 	if most := 3 / res.flags.shards.retryPeriod.Seconds(); res.writesLarge > most*1.1 || res.writesSmall > most*1.1 {
-		errs = append(errs, fmt.Errorf("Lease writes per second %.2f and %.2f, past replicas / RetryPeriod (%.2f)", res.writesLarge, res.writesSmall, most))
+		errs = append(errs, fmt.Errorf("the Lease writes per second, %.2f and %.2f, are past replicas / RetryPeriod (%.2f)", res.writesLarge, res.writesSmall, most))
 	}
 	for id, l := range res.logins {
 		if l[0] > l[1] {

@@ -1,0 +1,348 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testwait"
+)
+
+// The sharding protocol against an in-memory hub of Leases, fast enough to
+// run its races many times: the integration suite runs it against a real
+// API server (integration/shards_test.go). These cases came from a review
+// of the protocol, each a way to two owners or an orphan.
+
+// leaseHub is an in-memory API server for Leases: resourceVersions bump on
+// every write, Update and Delete honour them, List is a consistent read.
+type leaseHub struct {
+	mu     sync.Mutex
+	rv     int
+	leases map[string]*coordinationv1.Lease
+}
+
+var leaseGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+
+// hubClient is one replica's connection to the hub: down fails every call,
+// noList fails List only (e.g. RBAC without list).
+type hubClient struct {
+	coordinationv1client.LeaseInterface // unused methods: nil
+	hub                                 *leaseHub
+	down, noList                        atomic.Bool
+}
+
+var errDown = errors.New("hub unreachable")
+
+func (c *hubClient) Get(_ context.Context, name string, _ metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if c.down.Load() {
+		return nil, errDown
+	}
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	l := c.hub.leases[name]
+	if l == nil {
+		return nil, apierrors.NewNotFound(leaseGR, name)
+	}
+	return l.DeepCopy(), nil
+}
+
+func (c *hubClient) Create(_ context.Context, l *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	if c.down.Load() {
+		return nil, errDown
+	}
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	if c.hub.leases[l.Name] != nil {
+		return nil, apierrors.NewAlreadyExists(leaseGR, l.Name)
+	}
+	c.hub.rv++
+	l = l.DeepCopy()
+	l.ResourceVersion = strconv.Itoa(c.hub.rv)
+	c.hub.leases[l.Name] = l
+	return l.DeepCopy(), nil
+}
+
+func (c *hubClient) Update(_ context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if c.down.Load() {
+		return nil, errDown
+	}
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	cur := c.hub.leases[l.Name]
+	if cur == nil {
+		return nil, apierrors.NewNotFound(leaseGR, l.Name)
+	}
+	if cur.ResourceVersion != l.ResourceVersion {
+		return nil, apierrors.NewConflict(leaseGR, l.Name, errors.New("changed"))
+	}
+	c.hub.rv++
+	l = l.DeepCopy()
+	l.ResourceVersion = strconv.Itoa(c.hub.rv)
+	c.hub.leases[l.Name] = l
+	return l.DeepCopy(), nil
+}
+
+func (c *hubClient) Delete(_ context.Context, name string, o metav1.DeleteOptions) error {
+	if c.down.Load() {
+		return errDown
+	}
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	cur := c.hub.leases[name]
+	if cur == nil {
+		return apierrors.NewNotFound(leaseGR, name)
+	}
+	if o.Preconditions != nil && o.Preconditions.ResourceVersion != nil && *o.Preconditions.ResourceVersion != cur.ResourceVersion {
+		return apierrors.NewConflict(leaseGR, name, errors.New("changed"))
+	}
+	delete(c.hub.leases, name)
+	return nil
+}
+
+func (c *hubClient) List(_ context.Context, o metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	if c.down.Load() || c.noList.Load() {
+		return nil, errDown
+	}
+	sel, err := labels.Parse(o.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	list := &coordinationv1.LeaseList{}
+	for _, l := range c.hub.leases {
+		if sel.Matches(labels.Set(l.Labels)) {
+			list.Items = append(list.Items, *l.DeepCopy())
+		}
+	}
+	return list, nil
+}
+
+// Watch never reports: the loop runs on its timer alone.
+func (c *hubClient) Watch(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+	w := watch.NewFake()
+	go func() { <-ctx.Done(); w.Stop() }()
+	return w, nil
+}
+
+// shardedOnHub is a fleet sharded on hub through its own client; alive
+// counts, per cluster, the OnAdd contexts not yet ended, across fleets.
+func shardedOnHub(t *testing.T, c *hubClient, identity string, alive *sync.Map, also ...func(context.Context, *Member)) *Fleet {
+	t.Helper()
+	f := New(Options{OnAdd: func(ctx context.Context, m *Member) {
+		n, _ := alive.LoadOrStore(m.Name(), new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		context.AfterFunc(ctx, func() { n.(*atomic.Int32).Add(-1) })
+		for _, g := range also {
+			g(ctx, m)
+		}
+	}})
+	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
+		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSharding(f, cfg, c)
+	f.shards = s
+	s.start()
+	t.Cleanup(f.Close)
+	return f
+}
+
+func never(context.Context) (*login.ConnectionInfo, error) { return nil, errors.New("not called") }
+
+// watchOwners polls alive for at least d, then until every cluster of
+// names has an owner (or testwait.Hang has passed), and returns the most
+// owners any cluster had at once, and the clusters without an owner at
+// the end.
+func watchOwners(alive *sync.Map, names []string, d time.Duration) (most int32, orphans []string) {
+	orphaned := func() []string {
+		var out []string
+		for _, n := range names {
+			if v, ok := alive.Load(n); !ok || v.(*atomic.Int32).Load() == 0 {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	start := time.Now()
+	for {
+		alive.Range(func(_, v any) bool { most = max(most, v.(*atomic.Int32).Load()); return true })
+		orphans = orphaned()
+		if since := time.Since(start); since >= d && (len(orphans) == 0 || since >= testwait.Hang) {
+			return most, orphans
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func clusterNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("ns/c%02d", i)
+	}
+	return names
+}
+
+// Two replicas of distinct identities share the clusters, one owner each.
+func TestShardsTwoReplicasShareWithOneOwnerEach(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	names := clusterNames(20)
+	for _, id := range []string{"a", "b"} {
+		f := shardedOnHub(t, &hubClient{hub: hub}, id, &alive)
+		for _, n := range names {
+			if err := f.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if most, orphans := watchOwners(&alive, names, 2*time.Second); most > 1 || len(orphans) > 0 {
+		t.Errorf("most owners at once %d, orphans %v", most, orphans)
+	}
+}
+
+// Two processes of one Identity (the default host name under hostNetwork,
+// or two runs on one machine) share one Lease: the second waits until the
+// first's writes stop, and never owns a cluster while it runs.
+func TestShardsDuplicateIdentityNeverGivesTwoOwners(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	names := clusterNames(5)
+	for range 2 {
+		f := shardedOnHub(t, &hubClient{hub: hub}, "same-host", &alive)
+		for _, n := range names {
+			if err := f.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if most, _ := watchOwners(&alive, names, 2*time.Second); most > 1 {
+		t.Errorf("a cluster had %d owners at once under one identity", most)
+	}
+}
+
+// A Lease deleted by someone else (kubectl, a namespace cleanup) while its
+// replica holds its clusters counts as one that stopped changing: its
+// peers take them only after LeaseDuration, once the replica has given
+// them up (here it cannot reach the hub, so it cannot write it again).
+func TestShardsDeletedLeaseOfALiveReplicaGivesNoSecondOwner(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	names := clusterNames(20)
+	ca := &hubClient{hub: hub}
+	for id, c := range map[string]*hubClient{"a": ca, "b": {hub: hub}} {
+		f := shardedOnHub(t, c, id, &alive)
+		for _, n := range names {
+			if err := f.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if most, orphans := watchOwners(&alive, names, 1500*time.Millisecond); most > 1 || len(orphans) > 0 {
+		t.Fatalf("before: most owners %d, orphans %v", most, orphans)
+	}
+	ca.down.Store(true) // a keeps its clusters until RenewDeadline
+	if err := (&hubClient{hub: hub}).Delete(context.Background(), leaseName("g", "a"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if most, _ := watchOwners(&alive, names, time.Second); most > 1 {
+		t.Errorf("a cluster had %d owners at once after a live replica's Lease was deleted", most)
+	}
+}
+
+// A replica that could renew its Lease but cannot list the others' (RBAC
+// without list, or its loop held up) stops renewing, so that its peers
+// take its share: no cluster stays without an owner.
+func TestShardsAReplicaThatCannotListLeavesNoOrphans(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	names := clusterNames(20)
+	cb := &hubClient{hub: hub}
+	cb.noList.Store(true)
+	for id, c := range map[string]*hubClient{"a": {hub: hub}, "b": cb} {
+		f := shardedOnHub(t, c, id, &alive)
+		for _, n := range names {
+			if err := f.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, orphans := watchOwners(&alive, names, 3*time.Second); len(orphans) > 0 {
+		t.Errorf("clusters owned by no replica: %v", orphans)
+	}
+}
+
+// OnAdd may remove its own cluster (one it finds unusable): no lock of the
+// fleet's is held while it runs.
+func TestShardsOnAddMayRemoveItsOwnCluster(t *testing.T) {
+	var f *Fleet
+	f = New(Options{OnAdd: func(_ context.Context, m *Member) { f.Remove(m.Name()) }})
+	defer func() { go f.Close() }()
+	done := make(chan struct{})
+	go func() { _ = f.Add("a", never); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(testwait.Hang):
+		t.Fatal("Add is stuck: OnAdd's Remove waits on a lock OnAdd holds")
+	}
+}
+
+// A replica gives a cluster up, its vault closed, before its peer may take
+// it: a handler that ignores its context never runs on two replicas at
+// once.
+func TestShardsOldOwnersVaultHasClosedBeforeTheNewOwnerLogsIn(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	names := clusterNames(20)
+	var mu sync.Mutex
+	inflight, most := map[string]int{}, 0
+	handler := func(name string) login.Handler {
+		return func(context.Context) (*login.ConnectionInfo, error) {
+			mu.Lock()
+			inflight[name]++
+			most = max(most, inflight[name])
+			mu.Unlock()
+			time.Sleep(800 * time.Millisecond) // a plugin that ignores its context
+			mu.Lock()
+			inflight[name]--
+			mu.Unlock()
+			return nil, errors.New("no credential")
+		}
+	}
+	start := func(id string) {
+		f := shardedOnHub(t, &hubClient{hub: hub}, id, &alive, func(ctx context.Context, m *Member) { go m.RESTConfig(ctx) })
+		for _, n := range names {
+			if err := f.Add(n, handler(n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start("a")
+	time.Sleep(300 * time.Millisecond) // a owns and logs in to every cluster
+	start("b")                         // b takes about half while a's handlers run
+	time.Sleep(1500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if most > 1 {
+		t.Errorf("a cluster's handler ran on two replicas at once")
+	}
+	if m, _ := watchOwners(&alive, names, 0); m > 1 {
+		t.Errorf("two members at once")
+	}
+}

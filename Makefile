@@ -202,8 +202,8 @@ bench:
 # the figures docs/benchmarks.md reports. It fails when a goal is missed.
 bench-shards:
 	@assets=$$(bash hack/envtest.sh) && \
-	$(GO) build -o bin/shardbench ./hack/shardbench && \
-	KUBEBUILDER_ASSETS=$$assets ./bin/shardbench -dir bin/shardbench
+	$(GO) build -o bin/authvault-shardbench ./hack/shardbench && \
+	KUBEBUILDER_ASSETS=$$assets ./bin/authvault-shardbench -dir bin/shardbench
 
 # A short fuzzing pass over every parser (the cloud modules' too: a
 # kubeconfig's exec arguments and environment, read by their native

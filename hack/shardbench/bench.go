@@ -142,11 +142,6 @@ func bench(bf benchFlags) (*results, error) {
 	r.settle()
 	res.cut = r.moves(before, r.owners(), "r0", cut)
 	res.overlaps = r.overlaps(map[string]time.Time{"r2": killed})
-	res.logins = map[string][2]int{}
-	ever := r.everOwned()
-	for id, s := range r.stats("r0", "r1", "r3") {
-		res.logins[id] = [2]int{s.Logins, ever[id]}
-	}
 	r.stopAll()
 
 	// One process, every cluster: what a replica is beside.

@@ -49,6 +49,10 @@ func replica(rf replicaFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Each login reads its cluster's Secret from the hub: client-go's
+	// default 5 requests a second would take 200 s to log in to a
+	// thousand clusters, which a fleet that size sets higher.
+	hub.QPS, hub.Burst = 200, 400
 	client, err := kubernetes.NewForConfig(hub)
 	if err != nil {
 		return err

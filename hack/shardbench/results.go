@@ -17,7 +17,6 @@ type results struct {
 	kill, join, cut          moves
 	joinReplicas             int // before the join
 	overlaps                 []string
-	logins                   map[string][2]int // by replica: logins, clusters it took
 }
 
 // moves are the clusters that changed owner in one fault.
@@ -111,20 +110,6 @@ func (r *run) overlaps(killed map[string]time.Time) []string {
 	return out
 }
 
-// everOwned counts the clusters each replica took, a cluster taken twice
-// twice: each time a vault of its own, which logs in once.
-func (r *run) everOwned() map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[string]int{}
-	for _, e := range r.events {
-		if e.Ev == "add" {
-			out[e.replica]++
-		}
-	}
-	return out
-}
-
 func (m moves) longest() time.Duration {
 	if len(m.unowned) == 0 {
 		return 0
@@ -158,13 +143,13 @@ func (res *results) print(w io.Writer) {
 	fmt.Fprintf(w, "| overlaps (two owners at once) | %d | 0 |\n", len(res.overlaps))
 	fmt.Fprintf(w, "| Lease writes per second, %d clusters | %.2f | ≤ %.2f |\n", res.flags.clusters, res.writesLarge, 3/sh.retryPeriod.Seconds())
 	fmt.Fprintf(w, "| Lease writes per second, %d clusters | %.2f | the same |\n", res.flags.small, res.writesSmall)
-	fmt.Fprintf(w, "\n| process | clusters owned | logins | clusters it took | heap (MiB) | sockets |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "\nOnce every cluster was owned, before the faults:\n\n| process | clusters owned | logins | heap (MiB) | sockets |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, id := range []string{"r0", "r1", "r2"} {
 		s := res.replicas[id]
-		fmt.Fprintf(w, "| replica %s | %d | %d | %d | %.1f | %d |\n", id, s.Owned, s.Logins, res.logins[id][1], float64(s.Heap)/(1<<20), s.Sockets)
+		fmt.Fprintf(w, "| replica %s | %d | %d | %.1f | %d |\n", id, s.Owned, s.Logins, float64(s.Heap)/(1<<20), s.Sockets)
 	}
 	s := res.single["single"]
-	fmt.Fprintf(w, "| one unsharded process | %d | %d | %d | %.1f | %d |\n", s.Owned, s.Logins, res.flags.clusters, float64(s.Heap)/(1<<20), s.Sockets)
+	fmt.Fprintf(w, "| one unsharded process | %d | %d | %.1f | %d |\n", s.Owned, s.Logins, float64(s.Heap)/(1<<20), s.Sockets)
 	for _, o := range res.overlaps {
 		fmt.Fprintln(w, "overlap:", o)
 	}
@@ -190,9 +175,9 @@ func (res *results) missed() error {
 	if most := 3 / res.flags.shards.retryPeriod.Seconds(); res.writesLarge > most*1.1 || res.writesSmall > most*1.1 {
 		errs = append(errs, fmt.Errorf("the Lease writes per second, %.2f and %.2f, are past replicas / RetryPeriod (%.2f)", res.writesLarge, res.writesSmall, most))
 	}
-	for id, l := range res.logins {
-		if l[0] > l[1] {
-			errs = append(errs, fmt.Errorf("replica %s logged in %d times, and took %d clusters", id, l[0], l[1]))
+	for id, st := range res.replicas {
+		if st.Logins > st.Owned {
+			errs = append(errs, fmt.Errorf("replica %s logged in %d times, owning %d clusters", id, st.Logins, st.Owned))
 		}
 	}
 	return errors.Join(errs...)

@@ -75,7 +75,7 @@
 // trimmed) is refused with 401, never reviewed: the API server would
 // review only what comes before the first space, a token that skipped the
 // local check. No service-account token has whitespace; an opaque token
-// that does, reviewed under ReviewForeign before, is now refused. A 400
+// that does is refused, under ReviewForeign too. A 400
 // to a review is an answer about its token, a refusal, not a failure of
 // the API server's.
 //

@@ -61,12 +61,6 @@ type Options struct {
 	// context.Cause(ctx) says why it ended. It runs on the goroutine that
 	// added the cluster (with Shards, the one that took it), without any
 	// lock of the fleet's. Default: none.
-	//
-	// Mind when upgrading: OnAdd and OnRemove took the cluster's name
-	// only (func(name string)); m.Name() is that name, m.RESTConfig(ctx)
-	// what f.RESTConfig(ctx, name) gave, without the var f *Fleet
-	// declared before New to reach it, and with no chance of reaching a
-	// namesake added after this cluster left.
 	OnAdd func(ctx context.Context, m *Member)
 	// OnRemove is called when a cluster leaves the fleet: after the
 	// context OnAdd got has ended, before the cluster's vault closes. It

@@ -47,7 +47,7 @@ type SecretsOptions struct {
 	// Secrets from (a Secret labelled as one elsewhere is no cluster of
 	// Argo CD's, and may have been written by anyone who can write
 	// Secrets there). An Argo CD installed elsewhere needs its namespace
-	// here: the ArgoCD default used to be every namespace.
+	// here.
 	Namespace string
 	// LabelSelector chooses the Secrets, in the syntax of
 	// metav1.ListOptions. Default: Cluster API's, the Secrets that carry

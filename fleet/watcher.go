@@ -29,8 +29,8 @@ import "context"
 // or an API every replica serves), or only adds runnables to the manager
 // that it starts on the leader by itself (a manager.RunnableFunc waits for
 // leadership): the fleet is then ready on every replica when it takes
-// over. Wrapping WatchSecrets in a manager.RunnableFunc, as one had to
-// before, made it leader-only too, without saying so.
+// over. WatchSecrets wrapped in a manager.RunnableFunc is leader-only
+// too, without saying so.
 type SecretsWatcher struct {
 	fleet *Fleet
 	opts  SecretsOptions

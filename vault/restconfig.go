@@ -41,7 +41,7 @@ import (
 //     rest.TransportFor on the config, or Transport.
 //   - rest.AnonymousClientConfig drops Transport and WrapTransport, as it
 //     drops every credential: its requests are anonymous and trust the
-//     system's roots, as before streams were supported.
+//     system's roots.
 //   - Setting WrapTransport outright replaces the vault's and ends streams
 //     (ordinary requests still work): add a wrapper with cfg.Wrap instead.
 //     Setting Proxy sends streams through that proxy instead of the

@@ -112,6 +112,42 @@ func TestExportedDocsNameNothingInternal(t *testing.T) {
 	}
 }
 
+// historyWords say how an API was, not how it is: what changed belongs
+// in CHANGELOG.md, under the release that changed it.
+var historyWords = regexp.MustCompile(`(?i)\b(?:when upgrading|used to (?:be|take|return|call|log|read|give|accept|run)|formerly|previously|as one had to|was renamed|renamed from|in (?:earlier|older|previous) (?:releases?|versions?)|before this release)\b`)
+
+// history returns where pkg's exported docs speak of an older API, and
+// the words that do.
+func history(pkg *doc.Package) map[string]string {
+	found := map[string]string{}
+	for where, d := range exportedDocs(pkg) {
+		if m := historyWords.FindString(d); m != "" {
+			found[where] = m
+		}
+	}
+	return found
+}
+
+// Exported docs say what is; CHANGELOG.md says what changed.
+func TestExportedDocsSayWhatIsNotWhatWas(t *testing.T) {
+	for _, dir := range published {
+		pkg, _ := load(t, dir)
+		for where, m := range history(pkg) {
+			t.Errorf("%s: the doc of %s speaks of an older API (%q): say what is, and put what changed in CHANGELOG.md", dir, where, m)
+		}
+	}
+}
+
+// The check finds the notes planted in testdata/history, in a field's doc
+// and a function's.
+func TestHistoryCheckFindsPlantedNotes(t *testing.T) {
+	pkg, _ := load(t, "internal/pkgdoc/testdata/history")
+	found := history(pkg)
+	if found["Options.OnAdd"] != "when upgrading" || found["Do"] != "used to return" {
+		t.Errorf("the planted notes found: %v, want Options.OnAdd's \"when upgrading\" and Do's \"used to return\"", found)
+	}
+}
+
 // Exported declarations show no type or value of an internal package.
 func TestExportedDeclarationsShowNoInternalPackage(t *testing.T) {
 	for _, dir := range published {

@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,7 +147,8 @@ type pool struct {
 
 	plainOnce   sync.Once // builds plainRT for requests the vault does not route
 	plainRT     http.RoundTripper
-	plainPooled *pooled // plainRT's transport, once built
+	plainPooled *pooled                // plainRT's transport, once built
+	plainBuilt  atomic.Pointer[pooled] // plainPooled, for closeIdleConnections, which cannot wait on plainOnce
 }
 
 func newPool(spawn func(func()) bool) *pool {
@@ -294,6 +297,23 @@ func (p *pool) openConns() (live, retired int64) {
 	return live, retired
 }
 
+// closeIdleConnections closes the idle connections of every transport,
+// live, retired and plain; those in use stay open.
+func (p *pool) closeIdleConnections() {
+	p.mu.Lock()
+	ts := slices.Collect(maps.Values(p.live))
+	ts = append(ts, p.retired...)
+	p.mu.Unlock()
+	if t := p.plainBuilt.Load(); t != nil {
+		ts = append(ts, t)
+	}
+	for _, t := range ts {
+		if t.closeIdle != nil {
+			t.closeIdle()
+		}
+	}
+}
+
 // close stops sweeping and closes the connections of every transport: idle
 // ones at once, the others as soon as the last response on them finishes.
 func (p *pool) close() {
@@ -405,6 +425,7 @@ func (p *pool) plain() http.RoundTripper {
 			return
 		}
 		p.plainRT, p.plainPooled = t, t
+		p.plainBuilt.Store(t)
 	})
 	return p.plainRT
 }

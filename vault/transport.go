@@ -27,6 +27,16 @@ func (v *Vault) Transport() http.RoundTripper { return (*roundTripper)(v) }
 
 type roundTripper Vault
 
+// CloseIdleConnections closes the idle connections of every transport the
+// vault holds (one per credential's TLS identity, and those of requests it
+// sends without a credential), as net/http's Transport does: requests and
+// streams in flight keep theirs, and the next request opens a new one. So
+// http.Client.CloseIdleConnections and apimachinery's
+// utilnet.CloseIdleConnectionsFor close them through the vault's
+// Transport, as a program that drops a client expects. A credential's own
+// ConnectionInfo.Transport is its owner's to close.
+func (t *roundTripper) CloseIdleConnections() { (*Vault)(t).pool.closeIdleConnections() }
+
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	v := (*Vault)(t)
 	ownAuth := hasAuthorization(req.Header)

@@ -162,9 +162,11 @@
 // holds (the same fingerprint, ConnectionInfo.RefreshAfter's re-reads):
 // then at V(1). A handler that gave nothing and is asked
 // again (every BackoffMax beside the fallback, say) says so at INFO once:
-// its next logins are at V(1) until one gives a credential. Per request (a
-// credential invalidated after a 401, one found expired, a caller given a
-// LoginError, with every handler's outcome) at V(1).
+// its next logins are at V(1) until one gives a credential. A credential
+// the server rejected (401) is at INFO, once: a revocation is an event,
+// and the login after it says how the vault got past it. The other lines
+// per request (a credential found expired, a caller given a LoginError,
+// with every handler's outcome) at V(1).
 //
 // A failure is one line: a failed attempt, a failed login, a handler whose
 // new credentials the server rejects at once. The handler's ID and the

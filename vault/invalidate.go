@@ -71,13 +71,19 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 	left, retryAt, strikes := len(e.creds), h.retryAt, h.strikes
 	v.mu.Unlock()
 
-	// Per request, so at V(1), and through the caller's logger when its
-	// context has one (named, so the line says where it comes from).
+	// Through the caller's logger when its context has one (named, so the
+	// line says where it comes from). A credential the server rejected
+	// (revoked, most often) is an event its owner wants to see: at INFO,
+	// once, since a credential is invalidated once. The others (by the
+	// caller, a TLS failure, which the handler's backoff logs) at V(1).
 	log := v.log
 	if l, err := logr.FromContext(ctx); err == nil {
 		log = l.WithName("authvault")
 	}
-	log.V(1).Info("credential invalidated", "handler", cred.Handler, "fingerprint", cred.fingerprint,
+	if by != by401 {
+		log = log.V(1)
+	}
+	log.Info("credential invalidated", "handler", cred.Handler, "fingerprint", cred.fingerprint,
 		"server", cred.Info.Server, "cause", why, "left", left)
 	if struck {
 		// What the handler does from now on, not what one request met:

@@ -38,8 +38,8 @@ func reject(v *Vault, c *Credential) {
 
 // A run that goes well says so at INFO, once for each event: the first
 // login and its end, whose credential serves and until when, a refresh's
-// end, a re-login after a 401 and its end. What happens per request (the
-// 401's invalidation, a refresh's start) is at V(1) only.
+// end, the 401 that invalidated a credential, the re-login after it and
+// its end. A refresh's start is at V(1) only.
 func TestLifecycleIsLoggedAtInfoOnceEach(t *testing.T) {
 	var logs testlog.Buffer
 	v, clk := testVault(t, Options{Logger: logs.Logger(0)})
@@ -68,7 +68,7 @@ func TestLifecycleIsLoggedAtInfoOnceEach(t *testing.T) {
 		{"logged in", `"reason"="refresh before expiry"`, 1},
 		{"logging in", `"reason"="rejected by the server (401)"`, 1},
 		{"logged in", `"reason"="rejected by the server (401)"`, 1},
-		{"credential invalidated", "", 0},
+		{"credential invalidated", `"cause"="vault: https://api.example:6443 answered 401 Unauthorized"`, 1},
 	} {
 		n := 0
 		for _, line := range logLines(&logs, tc.msg) {
@@ -93,8 +93,8 @@ func TestLifecycleIsLoggedAtInfoOnceEach(t *testing.T) {
 	}
 }
 
-// Per-request lines (a credential invalidated, one found expired by
-// Select) are at V(1); so is a refresh's start.
+// Per-request lines (a credential found expired by Select) are at V(1); so
+// is a refresh's start. A 401's invalidation is at INFO (see above).
 func TestPerRequestLinesAreAtV1(t *testing.T) {
 	var logs testlog.Buffer
 	v, clk := testVault(t, Options{Logger: logs.Logger(1)})
@@ -112,7 +112,7 @@ func TestPerRequestLinesAreAtV1(t *testing.T) {
 	h.failWith(errors.New("store down"))
 	selectErr(t, v)
 
-	for msg, want := range map[string]int{"credential invalidated": 1, "credential expired": 1} {
+	for msg, want := range map[string]int{"credential expired": 1} {
 		lines := logLines(&logs, msg)
 		if len(lines) != want {
 			t.Errorf("%d lines %q, want %d:\n%s", len(lines), msg, want, logs.String())
@@ -309,6 +309,45 @@ func TestVaultUsesItsLoggerAsGiven(t *testing.T) {
 	for _, line := range lines {
 		if !strings.HasPrefix(line, `authvault "`) {
 			t.Errorf("line %s, want it named authvault", line)
+		}
+	}
+}
+
+// A fallback that serves in the place of registered handlers that give
+// nothing (the README's quickstart on a kubeconfig) logs its revocation
+// and the login after it at INFO, as a registered handler does: at
+// make cluster-revoke, the default level showed nothing.
+func TestFallbackServingLogsItsRevocationAtInfo(t *testing.T) {
+	var logs testlog.Buffer
+	fallback := &counter{}
+	v, clk := testVault(t, Options{Logger: logs.Logger(0), KeepFallback: true,
+		Fallback: []login.Registration{{Handler: fallback.login, Options: []login.Option{login.ID("kubeconfig")}}}})
+	v.core.jitter = func(int64) int64 { return 0 }
+	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) { return nil, nil }, login.ID("secret-store"))
+	c := mustSelect(t, v)
+	if c.Handler != "kubeconfig" {
+		t.Fatalf("Select() = %v, want the fallback's credential", c)
+	}
+	v.served(c)
+	reject(v, c)
+	clk.Step(handlerconf.DefaultBackoffInitial)
+	if c2 := mustSelect(t, v); c2.Handler != "kubeconfig" || c2 == c {
+		t.Fatalf("Select() = %v after the 401, want the fallback's new credential", c2)
+	}
+	eventually(t, "the re-login's end", func() bool { return idle(v) })
+	for _, tc := range []struct{ msg, with string }{
+		{"credential invalidated", `"handler"="kubeconfig"`},
+		{"logging in", `"reason"="rejected by the server (401)"`},
+		{"logged in", `"reason"="rejected by the server (401)"`},
+	} {
+		n := 0
+		for _, line := range logLines(&logs, tc.msg) {
+			if strings.Contains(line, tc.with) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d INFO lines %q with %s, want 1:\n%s", n, tc.msg, tc.with, logs.String())
 		}
 	}
 }

@@ -110,7 +110,19 @@ func (v *Vault) refused(err *LoginError) {
 // logs its refreshes at INFO, as any handler does. Read before the event
 // the line is about: a fallback's first credential does not serve yet.
 func (c *core) offstage(h *handlerState) bool {
-	return h.fallback && len(c.handlers) > 0 && (h.cred == nil || c.outranked(h))
+	return h.fallback && len(c.handlers) > 0 && (h.cred == nil && !servedLast(h) || c.outranked(h))
+}
+
+// servedLast tells that h logs in because its last credential was in use
+// and failed there (the server rejected it, it expired, TLS failed): a
+// fallback that served in the registered handlers' place, whose login
+// after a revocation is as much an event as theirs.
+func servedLast(h *handlerState) bool {
+	switch h.reason.Kind {
+	case login.Rejected, login.Expired, login.TLSFailure:
+		return true
+	}
+	return false
 }
 
 // outranked tells that h is a fallback beside a registered handler that

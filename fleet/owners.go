@@ -52,7 +52,8 @@ type sharding struct {
 	view        []string        // the replicas alive as this one last saw them, sorted
 	given       []string        // the view whose clusters of others' this replica has given up, OnRemove returned: the one to publish
 	renewed     time.Time       // when the last successful renewal began; zero: none, or given up since
-	listed      time.Time       // when the loop's last successful list ended
+	progress    time.Time       // when the loop last listed the Leases or finished a hook (OnAdd, OnRemove, a vault's Close)
+	retiring    int             // fences giving clusters up, their OnRemove running: nothing is taken meanwhile
 	published   []string        // the view this replica's Lease carries
 	publishedAt time.Time       // when the Lease got it
 
@@ -65,6 +66,7 @@ type sharding struct {
 	// The renewer's own.
 	mine         *coordinationv1.Lease // as last written
 	renewFailing bool                  // the hub failed the last renewal (logged once)
+	stuck        bool                  // renewals held back: the loop makes no progress (logged once)
 	renewNow     chan struct{}         // the view changed: write it now
 	foreign      *foreignLease         // a Lease of this identity that another process renews, watched
 }
@@ -193,9 +195,7 @@ func (s *sharding) look(ctx context.Context) bool {
 	}
 	s.failing = false
 	s.listedAt = start
-	s.fleet.mu.Lock()
-	s.listed = time.Now()
-	s.fleet.mu.Unlock()
+	s.advance()
 	// A version seen is alive as of the list's answer, not its start: the
 	// write may have begun after the list did.
 	now := time.Now()
@@ -298,12 +298,19 @@ func (s *sharding) setView(view []string, now time.Time) {
 	}
 	s.metrics.owned.Set(float64(len(s.owned)))
 	f.mu.Unlock()
-	s.retire(given) // OnRemove returned, vaults closed: only then may the view be published
+	s.retire(given, true) // OnRemove returned, vaults closed: only then may the view be published
 	s.gaveUp(view)
 	if n := len(given); n > 0 {
 		s.metrics.moves.WithLabelValues("out", reason).Add(float64(n))
 		s.log.Info("gave clusters up to other replicas", "clusters", n, "to", to, "reason", reason)
 	}
+}
+
+// advance records that the loop has made progress: a list, a hook.
+func (s *sharding) advance() {
+	s.fleet.mu.Lock()
+	defer s.fleet.mu.Unlock()
+	s.progress = time.Now()
 }
 
 // gaveUp records that this replica has given up what others own in view,
@@ -338,16 +345,24 @@ func (s *sharding) peerByIdentity(id string) *peer {
 // another, and closes their vaults side by side; it returns when they are
 // closed (vault.Close waits up to five seconds for a login handler that
 // ignores its context), so that no login of the old owner's runs once a
-// peer may take the cluster.
-func (s *sharding) retire(members []*Member) {
+// peer may take the cluster. On the loop (onLoop), each hook is progress
+// (see renew); the fence's are not, or a loop that cannot list would
+// renew its Lease through its own fences.
+func (s *sharding) retire(members []*Member, onLoop bool) {
 	var closing sync.WaitGroup
 	for _, m := range members {
 		if s.fleet.opts.Logger.V(1).Enabled() {
 			s.fleet.opts.Logger.V(1).Info("cluster given up to another replica", "cluster", m.name, "cause", context.Cause(m.ctx).Error())
 		}
 		s.fleet.retire(m, &closing)
+		if onLoop {
+			s.advance()
+		}
 	}
 	closing.Wait()
+	if onLoop {
+		s.advance()
+	}
 }
 
 // take gives this replica the clusters it owns in its view that no live
@@ -357,7 +372,7 @@ func (s *sharding) take() {
 	live := s.live(now)
 	f := s.fleet
 	f.mu.Lock()
-	if f.closed || s.renewed.IsZero() || now.Sub(s.renewed) >= s.cfg.RenewDeadline {
+	if f.closed || s.retiring > 0 || s.renewed.IsZero() || now.Sub(s.renewed) >= s.cfg.RenewDeadline {
 		f.mu.Unlock()
 		return
 	}
@@ -390,7 +405,7 @@ func (s *sharding) take() {
 	from := map[string]int{}
 	var moved []time.Duration
 	f.mu.Lock()
-	if f.closed || !sameView(view, s.view) || !sameView(view, s.published) || s.renewed.IsZero() || time.Since(s.renewed) >= s.cfg.RenewDeadline {
+	if f.closed || s.retiring > 0 || !sameView(view, s.view) || !sameView(view, s.published) || s.renewed.IsZero() || time.Since(s.renewed) >= s.cfg.RenewDeadline {
 		f.mu.Unlock()
 		return
 	}
@@ -432,6 +447,7 @@ func (s *sharding) take() {
 	}
 	for _, m := range took {
 		f.tellAdd(m)
+		s.advance()
 	}
 }
 
@@ -469,18 +485,22 @@ func (s *sharding) renew(ctx context.Context) {
 	start := time.Now()
 	s.fleet.mu.Lock()
 	view := s.given
-	stuck := start.Sub(s.listed) >= s.cfg.RenewDeadline && start.Sub(s.started) >= s.cfg.RenewDeadline
+	stuck := start.Sub(s.progress) >= s.cfg.RenewDeadline && start.Sub(s.started) >= s.cfg.RenewDeadline
 	s.fleet.mu.Unlock()
 	if stuck {
-		// The loop has not listed the Leases for RenewDeadline (the hub
-		// refuses the list, or an OnAdd holds the loop): renewing would
-		// keep this replica's share from its peers while it takes none.
-		// Its Lease lapses, and they take its clusters.
-		if !s.renewFailing {
-			s.renewFailing = true
-			s.log.Error(nil, "not renewing this replica's Lease: it has not listed the group's Leases for RenewDeadline", "renewDeadline", s.cfg.RenewDeadline)
+		// The loop has neither listed the Leases nor finished a hook for
+		// RenewDeadline (the hub refuses the list, or an OnAdd hangs):
+		// renewing would keep this replica's share from its peers while
+		// it takes none. Its Lease lapses, and they take its clusters.
+		if !s.stuck {
+			s.stuck = true
+			s.log.Error(nil, "not renewing this replica's Lease: it has neither listed the group's Leases nor finished an OnAdd or OnRemove for RenewDeadline", "renewDeadline", s.cfg.RenewDeadline)
 		}
 		return
+	}
+	if s.stuck {
+		s.stuck = false
+		s.log.Info("this replica's loop goes on: its Lease is renewed again")
 	}
 	if err := s.write(ctx, view, start.Add(s.cfg.RenewDeadline-s.cfg.RetryPeriod)); err != nil {
 		if !s.renewFailing {
@@ -542,11 +562,15 @@ func (s *sharding) fence() {
 	}
 	n := len(s.owned)
 	clear(s.owned)
+	s.retiring++ // until OnRemove has run for each: take waits
 	s.view = slices.DeleteFunc(slices.Clone(s.view), func(id string) bool { return id == s.cfg.Identity })
 	s.metrics.owned.Set(0)
 	view := s.view
 	f.mu.Unlock()
-	s.retire(given)
+	s.retire(given, false)
+	f.mu.Lock()
+	s.retiring--
+	f.mu.Unlock()
 	s.gaveUp(view)
 	s.metrics.moves.WithLabelValues("out", "lease lost").Add(float64(n))
 	s.log.Info("replica left the fleet's group: gave every cluster up", "peer", s.cfg.Identity, "why", why, "clusters", n)

@@ -127,7 +127,13 @@ func (s *sharding) write(ctx context.Context, view []string, deadline time.Time)
 	if s.mine == nil {
 		got, err := s.leases.Get(ctx, s.lease, metav1.GetOptions{})
 		switch {
+		case apierrors.IsNotFound(err) && s.foreign != nil && time.Since(s.foreign.since) < s.cfg.LeaseDuration:
+			// Another process of this identity wrote it a moment ago, and
+			// may still hold its clusters: deleted under it, it is
+			// written again by that process, or expires.
+			return fmt.Errorf("fleet: the Lease %s/%s of identity %q, renewed by another process, is gone: waiting LeaseDuration before writing it", s.cfg.Namespace, s.lease, s.cfg.Identity)
 		case apierrors.IsNotFound(err):
+			s.foreign = nil
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.lease, Namespace: s.cfg.Namespace}}
 			s.fill(l, encoded, now)
 			l.Spec.AcquireTime = &now

@@ -346,3 +346,108 @@ func TestShardsOldOwnersVaultHasClosedBeforeTheNewOwnerLogsIn(t *testing.T) {
 		t.Errorf("two members at once")
 	}
 }
+
+// A batch of OnAdds longer than RenewDeadline (each short: 40 ms, 20
+// clusters, RenewDeadline 300 ms) is progress, not a loop stuck: the
+// replica keeps renewing its Lease and its clusters, and takes each once.
+func TestShardsSlowOnAddBatchDoesNotFenceAHealthyReplica(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	var adds atomic.Int32
+	names := clusterNames(20)
+	f := shardedOnHub(t, &hubClient{hub: hub}, "a", &alive, func(ctx context.Context, m *Member) {
+		adds.Add(1)
+		time.Sleep(40 * time.Millisecond)
+	})
+	for _, n := range names {
+		if err := f.Add(n, never); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	if n := adds.Load(); n > int32(len(names)) {
+		t.Errorf("%d OnAdds in 3 s for %d clusters: the replica gives its clusters up and takes them again", n, len(names))
+	}
+}
+
+// Two processes of one identity, and someone deletes their Lease: the one
+// waiting on the other's writes does not take the Lease's absence for the
+// other's end, and never owns a cluster the first still holds.
+func TestShardsDuplicateIdentityAndDeletedLeaseNeverGiveTwoOwners(t *testing.T) {
+	for i := range 5 {
+		hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+		var alive sync.Map
+		names := clusterNames(5)
+		f1 := shardedOnHub(t, &hubClient{hub: hub}, "same-host", &alive)
+		for _, n := range names {
+			if err := f1.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, orphans := watchOwners(&alive, names, 300*time.Millisecond); len(orphans) > 0 {
+			t.Fatalf("first process: orphans %v", orphans)
+		}
+		f2 := shardedOnHub(t, &hubClient{hub: hub}, "same-host", &alive)
+		for _, n := range names {
+			if err := f2.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // the second waits on the first's Lease
+		_ = (&hubClient{hub: hub}).Delete(context.Background(), leaseName("g", "same-host"), metav1.DeleteOptions{})
+		if most, _ := watchOwners(&alive, names, time.Second); most > 1 {
+			t.Fatalf("run %d: a cluster had %d owners at once", i, most)
+		}
+		f1.Close()
+		f2.Close()
+	}
+}
+
+// A fence during a short outage gives the clusters up, one OnRemove after
+// another; the loop takes them again once the hub answers, and only once
+// every OnRemove has returned: a cluster's next OnAdd comes after its last
+// OnRemove.
+func TestShardsFenceOnRemoveReturnsBeforeTheNextOnAdd(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	c := &hubClient{hub: hub}
+	var mu sync.Mutex
+	live := map[string]int{} // OnAdd +1, OnRemove -1, by name
+	most := 0
+	f := New(Options{
+		OnAdd: func(_ context.Context, m *Member) {
+			mu.Lock()
+			live[m.Name()]++
+			most = max(most, live[m.Name()])
+			mu.Unlock()
+		},
+		OnRemove: func(m *Member) {
+			time.Sleep(150 * time.Millisecond) // waits briefly for its controllers
+			mu.Lock()
+			live[m.Name()]--
+			mu.Unlock()
+		},
+	})
+	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: "a",
+		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shards = newSharding(f, cfg, c)
+	f.shards.start()
+	defer f.Close()
+	for _, n := range clusterNames(8) {
+		if err := f.Add(n, never); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.down.Store(true)
+	time.Sleep(400 * time.Millisecond) // past RenewDeadline: fenced
+	c.down.Store(false)
+	time.Sleep(2 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if most > 1 {
+		t.Errorf("a cluster's OnAdd ran before the OnRemove of its previous member returned (%d at once)", most)
+	}
+}

@@ -176,11 +176,22 @@
 // is not under hostNetwork. A process that finds its identity's Lease
 // renewed by another waits, owning nothing, until that Lease has not
 // changed for LeaseDuration (a restart after a kill waits as long), and
-// logs why. Every replica of a group must watch the same clusters, and
-// each program its own Group: a replica that does not see a cluster
-// cannot serve its share of it. OnAdd and OnRemove of clusters that move
-// run on the group's loop, one after another: a slow one delays the moves
-// that follow. The replica needs get, list, watch, create, update and
+// logs why (a duplicate that starts at the moment its Lease is deleted is
+// not caught, and may own its clusters beside the other for up to
+// RenewDeadline). Every replica of a group must watch the same clusters,
+// and each program its own Group: a replica that does not see a cluster
+// (another namespace or selector, a refused Secret) cannot serve its
+// share of it, and nothing says so. OnAdd and OnRemove of clusters that
+// move run on the replica's loop, one after another: each must return well
+// within RenewDeadline (a loop that finishes no hook and lists nothing for
+// that long stops renewing its Lease, so that its peers take its share).
+// f.Vault(name) is nil, and f.RESTConfig an ErrNotOwned, for a cluster
+// this replica does not own; "owned by no replica yet" passes within
+// LeaseDuration + 2×RetryPeriod. Each login of a kubeconfig Secret reads
+// it through the hub client: at a thousand clusters, raise its QPS and
+// Burst (client-go's default is 5 requests a second), and give
+// Shards.Config a rest.Config of its own, so that Lease renewals never
+// queue behind logins. The replica needs get, list, watch, create, update and
 // delete on leases in Namespace, and each replica, not only a leader,
 // reads the Secrets or ClusterProfiles (examples/sharded-fleet has the
 // RBAC and a Deployment of three).

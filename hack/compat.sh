@@ -21,7 +21,9 @@
 # these tests build with the repository's own go.mod whatever the
 # workspace says, so here they would test nothing new: hack/release's (it
 # publishes the modules and fetches them alone) and addon-proxy's image
-# build (TestImage, TestStaticELFSeesDynamicBinaries). The tests run
+# build (TestImage, TestStaticELFSeesDynamicBinaries), and the sharded
+# fleet's bench (TestBenchRunsEveryPhase: a minute of replica processes
+# whose code is fleet's, which compat tests in fleet's own tests). The tests run
 # without -race: go-test runs them under it; here the question is whether
 # the code behaves the same with another release of the libraries, and
 # -race would double the time. The cloud modules' tests need
@@ -84,5 +86,5 @@ GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' "$
 echo "compat: $(wc -l <"$tmp/test") of $(wc -l <"$tmp/all") test packages build a package of another version; the others run in go-test only:" >&2
 comm -23 "$tmp/all" "$tmp/test" | sed 's/^/compat:   /' >&2
 if [ -s "$tmp/test" ]; then
-	GOWORK=$minor go test -count=1 -timeout 20m -exec 'env -u GOWORK' -skip '^(TestImage|TestStaticELFSeesDynamicBinaries)$' $(cat "$tmp/test")
+	GOWORK=$minor go test -count=1 -timeout 20m -exec 'env -u GOWORK' -skip '^(TestImage|TestStaticELFSeesDynamicBinaries|TestBenchRunsEveryPhase)$' $(cat "$tmp/test")
 fi

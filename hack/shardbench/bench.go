@@ -237,7 +237,7 @@ func (r *run) start(id, ns, group string, sharded bool) error {
 		return err
 	}
 	sh := r.flags.shards
-	cmd := exec.Command(os.Args[0], "-replica", "-identity", id, "-hub", kubeconfig, "-leases", r.leases, "-secrets", ns,
+	cmd := exec.Command(self(), "-replica", "-identity", id, "-hub", kubeconfig, "-leases", r.leases, "-secrets", ns,
 		"-group", group, fmt.Sprintf("-sharded=%t", sharded), fmt.Sprintf("-v=%d", r.flags.shards.verbosity),
 		"-lease-duration", sh.leaseDuration.String(), "-renew-deadline", sh.renewDeadline.String(), "-retry-period", sh.retryPeriod.String())
 	logFile, err := os.Create(filepath.Join(r.flags.dir, id+".log"))
@@ -272,6 +272,10 @@ func (r *run) start(id, ns, group string, sharded bool) error {
 	}()
 	return nil
 }
+
+// self is the program the replicas run: this one, or the test binary,
+// whose TestMain runs a replica when its arguments start with -replica.
+func self() string { return os.Args[0] }
 
 // kill sends SIGKILL to the replica id.
 func (r *run) kill(id string) {

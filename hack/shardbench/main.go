@@ -25,6 +25,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -33,36 +34,41 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-func main() {
+func main() { os.Exit(command(os.Args[1:], os.Stdout)) }
+
+// command runs the bench, or a replica with -replica, on the command line
+// args, and returns the exit code.
+func command(args []string, out io.Writer) int {
 	var rf replicaFlags
 	var bf benchFlags
-	isReplica := flag.Bool("replica", false, "run as one replica (started by the bench itself)")
-	flag.StringVar(&rf.identity, "identity", "", "replica: its identity")
-	flag.StringVar(&rf.kubeconfig, "hub", "", "replica: the hub's kubeconfig")
-	flag.StringVar(&rf.leases, "leases", "", "replica: the namespace of the Leases")
-	flag.StringVar(&rf.secrets, "secrets", "", "replica: the namespace of the kubeconfig Secrets")
-	flag.StringVar(&rf.group, "group", "bench", "replica: the group")
-	flag.BoolVar(&rf.sharded, "sharded", true, "replica: share the clusters (false: serve every one)")
-	flag.IntVar(&rf.verbosity, "v", 0, "the replicas' log verbosity")
-	flag.IntVar(&bf.clusters, "clusters", 1000, "clusters (kubeconfig Secrets)")
-	flag.IntVar(&bf.small, "small", 100, "clusters of the second measure of Lease writes")
-	flag.DurationVar(&bf.window, "window", 20*time.Second, "how long Lease writes are counted")
-	flag.StringVar(&bf.dir, "dir", "bin/shardbench", "where the replicas' logs go")
-	flag.DurationVar(&rf.leaseDuration, "lease-duration", 15*time.Second, "Shards.LeaseDuration")
-	flag.DurationVar(&rf.renewDeadline, "renew-deadline", 10*time.Second, "Shards.RenewDeadline")
-	flag.DurationVar(&rf.retryPeriod, "retry-period", 2*time.Second, "Shards.RetryPeriod")
-	flag.Parse()
+	fs := flag.NewFlagSet("shardbench", flag.ExitOnError)
+	isReplica := fs.Bool("replica", false, "run as one replica (started by the bench itself)")
+	fs.StringVar(&rf.identity, "identity", "", "replica: its identity")
+	fs.StringVar(&rf.kubeconfig, "hub", "", "replica: the hub's kubeconfig")
+	fs.StringVar(&rf.leases, "leases", "", "replica: the namespace of the Leases")
+	fs.StringVar(&rf.secrets, "secrets", "", "replica: the namespace of the kubeconfig Secrets")
+	fs.StringVar(&rf.group, "group", "bench", "replica: the group")
+	fs.BoolVar(&rf.sharded, "sharded", true, "replica: share the clusters (false: serve every one)")
+	fs.IntVar(&rf.verbosity, "v", 0, "the replicas' log verbosity")
+	fs.IntVar(&bf.clusters, "clusters", 1000, "clusters (kubeconfig Secrets)")
+	fs.IntVar(&bf.small, "small", 100, "clusters of the second measure of Lease writes")
+	fs.DurationVar(&bf.window, "window", 20*time.Second, "how long Lease writes are counted")
+	fs.StringVar(&bf.dir, "dir", "bin/shardbench", "where the replicas' logs go")
+	fs.DurationVar(&rf.leaseDuration, "lease-duration", 15*time.Second, "Shards.LeaseDuration")
+	fs.DurationVar(&rf.renewDeadline, "renew-deadline", 10*time.Second, "Shards.RenewDeadline")
+	fs.DurationVar(&rf.retryPeriod, "retry-period", 2*time.Second, "Shards.RetryPeriod")
+	_ = fs.Parse(args)
 	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
 	var err error
 	if *isReplica {
-		err = replica(rf, os.Stdout)
+		err = replica(rf, out)
 	} else {
 		bf.shards = rf
 		var res *results
 		res, err = bench(bf)
 		if res != nil {
-			res.print(os.Stdout)
+			res.print(out)
 			if err == nil {
 				err = res.missed()
 			}
@@ -70,6 +76,7 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shardbench:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

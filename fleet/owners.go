@@ -12,6 +12,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/authvault/authvault/redact"
 )
 
 // sharding decides which of the fleet's clusters this replica owns, with
@@ -94,7 +96,7 @@ func startSharding(f *Fleet, sh Shards) *sharding {
 	}
 	client, err := coordinationv1client.NewForConfig(cfg.Config)
 	if err != nil {
-		panic(fmt.Errorf("fleet: Shards.Config: %w", err))
+		panic(fmt.Errorf("fleet: Shards.Config: %w", redact.Error(err)))
 	}
 	s := newSharding(f, cfg, client.Leases(cfg.Namespace))
 	s.start()
@@ -143,18 +145,21 @@ func (s *sharding) wake() {
 }
 
 func (s *sharding) loop(ctx context.Context) {
-	for {
-		next := s.tick(ctx)
-		t := time.NewTimer(next)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-s.wakeup:
-		case <-t.C:
-		}
-		t.Stop()
+	for pause(ctx, s.tick(ctx), s.wakeup) {
 	}
+}
+
+// pause waits d, or less when woken, and tells whether ctx is still alive.
+func pause(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-t.C:
+	}
+	return true
 }
 
 // tick lists the group's Leases, gives up what this replica no longer
@@ -468,15 +473,9 @@ func claimedBy(live map[string]*peer, name string) string {
 func (s *sharding) renewer(ctx context.Context) {
 	for {
 		s.renew(ctx)
-		t := time.NewTimer(s.cfg.RetryPeriod)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, s.cfg.RetryPeriod, s.renewNow) {
 			return
-		case <-s.renewNow:
-		case <-t.C:
 		}
-		t.Stop()
 	}
 }
 
@@ -505,7 +504,7 @@ func (s *sharding) renew(ctx context.Context) {
 	if err := s.write(ctx, view, start.Add(s.cfg.RenewDeadline-s.cfg.RetryPeriod)); err != nil {
 		if !s.renewFailing {
 			s.renewFailing = true
-			s.log.Error(err, "cannot renew this replica's Lease; retrying every RetryPeriod", "retryPeriod", s.cfg.RetryPeriod)
+			s.log.Error(redact.Error(err), "cannot renew this replica's Lease; retrying every RetryPeriod", "retryPeriod", s.cfg.RetryPeriod)
 		}
 		return
 	}
@@ -594,7 +593,7 @@ func (s *sharding) untilNext() time.Duration {
 func (s *sharding) hubFailed(err error, what string) {
 	if !s.failing {
 		s.failing = true
-		s.log.Error(err, what+"; retrying every RetryPeriod", "retryPeriod", s.cfg.RetryPeriod)
+		s.log.Error(redact.Error(err), what+"; retrying every RetryPeriod", "retryPeriod", s.cfg.RetryPeriod)
 	}
 }
 
@@ -623,7 +622,7 @@ func (s *sharding) leave() {
 	s.fencer.Stop()
 	s.metrics.unregister()
 	if err := s.release(context.Background()); err != nil {
-		s.log.Error(err, "cannot mark this replica's Lease released: the peers take its clusters once it expires")
+		s.log.Error(redact.Error(err), "cannot mark this replica's Lease released: the peers take its clusters once it expires")
 		return
 	}
 	s.log.Info("replica left the fleet's group", "peer", s.cfg.Identity, "why", "the fleet was closed")

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // A replica that joins N takes about 1/(N+1) of the clusters, each from
@@ -142,5 +144,29 @@ func TestShardedWatchersRunOnEveryReplica(t *testing.T) {
 	}
 	if f.Vault("c") != nil {
 		t.Error("a cluster no replica owns has a vault")
+	}
+}
+
+// The hub's errors a sharded fleet logs (a list, a renewal, the release at
+// Close, all failing here: nothing listens) never carry the user info of
+// the hub's URL, nor its token.
+func TestShardsLogNoSecretOfTheHub(t *testing.T) {
+	var logs testlog.Buffer
+	f := New(Options{Logger: logs.Logger(1), Shards: &Shards{
+		Config:    &rest.Config{Host: "https://hub-user:url-s3cr3t@127.0.0.1:1", BearerToken: "token-s3cr3t"},
+		Namespace: "ns", Group: "g", Identity: "a",
+		RetryPeriod: 20 * time.Millisecond, RenewDeadline: 100 * time.Millisecond, LeaseDuration: 200 * time.Millisecond,
+	}})
+	testwait.For(t, "the failures to be logged", func() bool {
+		out := logs.String()
+		return strings.Contains(out, "cannot renew this replica's Lease") && strings.Contains(out, "cannot list the group's Leases")
+	})
+	f.Close()
+	out := logs.String()
+	if !strings.Contains(out, "cannot mark this replica's Lease released") {
+		t.Errorf("Close logged no failed release:\n%s", out)
+	}
+	if strings.Contains(out, "s3cr3t") {
+		t.Errorf("a log line carries the hub's password or token:\n%s", out)
 	}
 }

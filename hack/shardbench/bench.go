@@ -107,19 +107,13 @@ func bench(bf benchFlags) (*results, error) {
 	res.replicas = r.stats("r0", "r1", "r2")
 
 	// SIGKILL of a replica: its clusters, and only they, move.
-	before := r.owners()
-	killed := time.Now()
-	r.kill("r2")
-	if err := r.waitFor("the killed replica's clusters owned again", func(o map[string]string) bool {
-		return len(o) == bf.clusters && countOf(o, "r2") == 0
-	}); err != nil {
+	var killed time.Time
+	if res.kill, killed, err = r.lose("r2", r.kill); err != nil {
 		return res, err
 	}
-	r.settle()
-	res.kill = r.moves(before, r.owners(), "r2", killed)
 
 	// A fourth replica joins.
-	before = r.owners()
+	before := r.owners()
 	if err := r.start("r3", secrets, "bench", true); err != nil {
 		return res, err
 	}
@@ -128,19 +122,11 @@ func bench(bf benchFlags) (*results, error) {
 	}
 	r.settle()
 	res.join = r.moves(before, r.owners(), "", time.Time{})
-	res.joinReplicas = 3
 
 	// A replica cut from the hub.
-	before = r.owners()
-	cut := time.Now()
-	r.cut("r0")
-	if err := r.waitFor("the cut replica's clusters owned again", func(o map[string]string) bool {
-		return len(o) == bf.clusters && countOf(o, "r0") == 0
-	}); err != nil {
+	if res.cut, _, err = r.lose("r0", r.cut); err != nil {
 		return res, err
 	}
-	r.settle()
-	res.cut = r.moves(before, r.owners(), "r0", cut)
 	res.overlaps = r.overlaps(map[string]time.Time{"r2": killed})
 	r.stopAll()
 
@@ -173,6 +159,22 @@ func bench(bf benchFlags) (*results, error) {
 	res.writesSmall = writes(bf.window)
 	r.stopAll()
 	return res, errors.Join(r.failures...)
+}
+
+// lose takes the replica id away (how: a kill, a cut), waits until every
+// cluster is owned by another and nothing moves, and returns what moved
+// and when id was lost.
+func (r *run) lose(id string, how func(string)) (moves, time.Time, error) {
+	before := r.owners()
+	at := time.Now()
+	how(id)
+	if err := r.waitFor("replica "+id+"'s clusters owned again", func(o map[string]string) bool {
+		return len(o) == r.flags.clusters && countOf(o, id) == 0
+	}); err != nil {
+		return moves{}, at, err
+	}
+	r.settle()
+	return r.moves(before, r.owners(), id, at), at, nil
 }
 
 // namespace creates a namespace for prefix.

@@ -15,7 +15,6 @@ type results struct {
 	writesLarge, writesSmall float64 // Lease writes per second
 	replicas, single         map[string]event
 	kill, join, cut          moves
-	joinReplicas             int // before the join
 	overlaps                 []string
 }
 

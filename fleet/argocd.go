@@ -13,12 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/kubeconf"
-	"github.com/authvault/authvault/internal/kubeplugins"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/redact"
 )
@@ -116,7 +113,8 @@ func argoCDFormat(policy handlers.PluginPolicy) secretFormat {
 }
 
 // argoCDSecret returns a handler that reads an Argo CD cluster Secret at
-// every login and maps it through a rest.Config, as Argo CD builds one (a
+// every login and maps it as a kubeconfig of one context from elsewhere
+// (handlers.Kubeconfig), built as Argo CD builds its client-go config (a
 // plugin's config has no token nor basic auth), with client-go's
 // precedence (a client certificate wins over a plugin) and the policy over
 // its plugin.
@@ -130,44 +128,42 @@ func argoCDSecret(client corev1client.SecretsGetter, namespace, name string, pol
 		case err != nil:
 			return nil, fmt.Errorf("fleet: %s: %w", where, err)
 		}
-		cfg, proxyURL, err := argoCDRESTConfig(secret.Data, policy)
+		kubeconfig, err := argoCDKubeconfig(secret.Data)
 		if err != nil {
 			return nil, login.Permanent(redact.Error(fmt.Errorf("fleet: %s: %w", where, err)))
 		}
-		info, err := kubeconf.FromREST(ctx, cfg, proxyURL, "", kubeplugins.Plugins)
+		info, err := handlers.Kubeconfig(handlers.KubeconfigConfig{Config: kubeconfig, Name: where, PluginPolicy: policy})(ctx)
 		if err != nil {
-			return nil, redact.Error(fmt.Errorf("fleet: %s: %w", where, err))
+			return nil, redact.Error(fmt.Errorf("fleet: %w", err))
 		}
 		return info, nil
 	})
 }
 
-func argoCDRESTConfig(data map[string][]byte, policy handlers.PluginPolicy) (*rest.Config, string, error) {
+func argoCDKubeconfig(data map[string][]byte) (*clientcmdapi.Config, error) {
 	server := string(data["server"])
 	if server == "" {
-		return nil, "", errors.New("it has no server")
+		return nil, errors.New("it has no server")
 	}
 	var c argoCDConfig
 	if raw := data["config"]; len(raw) > 0 {
 		if err := json.Unmarshal(raw, &c); err != nil {
 			// encoding/json quotes at most one character of its input.
-			return nil, "", fmt.Errorf("config is not Argo CD's cluster config JSON: %w", err)
+			return nil, fmt.Errorf("config is not Argo CD's cluster config JSON: %w", err)
 		}
 	}
-	cfg := &rest.Config{
-		Host: server,
-		TLSClientConfig: rest.TLSClientConfig{
-			Insecure: c.TLSClientConfig.Insecure, ServerName: c.TLSClientConfig.ServerName,
-			CAData: c.TLSClientConfig.CAData, CertData: c.TLSClientConfig.CertData, KeyData: c.TLSClientConfig.KeyData,
-		},
-		DisableCompression: c.DisableCompression,
+	cluster := &clientcmdapi.Cluster{
+		Server: server, ProxyURL: c.ProxyURL, DisableCompression: c.DisableCompression,
+		InsecureSkipTLSVerify: c.TLSClientConfig.Insecure, TLSServerName: c.TLSClientConfig.ServerName,
+		CertificateAuthorityData: c.TLSClientConfig.CAData,
 	}
-	exec := &clientcmdapi.ExecConfig{InteractiveMode: clientcmdapi.NeverExecInteractiveMode, PluginPolicy: policy}
+	user := &clientcmdapi.AuthInfo{ClientCertificateData: c.TLSClientConfig.CertData, ClientKeyData: c.TLSClientConfig.KeyData}
+	exec := &clientcmdapi.ExecConfig{InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
 	// Argo CD's order (RawRestConfig): awsAuthConfig, else
 	// execProviderConfig, else the token and basic auth, which a plugin's
 	// config leaves out (a stale bearerToken beside a plugin is not sent).
 	switch {
-	case c.AWSAuthConfig != nil:
+	case c.AWSAuthConfig != nil && (len(user.ClientCertificateData) == 0 || len(user.ClientKeyData) == 0):
 		// What Argo CD runs for an EKS cluster: its own helper binary.
 		a := c.AWSAuthConfig
 		exec.Command, exec.APIVersion = "argocd-k8s-auth", "client.authentication.k8s.io/v1beta1"
@@ -178,16 +174,27 @@ func argoCDRESTConfig(data map[string][]byte, policy handlers.PluginPolicy) (*re
 		if a.Profile != "" {
 			exec.Args = append(exec.Args, "--profile", a.Profile)
 		}
-		cfg.ExecProvider = exec
-	case c.ExecProviderConfig != nil:
+		user.Exec = exec
+	case c.ExecProviderConfig != nil && (len(user.ClientCertificateData) == 0 || len(user.ClientKeyData) == 0):
+		// client-go runs no plugin beside a client certificate and its
+		// key; clientcmd would still check the plugin's entry.
 		p := c.ExecProviderConfig
 		exec.Command, exec.Args, exec.APIVersion, exec.InstallHint = p.Command, p.Args, p.APIVersion, p.InstallHint
 		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 			exec.Env = append(exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: p.Env[k]})
 		}
-		cfg.ExecProvider = exec
+		user.Exec = exec
+	case c.BearerToken != "":
+		// client-go refuses a token beside basic auth; the token is what
+		// a client-go config of Argo CD's would have sent.
+		user.Token = c.BearerToken
 	default:
-		cfg.Username, cfg.Password, cfg.BearerToken = c.Username, c.Password, c.BearerToken
+		user.Username, user.Password = c.Username, c.Password
 	}
-	return cfg, c.ProxyURL, nil
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["argocd"] = cluster
+	kubeconfig.AuthInfos["argocd"] = user
+	kubeconfig.Contexts["argocd"] = &clientcmdapi.Context{Cluster: "argocd", AuthInfo: "argocd"}
+	kubeconfig.CurrentContext = "argocd"
+	return kubeconfig, nil
 }

@@ -100,8 +100,11 @@ func TestArgoCDSecretMapping(t *testing.T) {
 		// Argo CD's RawRestConfig: awsAuthConfig, else execProviderConfig,
 		// else the token and basic auth, which a plugin's config leaves out.
 		{"a plugin wins over a token, as in Argo CD", argoSecret("a", "https://a.example", map[string]any{
-			"bearerToken": token, "username": "admin", "execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}},
+			"bearerToken": token, "username": "admin", "execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}, "apiVersion": "client.authentication.k8s.io/v1"},
 		}), handlers.PluginPolicy{}, nil, `exec plugin "sh" is not allowed`},
+		{"a plugin without an apiVersion, which client-go could not run", argoSecret("a", "https://a.example", map[string]any{
+			"execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}},
+		}), handlers.AllowAll, nil, `apiVersion must be specified`},
 		{"awsAuthConfig wins over execProviderConfig, as in Argo CD", argoSecret("a", "https://a.example", map[string]any{
 			"awsAuthConfig": map[string]any{"clusterName": "prod"}, "execProviderConfig": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}},
 		}), handlers.PluginPolicy{}, nil, `exec plugin "argocd-k8s-auth" is not allowed`},

@@ -20,8 +20,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/authvault/authvault/handlers"
-	"github.com/authvault/authvault/internal/kubeconf"
-	"github.com/authvault/authvault/internal/kubeplugins"
 	"github.com/authvault/authvault/login"
 )
 
@@ -416,7 +414,7 @@ func (w *profileWatch) add(name string, a *access) {
 	policy := w.opts.PluginPolicy
 	h := login.Named("ClusterProfile "+name, "ClusterProfile", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		a := pm.access.Load()
-		info, err := kubeconf.Connection(ctx, kubeconf.Source{Config: a.kubeconfig(), Where: a.where, Policy: policy, Inline: true}, kubeplugins.Plugins)
+		info, err := handlers.Kubeconfig(handlers.KubeconfigConfig{Config: a.kubeconfig(), Name: a.where, PluginPolicy: policy})(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: %w", err)
 		}

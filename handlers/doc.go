@@ -136,6 +136,17 @@
 // that bound, and a named pipe never blocks a login. [Static] gives a fixed
 // credential.
 //
+// # Kubeconfigs and rest.Configs
+//
+// [Kubeconfig] logs in as a context of a kubeconfig the operator has already
+// loaded (from a secret manager, a custom resource, clientcmd.Load of bytes);
+// piggyback.KubeconfigFrom loads files and maps them through it, and so does
+// fleet for a ClusterProfile. Without [KubeconfigConfig].LoadingRules the
+// kubeconfig is taken for someone else's, as a Secret's below: DenyAll by
+// default, and no entry may name a file. [RESTConfig] turns a *rest.Config
+// into a credential the same way; what only client-go can do (an auth
+// provider, WrapTransport, impersonation) keeps client-go's round tripper.
+//
 // # Kubeconfigs in Secrets
 //
 // [KubeconfigSecret] reads a kubeconfig from a Secret of a hub cluster at

@@ -20,7 +20,7 @@ import (
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/handlers/internal/kubeconf"
 	"github.com/authvault/authvault/internal/pemdata"
 	"github.com/authvault/authvault/login"
 )

@@ -13,7 +13,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/handlers/internal/kubeconf"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/redact"
 )

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/internal/handlerconf"
@@ -36,6 +37,11 @@ func namesCases() []struct {
 			"kubeconfig Secret capi/prod-kubeconfig", "kubeconfig Secret"},
 		{KubeconfigSecretFrom(KubeconfigSecretConfig{Namespace: "argo", Name: "prod", Key: "config", Context: "admin@prod"}),
 			`kubeconfig Secret argo/prod key "config" context "admin@prod"`, "kubeconfig Secret"},
+		{Kubeconfig(KubeconfigConfig{Name: "kubeconfig of tenant a"}), "kubeconfig of tenant a", "kubeconfig"},
+		{Kubeconfig(KubeconfigConfig{}), "kubeconfig", "kubeconfig"},
+		{RESTConfig(&rest.Config{Host: "https://robot:" + secret + "@api.example:6443", BearerToken: secret}),
+			"rest.Config https://[redacted]@api.example:6443", "rest.Config"},
+		{RESTConfig(nil), "rest.Config", "rest.Config"},
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/handlers/internal/kubeconf"
 	"github.com/authvault/authvault/login"
 )
 

@@ -3,7 +3,7 @@ package handlers
 import (
 	"context"
 
-	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/handlers/internal/kubeconf"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/redact"
 )

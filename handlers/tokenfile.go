@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/authvault/authvault/internal/kubeconf"
+	"github.com/authvault/authvault/handlers/internal/kubeconf"
 	"github.com/authvault/authvault/login"
 )
 

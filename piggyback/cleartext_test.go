@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 )
 
@@ -99,20 +100,20 @@ users: [{name: u, user: {token: tok}}]
 
 func TestRESTConfigWithoutSchemeIsNotCleartext(t *testing.T) {
 	for _, host := range []string{"10.0.0.1:6443", "api.example"} {
-		info, err := FromRESTConfig(&rest.Config{Host: host, BearerToken: "tok-clear-3"})(context.Background())
+		info, err := handlers.RESTConfig(&rest.Config{Host: host, BearerToken: "tok-clear-3"})(context.Background())
 		var pe *login.PermanentError
 		if err == nil || !errors.As(err, &pe) || !strings.Contains(err.Error(), "rest.Config: server") {
-			t.Errorf("FromRESTConfig(Host %q) = %v, %v; want a permanent error naming the server", host, info, err)
+			t.Errorf("handlers.RESTConfig(Host %q) = %v, %v; want a permanent error naming the server", host, info, err)
 		}
 	}
 	// rest.Config talks TLS to a Host without a scheme when it has a CA
 	// or Insecure: allowed.
-	info, err := FromRESTConfig(&rest.Config{Host: "10.0.0.1:6443", BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}})(context.Background())
+	info, err := handlers.RESTConfig(&rest.Config{Host: "10.0.0.1:6443", BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}})(context.Background())
 	if err != nil || info.Server != "https://10.0.0.1:6443" {
-		t.Errorf("FromRESTConfig(no scheme, insecure) = %v, %v; want an https credential", info, err)
+		t.Errorf("handlers.RESTConfig(no scheme, insecure) = %v, %v; want an https credential", info, err)
 	}
-	info, err = FromRESTConfig(&rest.Config{Host: "http://10.0.0.1:8080", BearerToken: "tok"})(context.Background())
+	info, err = handlers.RESTConfig(&rest.Config{Host: "http://10.0.0.1:8080", BearerToken: "tok"})(context.Background())
 	if err != nil || info.Server != "http://10.0.0.1:8080" {
-		t.Errorf("FromRESTConfig(explicit http) = %v, %v; want the credential: http:// says so", info, err)
+		t.Errorf("handlers.RESTConfig(explicit http) = %v, %v; want the credential: http:// says so", info, err)
 	}
 }

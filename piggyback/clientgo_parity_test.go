@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testpki"
 )
@@ -167,7 +168,7 @@ users:
 			if err == nil || !errors.As(err, &pe) {
 				t.Fatalf("KubeconfigFrom = %v, %v; want a permanent error", info, err)
 			}
-			for _, want := range []string{"piggyback: kubeconfig " + path, `context "c"`, `cluster "prod"`, "insecure-skip-tls-verify"} {
+			for _, want := range []string{"piggyback: handlers: kubeconfig " + path, `context "c"`, `cluster "prod"`, "insecure-skip-tls-verify"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error = %q, want it to name %q", err, want)
 				}
@@ -178,10 +179,10 @@ users:
 		})
 	}
 	// A rest.Config says so too.
-	_, err := FromRESTConfig(&rest.Config{Host: "https://api.example:6443", TLSClientConfig: rest.TLSClientConfig{Insecure: true, CAData: ca.PEM}, BearerToken: "t"})(context.Background())
+	_, err := handlers.RESTConfig(&rest.Config{Host: "https://api.example:6443", TLSClientConfig: rest.TLSClientConfig{Insecure: true, CAData: ca.PEM}, BearerToken: "t"})(context.Background())
 	var pe *login.PermanentError
-	if err == nil || !errors.As(err, &pe) || !strings.HasPrefix(err.Error(), "piggyback: rest.Config") {
-		t.Errorf("FromRESTConfig error = %v, want a permanent one naming the rest.Config", err)
+	if err == nil || !errors.As(err, &pe) || !strings.HasPrefix(err.Error(), "handlers: rest.Config") {
+		t.Errorf("RESTConfig error = %v, want a permanent one naming the rest.Config", err)
 	}
 }
 

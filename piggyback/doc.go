@@ -16,7 +16,7 @@
 // certificates, exec plugins (through handlers.Exec, so their expiry drives
 // the vault's refresh) and auth providers (through client-go's transport).
 // [ClientGo] finds a configuration in controller-runtime's order, and
-// [FromRESTConfig] turns any *rest.Config into a credential.
+// [handlers.RESTConfig] turns any *rest.Config into a credential.
 //
 // A user with an exec plugin and also a token, token file, username or
 // client certificate and key authenticates with those and never runs the

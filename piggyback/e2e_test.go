@@ -16,6 +16,7 @@ import (
 	_ "k8s.io/client-go/plugin/pkg/client/auth/oidc" // the oidc auth provider, as kubectl has it
 	"k8s.io/client-go/rest"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
 	"github.com/authvault/authvault/testkit/testpki"
@@ -159,8 +160,8 @@ users:
 	}
 }
 
-// FromRESTConfig keeps client-go's transport for what only client-go does.
-func TestFromRESTConfig(t *testing.T) {
+// handlers.RESTConfig keeps client-go's transport for what only client-go does.
+func TestRESTConfigKeepsClientGoTransport(t *testing.T) {
 	srv := newRecorder(t, "wrapped-")
 	wrapped := &rest.Config{
 		Host:            srv.srv.URL,
@@ -175,12 +176,12 @@ func TestFromRESTConfig(t *testing.T) {
 	}
 	v := vault.New(vault.Options{})
 	defer v.Close()
-	v.OnLogin(piggyback.FromRESTConfig(wrapped))
+	v.OnLogin(handlers.RESTConfig(wrapped))
 	if status := getThrough(t, v, srv.srv.URL+"/api"); status != 200 {
 		t.Errorf("GET through WrapTransport = %d, server saw %q", status, srv.seen())
 	}
 
-	plain, err := piggyback.FromRESTConfig(&rest.Config{Host: "api.example:6443", BearerToken: "t",
+	plain, err := handlers.RESTConfig(&rest.Config{Host: "api.example:6443", BearerToken: "t",
 		TLSClientConfig: rest.TLSClientConfig{CAFile: "/ca.crt", CAData: srv.ca.PEM}})(context.Background())
 	if err != nil {
 		t.Fatal(err)

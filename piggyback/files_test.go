@@ -63,7 +63,7 @@ users: [{name: user-b, user: %s}]
 				if err == nil {
 					t.Fatalf("KubeconfigFrom() = %v, want an error for a %s %s", info, what, tc.field)
 				}
-				for _, want := range []string{"piggyback: kubeconfig " + kc, tc.entry, tc.field + ":"} {
+				for _, want := range []string{"piggyback: handlers: kubeconfig " + kc, tc.entry, tc.field + ":"} {
 					if !strings.Contains(err.Error(), want) {
 						t.Errorf("error = %v, want it to contain %q", err, want)
 					}

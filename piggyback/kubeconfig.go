@@ -3,13 +3,13 @@ package piggyback
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/handlerconf"
-	"github.com/authvault/authvault/internal/kubeconf"
-	"github.com/authvault/authvault/internal/kubeplugins"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/redact"
 )
@@ -94,13 +94,13 @@ func fromKubeconfig(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 		// clientcmd's error names the file and what is wrong with it.
 		return nil, login.Permanent(fmt.Errorf("piggyback: %w", err))
 	}
-	info, err := kubeconf.Connection(ctx, kubeconf.Source{
-		Config:  raw,
-		Where:   kubeconf.Where(rules, files),
-		Loader:  rules,
-		Context: contextName,
-		Policy:  policy,
-	}, kubeplugins.Plugins)
+	info, err := handlers.Kubeconfig(handlers.KubeconfigConfig{
+		Config:       raw,
+		Name:         where(rules, files),
+		Context:      contextName,
+		PluginPolicy: policy,
+		LoadingRules: rules,
+	})(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("piggyback: %w", err)
 	}
@@ -123,4 +123,12 @@ func existing(rules *clientcmd.ClientConfigLoadingRules) []string {
 		}
 	}
 	return files
+}
+
+// where names the files that rules would read, for errors.
+func where(rules *clientcmd.ClientConfigLoadingRules, files []string) string {
+	if rules.ExplicitPath != "" {
+		return "kubeconfig " + rules.ExplicitPath
+	}
+	return "kubeconfig " + strings.Join(files, string(os.PathListSeparator))
 }

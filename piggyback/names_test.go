@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/internal/handlerconf"
 	"github.com/authvault/authvault/login"
 )
@@ -27,7 +28,7 @@ func namesCases() []struct {
 		{KubeconfigFrom(KubeconfigOptions{Path: "/etc/kc", Context: "admin@prod"}), `kubeconfig /etc/kc context "admin@prod"`, "kubeconfig"},
 		{KubeconfigFrom(KubeconfigOptions{}), "kubeconfig $KUBECONFIG or ~/.kube/config", "kubeconfig"},
 		{ClientGo, "client-go config", "client-go"},
-		{FromRESTConfig(&rest.Config{Host: "https://robot:s3cret-0123456789@api.example:6443", BearerToken: "s3cret-0123456789"}),
+		{handlers.RESTConfig(&rest.Config{Host: "https://robot:s3cret-0123456789@api.example:6443", BearerToken: "s3cret-0123456789"}),
 			"rest.Config https://[redacted]@api.example:6443", "rest.Config"},
 	}
 	labels := []string{"kubeconfig", "service account", "home kubeconfig"}

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 )
 
@@ -84,7 +85,7 @@ users: [{name: u, user: {token: tok}}]
 
 func TestRESTConfigErrorsRedactURLUserinfo(t *testing.T) {
 	for _, raw := range userinfoURLs("h.example") {
-		info, err := FromRESTConfig(&rest.Config{Host: raw, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}})(context.Background())
+		info, err := handlers.RESTConfig(&rest.Config{Host: raw, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}})(context.Background())
 		assertNoUserinfo(t, "Host "+raw, info, err)
 	}
 }

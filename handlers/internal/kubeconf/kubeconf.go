@@ -1,6 +1,8 @@
 // Package kubeconf turns a kubeconfig, or a client-go rest.Config, into a
-// credential: the one mapping behind piggyback's kubeconfig handlers (files)
-// and handlers.KubeconfigSecret (a Secret), with clientcmd's semantics.
+// credential: the one mapping behind handlers.Kubeconfig (a loaded kubeconfig,
+// and through it piggyback's files and fleet's ClusterProfiles), handlers.RESTConfig
+// and handlers.KubeconfigSecret (a Secret), with clientcmd's semantics. It
+// lives under handlers because it runs handlers' Exec and TokenFile.
 //
 // It returns errors without a package prefix; its callers add theirs. Errors
 // name the source and the entry, never a token, password, key or the
@@ -10,8 +12,6 @@ package kubeconf
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -56,7 +56,10 @@ type Source struct {
 // user, a file it names that is missing, unreadable or a directory, a server
 // without a scheme) is a permanent error that names the source and the entry.
 func Connection(ctx context.Context, src Source, plugins Plugins) (*login.ConnectionInfo, error) {
-	raw, contextName := src.Config, src.Context
+	// clientcmd writes into the exec entry it maps, and so does
+	// applyPolicy: a copy keeps the caller's kubeconfig as it was, and
+	// logins on several goroutines apart.
+	raw, contextName := src.Config.DeepCopy(), src.Context
 	if contextName == "" {
 		contextName = raw.CurrentContext
 	}
@@ -138,12 +141,4 @@ func origin(location, source string) string {
 		return "kubeconfig " + location
 	}
 	return source
-}
-
-// Where names the files that rules would read, for errors.
-func Where(rules *clientcmd.ClientConfigLoadingRules, files []string) string {
-	if rules.ExplicitPath != "" {
-		return "kubeconfig " + rules.ExplicitPath
-	}
-	return "kubeconfig " + strings.Join(files, string(os.PathListSeparator))
 }

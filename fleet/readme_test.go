@@ -6,10 +6,12 @@ import (
 	"testing"
 )
 
-// The README's provider file is one this package reads, with the role its
-// EKS provider fixes and the policy that lets profiles add their cluster.
+// The provider file of docs/fleet.md is one this package reads, with the
+// role its EKS provider fixes and the policy that lets profiles add their
+// cluster.
 func TestREADMEProviderFile(t *testing.T) {
-	md, err := os.ReadFile("../README.md")
+	const guide = "../docs/fleet.md"
+	md, err := os.ReadFile(guide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,14 +23,14 @@ func TestREADMEProviderFile(t *testing.T) {
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("README.md has %d ```json provider files, want 1", len(found))
+		t.Fatalf("%s has %d ```json provider files, want 1", guide, len(found))
 	}
 	providers, err := parseProviders([]byte(found[0]))
 	if err != nil {
-		t.Fatalf("README.md's provider file: %v", err)
+		t.Fatalf("%s's provider file: %v", guide, err)
 	}
 	if len(providers) != 2 || providers[0].Name != "eks" || providers[1].Name != "google" {
-		t.Fatalf("README.md's provider file has providers %+v, want eks and google", providers)
+		t.Fatalf("%s's provider file has providers %+v, want eks and google", guide, providers)
 	}
 	if providers[0].ProfileSourcedCLIArgsPolicy != ArgsAppend {
 		t.Errorf("the eks provider's profileSourcedCLIArgsPolicy = %q, want %q", providers[0].ProfileSourcedCLIArgsPolicy, ArgsAppend)

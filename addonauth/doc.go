@@ -9,7 +9,8 @@
 //	http.Handle("/", a.Middleware(upstream))
 //
 // Config reaches the API server; from a vault, the proxy's own credentials
-// rotate like any operator's.
+// rotate like any operator's. The guide docs/addonauth.md in the
+// repository deploys the sidecar and compares it with kube-rbac-proxy.
 //
 // # Verification
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/authvault/authvault/vault"
 )
 
-// A service that learns who calls it, as the README shows it: the
+// A service that learns who calls it, as docs/addonauth.md shows it: the
 // middleware verifies each caller's token for the service's audience and
 // hands the service the caller's identity. It is compiled, not run: it
 // needs the cluster whose callers it verifies.

@@ -9,6 +9,10 @@
 //	f.Add("prod-eu", handlers.KubeconfigSecret(hub.CoreV1(), "capi", "prod-eu-kubeconfig", "value"))
 //	cfg, err := f.RESTConfig(ctx, "prod-eu") // the same object for as long as the cluster is in the fleet
 //
+// The guide docs/fleet.md in the repository walks through a fleet under a
+// controller-runtime manager, from Secrets, from ClusterProfiles and
+// shared among replicas.
+//
 // # One config per cluster, for good
 //
 // What controllers do today when a cluster's kubeconfig rotates is build a

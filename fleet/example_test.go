@@ -80,7 +80,7 @@ func ExampleFleet_SecretsWatcher() {
 }
 
 // runFleet runs mgr with a fleet of the hub's clusters until ctx ends.
-// The README shows its lines.
+// docs/fleet.md shows its lines.
 func runFleet(ctx context.Context, mgr manager.Manager, hub kubernetes.Interface) error {
 	f := fleet.New(fleet.Options{
 		Logger:     ctrl.Log.WithName("fleet"),

@@ -67,8 +67,8 @@ func ExampleFleet_WatchClusterProfiles() {
 	// left inventory/prod-eu
 }
 
-// addProfiles adds the hub's ClusterProfiles to f on mgr's leader. The
-// README shows its lines.
+// addProfiles adds the hub's ClusterProfiles to f on mgr's leader.
+// docs/fleet.md shows its lines.
 func addProfiles(mgr manager.Manager, f *fleet.Fleet) error {
 	providers, err := fleet.ReadProviderFile("/etc/fleet/providers.json") // KEP-5339's provider file
 	if err != nil {

@@ -31,7 +31,7 @@ func ExampleShards() {
 }
 
 // runShardedFleet runs mgr with this replica's share of the hub's
-// clusters until ctx ends. The README shows its lines.
+// clusters until ctx ends. docs/fleet.md shows its lines.
 func runShardedFleet(ctx context.Context, mgr manager.Manager) error {
 	f := fleet.New(fleet.Options{
 		Registerer: metrics.Registry,

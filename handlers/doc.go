@@ -20,6 +20,9 @@
 // Secret") its metric label. No name holds a plugin's arguments or
 // environment, a token, or a URL's user info. [login.ID] overrides both.
 //
+// The guide docs/vault.md in the repository shows them registered with a
+// vault; docs/cloud.md, the cloud modules' native logins.
+//
 // # Credential plugins
 //
 // [Exec] runs a client-go credential plugin (client.authentication.k8s.io v1

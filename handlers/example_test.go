@@ -70,8 +70,8 @@ func ExampleStatic() {
 	// Output: https://api.example:6443 false
 }
 
-// Each ready-made handler registered with a vault, as the README's "Login
-// handlers" shows them (the README quotes the lines from OnLogin on). It
+// Each ready-made handler registered with a vault, as docs/vault.md's
+// "Login handlers" shows them (the guide quotes the lines from OnLogin on). It
 // is compiled, not run: the plugin, the files and the API server are the
 // reader's.
 func Example_loginHandlers() {

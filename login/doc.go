@@ -16,7 +16,8 @@
 // [ConnectionInfo]: the API server, how to trust it, and how to authenticate
 // (a token, basic auth, a client certificate, or a round tripper that does it
 // by itself). The vault package runs handlers, keeps what they return, and
-// reruns them when their credentials expire or are rejected.
+// reruns them when their credentials expire or are rejected. The guide
+// docs/vault.md in the repository shows handlers beside the built-in ones.
 //
 // # Handlers and their options
 //

@@ -6,6 +6,9 @@
 //	v.OnLogin(piggyback.ServiceAccount) // in a pod
 //	v.OnLogin(piggyback.KubeconfigFrom(piggyback.KubeconfigOptions{Path: "/etc/operator/kubeconfig", Context: "prod"}))
 //
+// The guide docs/vault.md in the repository says which of them serves when
+// no handler is registered, and how they rank beside yours.
+//
 // # Handlers
 //
 // [ServiceAccount] logs in as the pod's ServiceAccount, as client-go's

@@ -11,7 +11,8 @@
 //
 // [Error] and [Secrets] wrap an error; [URL], [Value] and [Mask] redact text;
 // [Print] writes a redacted form from a type's Format method. What is hidden
-// is replaced by [Marker].
+// is replaced by [Marker]. The guide docs/vault.md in the repository shows
+// where it fits beside login/loginhttp in a handler of your own.
 //
 // # URL user info
 //

@@ -14,6 +14,11 @@
 // [Vault.Select] a random one of the highest priority present. When the API
 // server rejects a credential, [Vault.Invalidate] drops exactly that one.
 //
+// The guides in the repository go with this reference: docs/vault.md for an
+// operator's main on a vault and the defaults, docs/operations.md for its
+// logs, metrics and readiness check, docs/guarantees.md for what it
+// promises and the tests that check it.
+//
 // # Logging in
 //
 // When no usable credential is left, the next Select starts a login: every

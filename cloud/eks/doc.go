@@ -10,7 +10,9 @@
 //	}), login.Timeout(30*time.Second))
 //
 // This package is a Go module of its own, so that the library's module never
-// depends on the AWS SDK: import it only where EKS is used.
+// depends on the AWS SDK: import it only where EKS is used. The guide
+// docs/cloud.md in the repository shows the three clouds' logins side by
+// side, with what a kubeconfig from a Secret may do with them.
 //
 // # The token
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/authvault/authvault/vault"
 )
 
-// The README's EKS section, compiled (it needs a cloud: it does not run).
+// The EKS section of docs/cloud.md, compiled (it needs a cloud: it does not run).
 func Example_readme() {
 	v := vault.New(vault.Options{})
 	defer v.Close()

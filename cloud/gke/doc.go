@@ -8,7 +8,9 @@
 //	}))
 //
 // It is a module of its own (github.com/authvault/authvault/cloud/gke), so
-// that the library's root module imports no Google library.
+// that the library's root module imports no Google library. The guide
+// docs/cloud.md in the repository shows the three clouds' logins side by
+// side.
 //
 // # Credentials
 //

@@ -5,7 +5,7 @@ import (
 	"github.com/authvault/authvault/vault"
 )
 
-// The README's GKE section, compiled (it needs a cloud: it does not run).
+// The GKE section of docs/cloud.md, compiled (it needs a cloud: it does not run).
 func Example_readme() {
 	var clusterCA []byte
 	v := vault.New(vault.Options{})

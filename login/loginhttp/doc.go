@@ -18,7 +18,8 @@
 //	}
 //
 // The cloud logins of this repository (cloud/gke, cloud/aks) are built on it;
-// it is exported for them and for logins like them.
+// it is exported for them and for logins like them (docs/vault.md in the
+// repository shows it beside the redact package).
 //
 // # Why not the SDK's error text
 //

@@ -215,7 +215,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./login
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./internal/pemdata
 	$(GO) test -run '^$$' -fuzz FuzzParseExecCredential -fuzztime $(FUZZTIME) ./handlers
-	$(GO) test -run '^$$' -fuzz FuzzJWTExpiry -fuzztime $(FUZZTIME) ./internal/kubeconf
+	$(GO) test -run '^$$' -fuzz FuzzJWTExpiry -fuzztime $(FUZZTIME) ./handlers/internal/kubeconf
 	$(GO) test -run '^$$' -fuzz FuzzParseProviders -fuzztime $(FUZZTIME) ./fleet
 	$(GO) test -run '^$$' -fuzz FuzzAccessFor -fuzztime $(FUZZTIME) ./fleet
 	$(GO) test -run '^$$' -fuzz FuzzProfileArgs -fuzztime $(FUZZTIME) ./fleet
@@ -237,7 +237,9 @@ demo:
 # The soak (hack/soak): one process with everything of authvault's — a
 # vault with a slow exec plugin and a token file, a fleet of 50 clusters
 # from kubeconfig Secrets and ClusterProfiles, addonauth and its callers, a
-# manager with leader election — and beside it the same workload through
+# manager with leader election — with a second replica of its fleet that
+# shares the clusters on Leases (the shard peer, killed and started again as
+# one of the faults), and beside them the same workload through
 # plain client-go, against the embedded API server, while faults come on a
 # schedule for $(SOAK_DURATION); then quiet until the authvault side is back
 # at its baseline. It writes the report and the chart to $(SOAK_DIR) and

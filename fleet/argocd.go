@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -152,18 +153,33 @@ func argoCDKubeconfig(data map[string][]byte) (*clientcmdapi.Config, error) {
 			return nil, fmt.Errorf("config is not Argo CD's cluster config JSON: %w", err)
 		}
 	}
+	if strings.HasPrefix(strings.ToLower(server), "http://") {
+		// clientcmd, which maps the Secret, sends no credential over plain
+		// http: the login would be anonymous.
+		return nil, fmt.Errorf("server %q is plain http: a credential goes to an Argo CD cluster only over https", redact.URL(server))
+	}
 	cluster := &clientcmdapi.Cluster{
 		Server: server, ProxyURL: c.ProxyURL, DisableCompression: c.DisableCompression,
 		InsecureSkipTLSVerify: c.TLSClientConfig.Insecure, TLSServerName: c.TLSClientConfig.ServerName,
 		CertificateAuthorityData: c.TLSClientConfig.CAData,
 	}
-	user := &clientcmdapi.AuthInfo{ClientCertificateData: c.TLSClientConfig.CertData, ClientKeyData: c.TLSClientConfig.KeyData}
+	user := &clientcmdapi.AuthInfo{}
+	certAndKey := len(c.TLSClientConfig.CertData) > 0 && len(c.TLSClientConfig.KeyData) > 0
+	if certAndKey {
+		// client-go uses a certificate only with its key, and ignores one
+		// alone (which clientcmd would refuse).
+		user.ClientCertificateData, user.ClientKeyData = c.TLSClientConfig.CertData, c.TLSClientConfig.KeyData
+	}
 	exec := &clientcmdapi.ExecConfig{InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
 	// Argo CD's order (RawRestConfig): awsAuthConfig, else
 	// execProviderConfig, else the token and basic auth, which a plugin's
 	// config leaves out (a stale bearerToken beside a plugin is not sent).
 	switch {
-	case c.AWSAuthConfig != nil && (len(user.ClientCertificateData) == 0 || len(user.ClientKeyData) == 0):
+	case (c.AWSAuthConfig != nil || c.ExecProviderConfig != nil) && certAndKey:
+		// client-go runs no plugin beside a client certificate and its
+		// key, and a plugin's config has no token nor basic auth: the
+		// certificate alone.
+	case c.AWSAuthConfig != nil:
 		// What Argo CD runs for an EKS cluster: its own helper binary.
 		a := c.AWSAuthConfig
 		exec.Command, exec.APIVersion = "argocd-k8s-auth", "client.authentication.k8s.io/v1beta1"
@@ -175,9 +191,7 @@ func argoCDKubeconfig(data map[string][]byte) (*clientcmdapi.Config, error) {
 			exec.Args = append(exec.Args, "--profile", a.Profile)
 		}
 		user.Exec = exec
-	case c.ExecProviderConfig != nil && (len(user.ClientCertificateData) == 0 || len(user.ClientKeyData) == 0):
-		// client-go runs no plugin beside a client certificate and its
-		// key; clientcmd would still check the plugin's entry.
+	case c.ExecProviderConfig != nil:
 		p := c.ExecProviderConfig
 		exec.Command, exec.Args, exec.APIVersion, exec.InstallHint = p.Command, p.Args, p.APIVersion, p.InstallHint
 		for _, k := range slices.Sorted(maps.Keys(p.Env)) {

@@ -19,7 +19,10 @@ import (
 // of bytes), and what to take from it.
 type KubeconfigConfig struct {
 	// Config is the kubeconfig. Required. The handler reads it at every
-	// login and never changes it.
+	// login and never changes it; nor may the caller once the handler has
+	// it (that would race with a login). To rotate a kubeconfig, build a
+	// handler per login from the one current then, as fleet does for a
+	// ClusterProfile: handlers.Kubeconfig(cfg)(ctx).
 	Config *clientcmdapi.Config
 	// Name says where the kubeconfig came from ("kubeconfig of tenant
 	// a"): the handler's name, and the start of its errors. Default:
@@ -28,7 +31,9 @@ type KubeconfigConfig struct {
 	// Context is the context to use. Default: the current-context.
 	Context string
 	// PluginPolicy says which exec plugins the kubeconfig may run, and
-	// whether it may use an auth provider (only under AllowAll). Default:
+	// whether it may use an auth provider (only under AllowAll); build it
+	// with Allowlist, AllowAll or DenyAll (an Allowlist without its
+	// PolicyType is refused, as client-go refuses it). Default:
 	// DenyAll for a kubeconfig from elsewhere, as for a Secret's (see
 	// KubeconfigSecretConfig.PluginPolicy); with LoadingRules, client-go's
 	// default for files, which allows all.
@@ -62,7 +67,7 @@ func Kubeconfig(cfg KubeconfigConfig) login.Handler {
 	if cfg.Name == "" {
 		cfg.Name = "kubeconfig"
 	}
-	if cfg.LoadingRules == nil && cfg.PluginPolicy.PolicyType == "" {
+	if cfg.LoadingRules == nil && policyUnset(cfg.PluginPolicy) {
 		cfg.PluginPolicy = DenyAll
 	}
 	return login.Named(cfg.Name, "kubeconfig", func(ctx context.Context) (*login.ConnectionInfo, error) {
@@ -114,4 +119,11 @@ func RESTConfig(cfg *rest.Config) login.Handler {
 		}
 		return info, nil
 	})
+}
+
+// policyUnset tells whether policy is the zero value, which a handler's
+// default replaces; an Allowlist without its PolicyType is not: client-go
+// refuses it, and so does the login.
+func policyUnset(policy PluginPolicy) bool {
+	return policy.PolicyType == "" && policy.Allowlist == nil
 }

@@ -124,3 +124,21 @@ func TestKubeconfigAndRESTConfigErrorsHoldNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// An Allowlist without its PolicyType is a mistake client-go refuses: it is
+// refused here too, not taken for the default (DenyAll for a kubeconfig from
+// elsewhere, AllowAll for files).
+func TestKubeconfigRefusesAnAllowlistWithoutItsType(t *testing.T) {
+	policy := PluginPolicy{Allowlist: Allowlist("aws-iam-authenticator").Allowlist}
+	cfg := oneContext("https://api.example:6443", &clientcmdapi.AuthInfo{Token: secretToken})
+	for name, h := range map[string]login.Handler{
+		"from elsewhere": Kubeconfig(KubeconfigConfig{Config: cfg, PluginPolicy: policy}),
+		"from files":     Kubeconfig(KubeconfigConfig{Config: cfg, PluginPolicy: policy, LoadingRules: &clientcmd.ClientConfigLoadingRules{ExplicitPath: "/dev/null"}}),
+	} {
+		_, err := h(context.Background())
+		var pe *login.PermanentError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "PluginPolicy") {
+			t.Errorf("%s: %v, want a permanent error naming PluginPolicy", name, err)
+		}
+	}
+}

@@ -83,7 +83,7 @@ func KubeconfigSecretFrom(cfg KubeconfigSecretConfig) login.Handler {
 	if cfg.Key == "" {
 		cfg.Key = ClusterAPIKey
 	}
-	if cfg.PluginPolicy.PolicyType == "" {
+	if policyUnset(cfg.PluginPolicy) {
 		cfg.PluginPolicy = DenyAll
 	}
 	where := fmt.Sprintf("Secret %s/%s key %q", cfg.Namespace, cfg.Name, cfg.Key)
@@ -142,5 +142,14 @@ var kubeconfigPlugins = kubeconf.Plugins{
 	Native: func(exec clientcmdapi.ExecConfig) bool {
 		_, ok := ServedNatively(exec)
 		return ok
+	},
+	Allowed: func(exec clientcmdapi.ExecConfig) error {
+		if err := policyAllows(exec.PluginPolicy, exec.Command); err != nil {
+			return err
+		}
+		if err := kubeconf.PluginEnvAllowed(exec.PluginPolicy, exec.Env); err != nil {
+			return login.Permanent(fmt.Errorf("handlers: exec plugin %q: %w", exec.Command, err))
+		}
+		return nil
 	},
 }

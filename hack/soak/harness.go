@@ -127,7 +127,7 @@ func harness(ctx context.Context, o *options) error {
 	}
 	defer h.Stop()
 
-	run := &report.Run{Start: time.Now(), Sides: map[string]*report.Side{}, Clusters: h.Clusters()}
+	run := &report.Run{Start: time.Now(), Sides: map[string]*report.Side{}, Clusters: h.Clusters(), Shared: shared}
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
 	h.Probe(probeCtx)
@@ -160,7 +160,10 @@ func harness(ctx context.Context, o *options) error {
 	run.Settled, run.Window = time.Now(), o.warmup/2
 	logf("faults begin")
 
-	steps, err := pick(schedule(h, o.hold), o.faults)
+	restart := func(ctx context.Context) ([]report.Fault, error) {
+		return restartPeer(ctx, sides, binary, o.dir, h.Config(wire.RoleShardPeer), o.hold)
+	}
+	steps, err := pick(schedule(h, o.hold, restart), o.faults)
 	if err != nil {
 		return err
 	}
@@ -174,7 +177,11 @@ func harness(ctx context.Context, o *options) error {
 	// Until the last grace ends (a stall the probe sees now moves it on),
 	// the faults explain what callers meet.
 	clear := func() time.Time { return report.Clear(append(slices.Clone(run.Faults), h.Stalls()...)) }
-	backErr := comeBack(ctx, sides[wire.RoleAuthvault], h.Clusters(), run.Settled, run.Window, o.quiet, o.settleMax, clear)
+	var backErrs []error
+	for _, role := range []string{wire.RoleAuthvault, wire.RoleShardPeer} {
+		backErrs = append(backErrs, comeBack(ctx, sides, role, h.Clusters(), run.Settled, run.Window, o.quiet, o.settleMax, clear))
+	}
+	backErr := errors.Join(backErrs...)
 	run.End = time.Now()
 	stopProbe()
 	if stalls := h.Stalls(); len(stalls) > 0 {
@@ -219,22 +226,23 @@ func harness(ctx context.Context, o *options) error {
 	fmt.Printf("\n%s\nreport: %s\nchart: %s\n", md, o.reportPath, o.chart)
 
 	errs := append(stopErrs, backErr)
-	errs = append(errs, summary.Check(report.Bounds{Sides: []string{wire.RoleAuthvault}, Slope: o.slope || o.duration >= long})...)
+	errs = append(errs, summary.Check(report.Bounds{Sides: []string{wire.RoleAuthvault, wire.RoleShardPeer}, Slope: o.slope || o.duration >= long})...)
 	return errors.Join(errs...)
 }
 
 // predictedLogins is what the tokens' lives call for over d: a login per
 // mean token life for each source of credentials the side logs in with
-// (authvault: the plugin and the token file on the hub, and every fleet
-// cluster; client-go: its plugin on the hub and on each ClusterProfile
+// (authvault and its shard peer: the plugin and the token file on the hub,
+// and their share of the fleet's clusters; client-go: its plugin on the hub and on each ClusterProfile
 // cluster, a Secret's cluster being rebuilt rather than logged in).
 func predictedLogins(o *options, role string, d time.Duration) float64 {
-	sources := 1 + o.profileClusters
-	if role == wire.RoleAuthvault {
-		sources = 2 + o.secretClusters + o.profileClusters
+	sources := float64(1 + o.profileClusters)
+	if slices.Contains(shared, role) {
+		// Its hub's two, and its share of the fleet's clusters.
+		sources = 2 + float64(o.secretClusters+o.profileClusters)/float64(len(shared))
 	}
 	mean := (o.minLife + o.maxLife) / 2
-	return float64(sources) * d.Seconds() / mean.Seconds()
+	return sources * d.Seconds() / mean.Seconds()
 }
 
 // settle waits for both sides to reach every cluster and serve requests:
@@ -250,10 +258,10 @@ func settle(ctx context.Context, sides map[string]*sideProc, clusters int) error
 				return fmt.Errorf("soak: the %s side ended before it settled (its stderr: %s)", role, s.err)
 			}
 			last, ok := s.last()
-			if ok && last.Clusters >= clusters && last.Requests > 0 {
+			if reached := reachedBy(sides, role); ok && reached >= clusters && last.Requests > 0 {
 				ready++
 			} else {
-				behind = append(behind, fmt.Sprintf("%s: %d of %d clusters, %d requests", role, last.Clusters, clusters, last.Requests))
+				behind = append(behind, fmt.Sprintf("%s: %d of %d clusters, %d requests", role, reached, clusters, last.Requests))
 			}
 		}
 		if ready == len(sides) {
@@ -276,7 +284,8 @@ func settle(ctx context.Context, sides map[string]*sideProc, clusters int) error
 // clusters again, and, a window past the faults' graces (clear), has had
 // a success of every component that had one before the faults, for at
 // most max.
-func comeBack(ctx context.Context, s *sideProc, clusters int, settled time.Time, window, quiet, max time.Duration, clear func() time.Time) error {
+func comeBack(ctx context.Context, sides map[string]*sideProc, role string, clusters int, settled time.Time, window, quiet, max time.Duration, clear func() time.Time) error {
+	s := sides[role]
 	start := time.Now()
 	s.mu.Lock()
 	baseline, ok := report.BaselineOf(s.samples, settled.Add(-window), settled)
@@ -293,8 +302,8 @@ func comeBack(ctx context.Context, s *sideProc, clusters int, settled time.Time,
 		if ok {
 			err = report.Back(baseline, floor, report.Tolerance{})
 		}
-		if last, _ := s.last(); err == nil && last.Clusters < clusters {
-			err = fmt.Errorf("soak: the %s side reaches %d of the fleet's %d clusters", s.role, last.Clusters, clusters)
+		if reached := reachedBy(sides, role); err == nil && reached < clusters {
+			err = fmt.Errorf("soak: the %s side reaches %d of the fleet's %d clusters", s.role, reached, clusters)
 		}
 		if c := clear(); err == nil && now.Before(c.Add(window)) {
 			err = fmt.Errorf("soak: the faults' graces end at %s, and the %v after them is yet to come", c.Format("15:04:05"), window)
@@ -319,4 +328,50 @@ func comeBack(ctx context.Context, s *sideProc, clusters int, settled time.Time,
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// shared are the roles whose fleets share the clusters on Leases
+// (hub.Config sets their ShardGroup).
+var shared = []string{wire.RoleAuthvault, wire.RoleShardPeer}
+
+// reachedBy is how many clusters role's side reaches now: with the other
+// replicas of its fleet when it shares them.
+func reachedBy(sides map[string]*sideProc, role string) int {
+	roles := []string{role}
+	if slices.Contains(shared, role) {
+		roles = shared
+	}
+	n := 0
+	for _, r := range roles {
+		if s := sides[r]; s != nil {
+			last, _ := s.last()
+			n += last.Clusters
+		}
+	}
+	return n
+}
+
+// restartPeer is the fault of a replica that dies: the shard peer killed
+// (kill -9: no Lease released, no cluster let go), started again after
+// hold, as a Deployment's pod is. Until its Lease expires, its clusters
+// have no owner; then the authvault side takes them, and gives them back
+// when the peer is back. Callers of the fleet may meet that (a read on a
+// cluster whose vault closes under it): the fault's grace covers the
+// handover back, a Lease's life and a few renewals after the start.
+func restartPeer(ctx context.Context, sides map[string]*sideProc, binary, dir string, cfg wire.Config, hold time.Duration) ([]report.Fault, error) {
+	old := sides[wire.RoleShardPeer]
+	start := time.Now()
+	old.kill()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(hold):
+	}
+	s, err := startSide(binary, dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.carry(old)
+	sides[wire.RoleShardPeer] = s
+	return []report.Fault{{Kind: "replica-restart", Start: start, End: time.Now(), Scope: "fleet", Grace: 20 * time.Second}}, nil
 }

@@ -39,7 +39,7 @@ func main() {
 		os.Exit(harnessMain())
 	case wire.RolePlugin:
 		os.Exit(plugin.Main())
-	case wire.RoleAuthvault, wire.RoleClientGo:
+	case wire.RoleAuthvault, wire.RoleClientGo, wire.RoleShardPeer:
 		os.Exit(sideMain())
 	default:
 		fmt.Fprintf(os.Stderr, "soak: unknown %s %q\n", wire.RoleEnv, role)

@@ -19,11 +19,12 @@ type step struct {
 
 // schedule is the faults in the order they come, over and over: the
 // cheap ones first, so that a short run meets most kinds.
-func schedule(h *hub.Hub, hold time.Duration) []step {
+func schedule(h *hub.Hub, hold time.Duration, restartPeer func(context.Context) ([]report.Fault, error)) []step {
 	down := 3 * time.Second
 	return []step{
 		{"revocation", func(ctx context.Context) ([]report.Fault, error) { return h.Revoke(ctx, 3) }},
 		{"plugin-failing", func(ctx context.Context) ([]report.Fault, error) { return h.PluginFault(ctx, hub.Failing, hold), nil }},
+		{"replica-restart", restartPeer},
 		{"secret-recreate", func(ctx context.Context) ([]report.Fault, error) { return h.RecreateSecrets(ctx, 3, hold/2) }},
 		{"apiserver-restart", func(context.Context) ([]report.Fault, error) { return h.RestartAPIServer(down) }},
 		{"plugin-hanging", func(ctx context.Context) ([]report.Fault, error) { return h.PluginFault(ctx, hub.Hanging, hold), nil }},
@@ -36,7 +37,7 @@ func schedule(h *hub.Hub, hold time.Duration) []step {
 // faultKinds are the kinds of fault the schedule has, in its order.
 func faultKinds() []string {
 	var kinds []string
-	for _, s := range schedule(nil, 0) {
+	for _, s := range schedule(nil, 0, nil) {
 		kinds = append(kinds, s.kind)
 	}
 	return kinds

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,11 +38,13 @@ func startSide(binary, dir string, cfg wire.Config) (*sideProc, error) {
 		return nil, err
 	}
 	s := &sideProc{role: cfg.Side, out: filepath.Join(dir, cfg.Side+".out"), err: filepath.Join(dir, cfg.Side+".err"), done: make(chan struct{})}
-	outFile, err := os.Create(s.out)
+	// Appended to: a side started again (restartPeer) goes on where its
+	// last process stopped, and the leak scan reads both.
+	outFile, err := os.OpenFile(s.out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	errFile, err := os.Create(s.err)
+	errFile, err := os.OpenFile(s.err, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		outFile.Close()
 		return nil, err
@@ -127,4 +130,25 @@ func (s *sideProc) stop(wait time.Duration) error {
 		return fmt.Errorf("soak: the %s side ended with %v (its stderr: %s)", s.role, st, s.err)
 	}
 	return nil
+}
+
+// kill ends the side's process at once (SIGKILL), as a node that dies
+// does, and waits for its output to end.
+func (s *sideProc) kill() {
+	s.stdin.Close()
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// carry puts what old recorded before s's own records: the same side's
+// earlier process, for the report.
+func (s *sideProc) carry(old *sideProc) {
+	old.mu.Lock()
+	samples, failures, bad := slices.Clone(old.samples), slices.Clone(old.failures), old.bad
+	old.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.samples = append(samples, s.samples...)
+	s.failures = append(failures, s.failures...)
+	s.bad += bad
 }

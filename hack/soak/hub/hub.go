@@ -84,7 +84,7 @@ type clients struct {
 
 // Sides are the roles the hub serves, each with a namespace, a pod, a
 // token endpoint and a provider file of its own.
-var Sides = []string{wire.RoleAuthvault, wire.RoleClientGo}
+var Sides = []string{wire.RoleAuthvault, wire.RoleClientGo, wire.RoleShardPeer}
 
 // Start starts the API server and everything around it.
 func Start(ctx context.Context, opts Options) (*Hub, error) {
@@ -191,7 +191,7 @@ func (h *Hub) providerFile(side string) string {
 
 // Config is what a side gets.
 func (h *Hub) Config(side string) wire.Config {
-	return wire.Config{
+	cfg := wire.Config{
 		Side: side, Server: h.cluster.Server, CAFile: h.caFile, TokenFile: h.tokenFile,
 		PluginCommand: h.opts.Binary,
 		PluginEnv:     map[string]string{wire.RoleEnv: wire.RolePlugin, wire.PluginURLEnv: h.endpoints[side].srv.URL},
@@ -200,6 +200,13 @@ func (h *Hub) Config(side string) wire.Config {
 		AddonAudience: "addon.soak.svc", Workers: h.opts.Workers, SampleEvery: h.opts.SampleEvery,
 		LogFile: filepath.Join(h.opts.Dir, side+".log"),
 	}
+	if side == wire.RoleAuthvault || side == wire.RoleShardPeer {
+		// One fleet in two processes, on Leases in the authvault side's
+		// namespace.
+		cfg.ShardGroup, cfg.ShardNamespace = "soak", "soak-"+wire.RoleAuthvault
+		cfg.FleetOnly = side == wire.RoleShardPeer
+	}
+	return cfg
 }
 
 // PluginRuns is how many times a side's plugin fetched from its endpoint.

@@ -23,6 +23,8 @@ func covers(scope string, x wire.Failure) bool {
 	switch {
 	case scope == "all":
 		return true
+	case scope == "fleet":
+		return x.Component == "fleet"
 	case scope == "hub":
 		return slices.Contains(hubComponents, x.Component)
 	case strings.HasPrefix(scope, "namespace:"):

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,8 +168,8 @@ func (ss *SideSummary) check(b Bounds, s *Summary) []error {
 	}
 	// A cluster that fails past every fault's grace is explained by the
 	// fault that broke it; that it never came back is not.
-	if ss.Final.Clusters < clusters {
-		fail("reaches %d of the fleet's %d clusters at the end: one that no fault explains failing any more does not serve either", ss.Final.Clusters, clusters)
+	if reached, with := s.reached(ss); reached < clusters {
+		fail("reaches %d of the fleet's %d clusters at the end%s: one that no fault explains failing any more does not serve either", reached, clusters, with)
 	}
 	if !b.Slope {
 		return errs
@@ -191,4 +192,20 @@ func (ss *SideSummary) check(b Bounds, s *Summary) []error {
 		}
 	}
 	return errs
+}
+
+// reached is how many clusters ss's side reached at the end: with the
+// other replicas of its fleet when it shares the clusters (Shared), and
+// then words that say so.
+func (s *Summary) reached(ss *SideSummary) (int, string) {
+	if !slices.Contains(s.Shared, ss.Role) {
+		return ss.Final.Clusters, ""
+	}
+	n := 0
+	for _, role := range s.Shared {
+		if o := s.Side(role); o != nil && o.HasBaseline {
+			n += o.Final.Clusters
+		}
+	}
+	return n, " with the replicas it shares them with (" + strings.Join(s.Shared, ", ") + ")"
 }

@@ -298,3 +298,39 @@ func TestCheckErrorText(t *testing.T) {
 		t.Errorf("Check:\n%s\nwant it to start with\n%s", got, want)
 	}
 }
+
+// sharedRun is flatRun with the authvault side's fleet shared with a shard
+// peer: each reaches a part of the 50 clusters.
+func sharedRun(authvault, peer int) *Run {
+	r := flatRun(time.Hour, nil)
+	r.Shared = []string{wire.RoleAuthvault, wire.RoleShardPeer}
+	p := &Side{Role: wire.RoleShardPeer, PredictedLogins: 20}
+	for _, s := range r.Sides[wire.RoleAuthvault].Samples {
+		s.Clusters = peer
+		p.Samples = append(p.Samples, s)
+	}
+	for i := range r.Sides[wire.RoleAuthvault].Samples {
+		r.Sides[wire.RoleAuthvault].Samples[i].Clusters = authvault
+	}
+	r.Sides[wire.RoleShardPeer] = p
+	return r
+}
+
+// Replicas that share the fleet reach every cluster together: neither is
+// short of it alone, and together one short is.
+func TestCheckSharedFleet(t *testing.T) {
+	bounds := Bounds{Sides: []string{wire.RoleAuthvault, wire.RoleShardPeer}}
+	if errs := Summarize(sharedRun(27, 23)).Check(bounds); len(errs) != 0 {
+		t.Errorf("27 + 23 of 50: %v", errs)
+	}
+	errs := Summarize(sharedRun(27, 22)).Check(bounds)
+	if len(errs) != 2 || !strings.Contains(errors.Join(errs...).Error(), "reaches 49 of the fleet's 50 clusters at the end with the replicas it shares them with") {
+		t.Errorf("27 + 22 of 50: %v, want both sides short, together", errs)
+	}
+	// Without Shared, the side alone must reach them all.
+	r := sharedRun(27, 23)
+	r.Shared = nil
+	if errs := Summarize(r).Check(bounds); len(errs) != 2 {
+		t.Errorf("not shared: %v, want both sides short", errs)
+	}
+}

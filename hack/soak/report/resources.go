@@ -123,8 +123,8 @@ func rates(r *Run, s *Side) Rates {
 	rt := Rates{LoginRatio: math.NaN()}
 	run := r.End.Sub(r.Start)
 	logins := float64(s.PluginRuns)
-	if s.Role == wire.RoleAuthvault && len(s.Samples) > 0 {
-		logins = float64(s.Samples[len(s.Samples)-1].Logins)
+	if (s.Role == wire.RoleAuthvault || slices.Contains(r.Shared, s.Role)) && len(s.Samples) > 0 {
+		logins = float64(loginsOf(s.Samples))
 	}
 	rt.LoginsPerHour = perHour(logins, run)
 	rt.PredictedPerHour = perHour(s.PredictedLogins, run)
@@ -150,4 +150,17 @@ func perHour(n float64, d time.Duration) float64 {
 		return 0
 	}
 	return n / d.Hours()
+}
+
+// loginsOf is the logins samples count, over every process of the side:
+// a side started again (the shard peer) counts from zero again.
+func loginsOf(samples []wire.Sample) int64 {
+	var total, last int64
+	for _, s := range slices.SortedStableFunc(slices.Values(samples), func(a, b wire.Sample) int { return a.At.Compare(b.At) }) {
+		if s.Logins < last {
+			total += last // a new process
+		}
+		last = s.Logins
+	}
+	return total + last
 }

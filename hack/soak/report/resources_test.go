@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,5 +75,35 @@ func TestSlopeOfZero(t *testing.T) {
 	}
 	if errs := Summarize(r).Check(Bounds{Slope: true}); errs != nil {
 		t.Errorf("connections always 0: Check = %v, want nil", errs)
+	}
+}
+
+// A side started again counts its logins from zero: the report adds the
+// processes up.
+func TestLoginsOfARestartedSide(t *testing.T) {
+	var samples []wire.Sample
+	for i, n := range []int64{0, 4, 9, 2, 5} {
+		samples = append(samples, wire.Sample{At: t0.Add(time.Duration(i) * time.Second), Logins: n})
+	}
+	if got := loginsOf(samples); got != 14 {
+		t.Errorf("loginsOf = %d, want 9 + 5", got)
+	}
+}
+
+// A component of a side started again (the shard peer) that serves in its
+// new process is not silent, though its count fell below the old one's;
+// one that does not serve there is.
+func TestSilentAcrossARestart(t *testing.T) {
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	sample := func(i int, fleet int64) wire.Sample {
+		return wire.Sample{At: at(i), Successes: map[string]int64{"fleet": fleet}}
+	}
+	served := []wire.Sample{sample(0, 0), sample(10, 50), sample(20, 90), sample(30, 3), sample(40, 20)}
+	if got := Silent(served, at(10), 10*time.Second, at(25), at(40)); len(got) != 0 {
+		t.Errorf("served after the restart: silent %v", got)
+	}
+	dead := []wire.Sample{sample(0, 0), sample(10, 50), sample(20, 90), sample(30, 0), sample(40, 0)}
+	if got := Silent(dead, at(10), 10*time.Second, at(25), at(40)); !slices.Equal(got, []string{"fleet"}) {
+		t.Errorf("nothing served after the restart: silent %v, want fleet", got)
 	}
 }

@@ -25,6 +25,9 @@ type Run struct {
 	Sides map[string]*Side
 	// Clusters is how many fleet clusters the hub serves.
 	Clusters int
+	// Shared are the roles whose fleets share the clusters among them
+	// (fleet.Shards): together, not each, they reach every cluster.
+	Shared []string `json:",omitempty"`
 }
 
 // Side is what one side reported, and what the harness saw of it.
@@ -45,7 +48,7 @@ type Side struct {
 
 // Fault is one fault the harness caused.
 type Fault struct {
-	Kind       string // "revocation", "secret-recreate", "ca-rotation", "plugin-failing", "plugin-hanging", "apiserver-restart", "issuer-change", "partition"
+	Kind       string // "revocation", "secret-recreate", "ca-rotation", "plugin-failing", "plugin-hanging", "apiserver-restart", "issuer-change", "partition", "replica-restart"
 	Start, End time.Time
 	// Scope is what it may break: "all", "hub" (the hub's own
 	// credentials: the workload, watch, exec, operator, addon),

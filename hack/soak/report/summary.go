@@ -18,6 +18,7 @@ type Summary struct {
 	Clear    time.Time
 	Window   time.Duration
 	Clusters int
+	Shared   []string // Run.Shared
 	// Sides are authvault's first, then client-go's, then any other by
 	// role.
 	Sides  []*SideSummary
@@ -61,7 +62,7 @@ type FaultTally struct {
 
 // Summarize reads r. Samples and failures may come in any order.
 func Summarize(r *Run) *Summary {
-	s := &Summary{Start: r.Start, Settled: r.Settled, FaultsEnd: r.FaultsEnd, End: r.End, Clusters: r.Clusters,
+	s := &Summary{Start: r.Start, Settled: r.Settled, FaultsEnd: r.FaultsEnd, End: r.End, Clusters: r.Clusters, Shared: r.Shared,
 		Clear: Clear(r.Faults), Window: r.window()}
 	for _, role := range roles(r) {
 		s.Sides = append(s.Sides, summarizeSide(r, role, r.Sides[role]))

@@ -164,5 +164,10 @@ func rose(samples []wire.Sample, c string, from, to time.Time) bool {
 		}
 		last = s
 	}
-	return first != nil && count(*last) > count(*first)
+	if first == nil {
+		return false
+	}
+	// A side started again (the shard peer) counts from zero again: a count
+	// below the first is a new process's, which rose from zero.
+	return count(*last) > count(*first) || (count(*last) < count(*first) && count(*last) > 0)
 }

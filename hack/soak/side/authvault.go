@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,10 +60,17 @@ func authvaultSide(ctx context.Context, cfg wire.Config, log logr.Logger) (*plum
 		shutdown()
 		return nil, fmt.Errorf("soak: %w", err)
 	}
-	f := fleet.New(fleet.Options{Logger: log.WithName("fleet"), Registerer: metrics.Registry})
+	opts := fleet.Options{Logger: log.WithName("fleet"), Registerer: metrics.Registry}
+	if cfg.ShardGroup != "" {
+		// Leader election's timings, shortened: a replica killed lets its
+		// clusters go within 9 s, well inside the fault's grace.
+		opts.Shards = &fleet.Shards{Config: hub, Namespace: cfg.ShardNamespace, Group: cfg.ShardGroup, Identity: cfg.Side,
+			LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+	}
+	f := fleet.New(opts)
 	return &plumbing{
 		hub:         hub,
-		fleet:       &authvaultFleet{fleet: f, clients: map[string]fleetClient{}},
+		fleet:       &authvaultFleet{fleet: f, sharded: opts.Shards != nil, clients: map[string]fleetClient{}},
 		front:       func(upstream http.Handler) (http.Handler, error) { return addon.Middleware(upstream), nil },
 		audiences:   []string{cfg.AddonAudience},
 		countLogins: true,
@@ -93,7 +101,8 @@ func authvaultSide(ctx context.Context, cfg wire.Config, log logr.Logger) (*plum
 // authvaultFleet is a fleet.Fleet, with a clientset for each cluster's
 // config: that config is the same object while the cluster stays.
 type authvaultFleet struct {
-	fleet *fleet.Fleet
+	fleet   *fleet.Fleet
+	sharded bool // with fleet.Shards: the side has only the clusters it owns
 
 	mu      sync.Mutex // guards clients
 	clients map[string]fleetClient
@@ -106,6 +115,9 @@ type fleetClient struct {
 
 func (a *authvaultFleet) names() []string {
 	names := a.fleet.Names()
+	if a.sharded {
+		names = slices.DeleteFunc(names, a.moved)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for name := range a.clients {
@@ -114,6 +126,12 @@ func (a *authvaultFleet) names() []string {
 		}
 	}
 	return names
+}
+
+// moved says whether the fleet has the cluster and another replica owns
+// it: the side does not have it, and that is no failure.
+func (a *authvaultFleet) moved(name string) bool {
+	return a.sharded && a.fleet.Vault(name) == nil && slices.Contains(a.fleet.Names(), name)
 }
 
 func (a *authvaultFleet) client(ctx context.Context, name string) (kubernetes.Interface, error) {

@@ -182,3 +182,6 @@ func (f *clientGoFleet) client(_ context.Context, name string) (kubernetes.Inter
 	}
 	return cs, nil
 }
+
+// moved is never: client-go's side is one process with every cluster.
+func (f *clientGoFleet) moved(string) bool { return false }

@@ -81,6 +81,10 @@ func (l *fleetLoad) due(now time.Time) []string {
 			continue
 		}
 		s.due = now.Add(readEvery)
+		if !s.present && l.fleet.moved(name) {
+			delete(l.clusters, name) // another replica reads it now
+			continue
+		}
 		if !s.present {
 			s.reachable = false
 			l.rec.fail(compFleet, name, "", errNoCluster)
@@ -101,13 +105,17 @@ func (l *fleetLoad) read(ctx context.Context, name string) {
 	if err == nil {
 		_, err = cs.CoreV1().Namespaces().Get(rctx, "default", metav1.GetOptions{})
 	}
-	if err != nil && !slices.Contains(l.fleet.names(), name) {
+	moved := err != nil && l.fleet.moved(name)
+	if err != nil && !moved && !slices.Contains(l.fleet.names(), name) {
 		err = errNoCluster // it left while it was read
 	}
 	l.mu.Lock()
 	s := l.clusters[name]
 	s.reading, s.reachable = false, err == nil
 	l.mu.Unlock()
+	if moved {
+		return // another replica took it while it was read: its read, not ours
+	}
 	if err != nil {
 		l.rec.fail(compFleet, name, "", err)
 		return

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	switch role := os.Getenv(wire.RoleEnv); role {
 	case wire.RolePlugin:
 		os.Exit(plugin.Main())
-	case wire.RoleAuthvault, wire.RoleClientGo:
+	case wire.RoleAuthvault, wire.RoleClientGo, wire.RoleShardPeer:
 		os.Exit(runSide())
 	}
 	code := m.Run()

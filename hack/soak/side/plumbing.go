@@ -45,6 +45,9 @@ type fleetView interface {
 	// client reaches the named cluster; errNoCluster when the side does
 	// not have it now.
 	client(ctx context.Context, name string) (kubernetes.Interface, error)
+	// moved says whether another replica of a sharded fleet owns the
+	// cluster now: not this side's to read, and no failure.
+	moved(name string) bool
 }
 
 // pluginEnv is a Config's plugin environment, as an exec config lists it:

@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg wire.Config, out io.Writer) error {
 
 	var p *plumbing
 	switch cfg.Side {
-	case wire.RoleAuthvault:
+	case wire.RoleAuthvault, wire.RoleShardPeer:
 		p, err = authvaultSide(ctx, cfg, log)
 	case wire.RoleClientGo:
 		p, err = clientGoSide(ctx, cfg, log)
@@ -69,18 +69,20 @@ func Run(ctx context.Context, cfg wire.Config, out io.Writer) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { p.run(ctx) })
-	for i := range cfg.Workers {
-		wg.Go(func() { w.crud(ctx, i) })
-	}
-	wg.Go(func() { w.watch(ctx) })
-	wg.Go(func() { w.execLoop(ctx, p.hub, cfg.Pod) })
 	wg.Go(func() { fl.run(ctx) })
-	wg.Go(func() { op.run(ctx) })
-	wg.Go(func() {
-		if err := ad.run(ctx, p.front); err != nil {
-			rec.fail(compAddon, "", "", err)
+	if !cfg.FleetOnly {
+		for i := range cfg.Workers {
+			wg.Go(func() { w.crud(ctx, i) })
 		}
-	})
+		wg.Go(func() { w.watch(ctx) })
+		wg.Go(func() { w.execLoop(ctx, p.hub, cfg.Pod) })
+		wg.Go(func() { op.run(ctx) })
+		wg.Go(func() {
+			if err := ad.run(ctx, p.front); err != nil {
+				rec.fail(compAddon, "", "", err)
+			}
+		})
+	}
 
 	t := time.NewTicker(cfg.SampleEvery)
 	defer t.Stop()

@@ -19,6 +19,10 @@ const (
 	RoleAuthvault = "authvault" // a side: everything through authvault
 	RoleClientGo  = "client-go" // a side: the same, the way controllers do it today
 	RolePlugin    = "plugin"    // a run of the exec credential plugin
+	// RoleShardPeer is a second replica of the authvault side's fleet, and
+	// only its fleet: the two share the clusters on Leases (fleet.Shards),
+	// and the harness kills it (kill -9) and starts it again as a fault.
+	RoleShardPeer = "shard-peer"
 
 	ConfigEnv = "SOAK_CONFIG" // a side's Config, as JSON
 
@@ -71,6 +75,15 @@ type Config struct {
 	Workers int
 	// SampleEvery is how often the side writes a Sample.
 	SampleEvery time.Duration
+	// ShardGroup, when set, has the side's fleet share its clusters with
+	// the other replicas of the group (fleet.Shards), on Leases in
+	// ShardNamespace: a cluster another replica owns is not this side's
+	// to read.
+	ShardGroup, ShardNamespace string
+	// FleetOnly runs the fleet's reads alone: no workload on the hub, no
+	// operator, no addon (the shard peer, which is only a fleet replica).
+	FleetOnly bool
+
 	// LogFile receives the side's logs at the default level (the vault's,
 	// the fleet's, controller-runtime's, klog's); LogLines counts them.
 	LogFile string

@@ -62,7 +62,7 @@ func (e entries) inline() error {
 		if f.field == "tokenFile" {
 			data = "token"
 		}
-		errs = append(errs, fmt.Errorf("%s: %s %q: %s names a file of this machine (%s); a kubeconfig from a Secret must carry it inline (%s)",
+		errs = append(errs, fmt.Errorf("%s: %s %q: %s names a file of this machine (%s); a kubeconfig from elsewhere (a Secret, a ClusterProfile, one given without its loading rules) must carry it inline (%s)",
 			f.where, f.kind, f.name, f.field, f.path, data))
 	}
 	return errors.Join(errs...)

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 
+	clientexec "k8s.io/client-go/plugin/pkg/client/auth/exec"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -29,6 +30,11 @@ type Plugins struct {
 	// Native tells whether Exec serves exec in process, without running
 	// it (handlers.ServedNatively): then client-go must not run it either.
 	Native func(exec clientcmdapi.ExecConfig) bool
+	// Allowed refuses a plugin its policy does not allow, as Exec would:
+	// asked before client-go's own transport is kept for a config that
+	// runs the plugin itself (impersonation), so that a refused plugin
+	// fails the login rather than every request.
+	Allowed func(exec clientcmdapi.ExecConfig) error
 }
 
 // Source is a loaded kubeconfig and what to take from it.
@@ -60,6 +66,11 @@ func Connection(ctx context.Context, src Source, plugins Plugins) (*login.Connec
 	// applyPolicy: a copy keeps the caller's kubeconfig as it was, and
 	// logins on several goroutines apart.
 	raw, contextName := src.Config.DeepCopy(), src.Context
+	if src.Inline {
+		// Not from files of this machine, whatever its entries say they
+		// were loaded from: errors name src.Where.
+		forgetOrigins(raw)
+	}
 	if contextName == "" {
 		contextName = raw.CurrentContext
 	}
@@ -122,6 +133,11 @@ func Connection(ctx context.Context, src Source, plugins Plugins) (*login.Connec
 // kubeconfig's author chose (an OIDC refresh to any issuer) just as a
 // plugin does.
 func applyPolicy(cfg *rest.Config, policy clientcmdapi.PluginPolicy) error {
+	// A malformed policy (an Allowlist without its PolicyType) would read
+	// as AllowAll below: refused, as client-go refuses it.
+	if err := clientexec.ValidatePluginPolicy(policy); err != nil {
+		return fmt.Errorf("PluginPolicy: %w", err)
+	}
 	if cfg.ExecProvider != nil {
 		cfg.ExecProvider.PluginPolicy = policy
 		if err := PluginEnvAllowed(policy, cfg.ExecProvider.Env); err != nil {
@@ -141,4 +157,23 @@ func origin(location, source string) string {
 		return "kubeconfig " + location
 	}
 	return source
+}
+
+// forgetOrigins clears the file each entry of raw says it came from.
+func forgetOrigins(raw *clientcmdapi.Config) {
+	for _, c := range raw.Contexts {
+		if c != nil {
+			c.LocationOfOrigin = ""
+		}
+	}
+	for _, c := range raw.Clusters {
+		if c != nil {
+			c.LocationOfOrigin = ""
+		}
+	}
+	for _, u := range raw.AuthInfos {
+		if u != nil {
+			u.LocationOfOrigin = ""
+		}
+	}
 }

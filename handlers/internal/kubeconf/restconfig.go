@@ -75,7 +75,14 @@ func execRuns(cfg *rest.Config) bool {
 // takes its place in a copy of cfg, with the endpoint and CA the login
 // chose, and its expiry is the credential's.
 func clientGoTransport(ctx context.Context, cfg *rest.Config, info login.ConnectionInfo, plugins Plugins) (*login.ConnectionInfo, error) {
-	if execRuns(cfg) && plugins.Native != nil && plugins.Native(*cfg.ExecProvider) {
+	native := execRuns(cfg) && plugins.Native != nil && plugins.Native(*cfg.ExecProvider)
+	if execRuns(cfg) && !native && plugins.Allowed != nil {
+		// client-go would refuse it at every request instead.
+		if err := plugins.Allowed(*cfg.ExecProvider); err != nil {
+			return nil, err
+		}
+	}
+	if native {
 		cluster := info
 		cluster.Insecure, cluster.TLSServerName = cfg.Insecure, cfg.ServerName
 		cluster.CAData, cluster.CAPath = dataOrFile(cfg.CAData, cfg.CAFile)

@@ -173,13 +173,19 @@ func harness(ctx context.Context, o *options) error {
 	if faultErr != nil {
 		return faultErr
 	}
-	logf("faults over; quiet for at least %v, until the authvault side is back at its baseline (at most %v)", o.quiet, o.settleMax)
+	logf("faults over; quiet for at least %v, until the authvault side and its shard peer are back at their baselines (at most %v)", o.quiet, o.settleMax)
 	// Until the last grace ends (a stall the probe sees now moves it on),
 	// the faults explain what callers meet.
 	clear := func() time.Time { return report.Clear(append(slices.Clone(run.Faults), h.Stalls()...)) }
 	var backErrs []error
-	for _, role := range []string{wire.RoleAuthvault, wire.RoleShardPeer} {
-		backErrs = append(backErrs, comeBack(ctx, sides, role, h.Clusters(), run.Settled, run.Window, o.quiet, o.settleMax, clear))
+	for i, role := range shared {
+		// The quiet time once, for both: the peer's wait starts when the
+		// authvault side's has ended.
+		quiet := o.quiet
+		if i > 0 {
+			quiet = 0
+		}
+		backErrs = append(backErrs, comeBack(ctx, sides, role, h.Clusters(), run.Settled, run.Window, quiet, o.settleMax, clear))
 	}
 	backErr := errors.Join(backErrs...)
 	run.End = time.Now()

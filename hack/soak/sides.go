@@ -135,9 +135,11 @@ func (s *sideProc) stop(wait time.Duration) error {
 // kill ends the side's process at once (SIGKILL), as a node that dies
 // does, and waits for its output to end.
 func (s *sideProc) kill() {
-	s.stdin.Close()
+	// Killed before its input closes: a closed input asks for a clean stop,
+	// which would release the Lease.
 	_ = s.cmd.Process.Kill()
 	<-s.done
+	s.stdin.Close()
 }
 
 // carry puts what old recorded before s's own records: the same side's

@@ -20,11 +20,19 @@ func covers(scope string, x wire.Failure) bool {
 		// makes the fleet lose it; anything else that does is a finding.
 		return x.Component == "fleet" && scope == "cluster:"+x.Cluster
 	}
+	switch x.Kind {
+	case "two-owners":
+		return false // what sharding promises never happens, whatever the fault
+	case "unowned":
+		// A replica killed, or the hub away: Leases that are not renewed
+		// are clusters let go before they are taken.
+		return scope == "all" || scope == "hub" || scope == "fleet"
+	}
 	switch {
 	case scope == "all":
 		return true
 	case scope == "fleet":
-		return x.Component == "fleet"
+		return false // a replica killed explains its clusters going unowned, nothing else
 	case scope == "hub":
 		return slices.Contains(hubComponents, x.Component)
 	case strings.HasPrefix(scope, "namespace:"):

@@ -137,9 +137,11 @@ func rates(r *Run, s *Side) Rates {
 	}
 	first, last := after[0], after[len(after)-1]
 	span := last.At.Sub(first.At)
-	rt.LogLinesPerClusterHour = perHour(float64(last.LogLines-first.LogLines), span) / float64(r.Clusters+1)
+	lines := counted(after, func(s wire.Sample) int64 { return s.LogLines }) - first.LogLines
+	rt.LogLinesPerClusterHour = perHour(float64(lines), span) / float64(r.Clusters+1)
 	if span > 0 {
-		rt.RequestsPerSecond = float64(last.Requests-first.Requests) / span.Seconds()
+		requests := counted(after, func(s wire.Sample) int64 { return s.Requests }) - first.Requests
+		rt.RequestsPerSecond = float64(requests) / span.Seconds()
 	}
 	return rt
 }
@@ -152,15 +154,21 @@ func perHour(n float64, d time.Duration) float64 {
 	return n / d.Hours()
 }
 
-// loginsOf is the logins samples count, over every process of the side:
-// a side started again (the shard peer) counts from zero again.
+// loginsOf is the logins samples count, over every process of the side.
 func loginsOf(samples []wire.Sample) int64 {
+	return counted(samples, func(s wire.Sample) int64 { return s.Logins })
+}
+
+// counted is the last of a counter the samples carry, over every process
+// of the side: a side started again (the shard peer) counts from zero
+// again, and what its earlier process counted is added.
+func counted(samples []wire.Sample, counter func(wire.Sample) int64) int64 {
 	var total, last int64
 	for _, s := range slices.SortedStableFunc(slices.Values(samples), func(a, b wire.Sample) int { return a.At.Compare(b.At) }) {
-		if s.Logins < last {
+		if n := counter(s); n < last {
 			total += last // a new process
 		}
-		last = s.Logins
+		last = counter(s)
 	}
 	return total + last
 }

@@ -53,8 +53,10 @@ type Fault struct {
 	// Scope is what it may break: "all", "hub" (the hub's own
 	// credentials: the workload, watch, exec, operator, addon),
 	// "namespace:<namespace>" (every fleet cluster of that namespace: the
-	// ClusterProfiles', which use the plugin), or "cluster:<name>" (one
-	// fleet cluster, as the fleet names it: "<namespace>/<name>").
+	// ClusterProfiles', which use the plugin), "cluster:<name>" (one
+	// fleet cluster, as the fleet names it: "<namespace>/<name>"), or
+	// "fleet" (a replica of a shared fleet killed: it explains clusters
+	// that no replica owned, and nothing else).
 	Scope string
 	// Grace is how long after End a failure still counts as the fault's:
 	// a revoked token is rejected up to the API server's review cache

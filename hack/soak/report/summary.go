@@ -64,8 +64,15 @@ type FaultTally struct {
 func Summarize(r *Run) *Summary {
 	s := &Summary{Start: r.Start, Settled: r.Settled, FaultsEnd: r.FaultsEnd, End: r.End, Clusters: r.Clusters, Shared: r.Shared,
 		Clear: Clear(r.Faults), Window: r.window()}
+	ownership := ownershipFailures(r)
 	for _, role := range roles(r) {
-		s.Sides = append(s.Sides, summarizeSide(r, role, r.Sides[role]))
+		side := r.Sides[role]
+		if found := ownership[role]; len(found) > 0 {
+			with := *side
+			with.Failures = append(slices.Clone(side.Failures), found...)
+			side = &with
+		}
+		s.Sides = append(s.Sides, summarizeSide(r, role, side))
 	}
 	index := map[string]int{}
 	for _, f := range r.Faults {

@@ -30,6 +30,9 @@ type plumbing struct {
 	authorize bool
 	// countLogins is whether Samples count the vaults' logins.
 	countLogins bool
+	// owned lists the clusters the fleet owns now, when it shares them
+	// with other replicas; nil otherwise.
+	owned func() []string
 
 	// run keeps the fleet in step with the hub until ctx ends.
 	run func(ctx context.Context)

@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg wire.Config, out io.Writer) error {
 	fl := newFleetLoad(rec, p.fleet)
 	op := &operator{rec: rec, log: log.WithName("operator"), cfg: p.hub, ns: cfg.Namespace}
 	ad := &addon{rec: rec, cs: cs, ns: cfg.Namespace, audiences: p.audiences, authorize: p.authorize}
-	s := &sampler{rec: rec, clusters: fl.reachable, reconciled: op.reconciled.Load}
+	s := &sampler{rec: rec, clusters: fl.reachable, reconciled: op.reconciled.Load, owned: p.owned}
 	if p.countLogins {
 		s.logins = &counterSum{}
 	}

@@ -21,8 +21,9 @@ const loginsMetric = "authvault_logins_total"
 // sampler takes the side's Samples.
 type sampler struct {
 	rec        *recorder
-	clusters   func() int   // fleet clusters reachable now
-	reconciled func() int64 // the operator's reconciles
+	clusters   func() int      // fleet clusters reachable now
+	owned      func() []string // clusters a sharded fleet owns now; nil: not sharded
+	reconciled func() int64    // the operator's reconciles
 
 	// logins are counted through the series that come and go: a fleet's
 	// cluster that leaves takes its series with it, and one that comes
@@ -36,7 +37,12 @@ func (s *sampler) take() wire.Sample {
 	runtime.ReadMemStats(&mem)
 	requests, by := s.rec.counts()
 	series, logins := s.gather()
+	var owned []string
+	if s.owned != nil {
+		owned = s.owned()
+	}
 	return wire.Sample{
+		Owned:      owned,
 		At:         time.Now(),
 		HeapInUse:  mem.HeapInuse,
 		Goroutines: runtime.NumGoroutine(),

@@ -123,9 +123,14 @@ type Sample struct {
 	// Successes are Requests by component ("hub", "watch", "exec",
 	// "addon", "fleet"): an exec stream's success is the API server's
 	// answer that the Pod has no host.
-	Successes  map[string]int64 `json:"successes,omitempty"`
-	Clusters   int              `json:"clusters"`   // fleet clusters the side can reach now
-	Reconciled int64            `json:"reconciled"` // the operator's reconciles
+	Successes map[string]int64 `json:"successes,omitempty"`
+	Clusters  int              `json:"clusters"` // fleet clusters the side can reach now
+	// Owned are the clusters the side's fleet owns now, sorted, when it
+	// shares them with other replicas (Config.ShardGroup): the report
+	// checks that the replicas together own each cluster, and never two
+	// of them one.
+	Owned      []string `json:"owned,omitempty"`
+	Reconciled int64    `json:"reconciled"` // the operator's reconciles
 }
 
 // Failure is one operation a caller saw fail.
@@ -138,7 +143,9 @@ type Failure struct {
 	Cluster string `json:"cluster,omitempty"`
 	// Kind classifies the error: "unauthorized", "forbidden",
 	// "refused" (connection refused or reset), "tls", "timeout",
-	// "no-cluster" (the fleet does not have it now), "server" (5xx), "other".
+	// "no-cluster" (the fleet does not have it now), "server" (5xx), "other";
+	// and two the report finds in the samples of replicas that share a
+	// fleet: "unowned" (no replica owned the cluster) and "two-owners".
 	Kind    string `json:"kind"`
 	Message string `json:"message"` // the error, as the caller got it: never a secret
 }

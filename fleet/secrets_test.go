@@ -357,8 +357,14 @@ func TestWatchSecretsRemoveBeforeReAdd(t *testing.T) {
 	client := fake.NewClientset()
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
+	// A Secret created between the informer's list and its watch would be
+	// lost (the fake keeps no history): under load, the test waited 30 s.
+	begun := fakewatch.Begun(&client.Fake, client.Tracker())
 	go func() { done <- f.WatchSecrets(wctx, SecretsOptions{Client: client}) }()
 	defer func() { cancel(); <-done }()
+	if err := begun(); err != nil {
+		t.Fatal(err)
+	}
 	api := newAPIServer(t)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "wl1-kubeconfig", Labels: capiLabels("wl1")},
 		Data: map[string][]byte{"value": api.kubeconfig()}}

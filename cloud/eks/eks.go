@@ -227,6 +227,11 @@ func (h *handler) assume(ctx context.Context, cfg aws.Config, base aws.Credentia
 		o.RoleSessionName = SessionName
 	})
 	creds, err := p.Retrieve(ctx)
+	if ctxErr := ctx.Err(); err != nil && ctxErr != nil && !errors.Is(err, ctxErr) {
+		// The SDK can read an answer the cancel cut short as one without
+		// credentials: the cancel is what ended the login.
+		err = fmt.Errorf("%w (%w)", ctxErr, err)
+	}
 	if err != nil {
 		return aws.Credentials{}, h.errorf("assuming role %q with credentials from %s: %w",
 			h.opts.RoleARN, h.source, redact.Secrets(err, base.SecretAccessKey, base.SessionToken))

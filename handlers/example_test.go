@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/handlers"
@@ -102,4 +103,45 @@ func Example_loginHandlers() {
 	// Short-lived tokens for a tenant's ServiceAccount through the TokenRequest API.
 	v.OnLogin(handlers.TokenRequest(handlers.TokenRequestConfig{Client: cs.CoreV1(), Namespace: "tenant-a", Name: "deployer",
 		ExpirationSeconds: 900, Cluster: cluster}))
+}
+
+// A kubeconfig the operator holds already, here parsed from bytes kept in
+// a secret manager: without LoadingRules it is taken for someone else's,
+// so an exec plugin would need a PluginPolicy that allows it, and an entry
+// naming a file of this machine is refused.
+func ExampleKubeconfig() {
+	kubeconfig, err := clientcmd.Load([]byte(`
+apiVersion: v1
+kind: Config
+clusters:
+- name: prod
+  cluster: {server: "https://prod.example:6443", insecure-skip-tls-verify: true}
+users:
+- name: robot
+  user: {token: robot-token}
+contexts:
+- name: prod
+  context: {cluster: prod, user: robot, namespace: team-a}
+current-context: prod
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := handlers.Kubeconfig(handlers.KubeconfigConfig{Config: kubeconfig, Name: "kubeconfig of tenant a"})
+	info, err := h(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(info.Server, info.DefaultNamespace, info.Token != "")
+
+	// The handler has kubeconfig now: another kubeconfig, another handler.
+	withFile := kubeconfig.DeepCopy()
+	withFile.AuthInfos["robot"] = &clientcmdapi.AuthInfo{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+	_, err = handlers.Kubeconfig(handlers.KubeconfigConfig{Config: withFile, Name: "kubeconfig of tenant a"})(context.Background())
+	fmt.Println(err)
+	// Output:
+	// https://prod.example:6443 team-a true
+	// handlers: kubeconfig of tenant a: user "robot": tokenFile names a file of this machine (/var/run/secrets/kubernetes.io/serviceaccount/token); a kubeconfig from elsewhere (a Secret, a ClusterProfile, one given without its loading rules) must carry it inline (token)
 }

@@ -122,7 +122,8 @@ type fleetClient struct {
 func (a *authvaultFleet) names() []string {
 	names := a.fleet.Names()
 	if a.sharded {
-		names = slices.DeleteFunc(names, a.moved)
+		// Only those this replica owns: another's have no vault here.
+		names = slices.DeleteFunc(names, func(name string) bool { return a.fleet.Vault(name) == nil })
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

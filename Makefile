@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet staticcheck fmt-check gotest compat soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-shards fuzz demo soak cluster cluster-revoke release
+.PHONY: test vet staticcheck fmt-check gotest compat compat-build soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-shards fuzz demo soak cluster cluster-revoke release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -16,9 +16,25 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # faults. The envtest and peer binaries build in the background from the
 # start (tools), beside vet and staticcheck, and gotest waits for them; at
 # the end, stages prints each stage's time beside its budget.
-test: stages-reset tools fmt-check vet staticcheck gotest compat-and-soak stages
+test: stages-reset tools fmt-check vet staticcheck compat-build gotest compat-and-soak stages
 
 TIMED := bash hack/timed.sh
+
+# Every go command here, and those the tests run, builds with -trimpath: a
+# compiled package's cache entry then holds no directory, so a fresh clone
+# finds its own packages compiled by the last run wherever that clone was,
+# and the programs tests build in a module cache of their own (the
+# release's consumers) find every dependency compiled too.
+# (go env GOFLAGS: the environment's, or else go env -w's, which a
+# GOFLAGS in the environment would hide.)
+export GOFLAGS := $(strip $(filter-out -trimpath,$(shell $(GO) env GOFLAGS)) -trimpath)
+
+# The builds that are not -race (staticcheck, compat, the soak, and the
+# programs the tests build: the examples, addon-proxy, the test plugin, the
+# release's consumers, the image's static binary) are all without cgo, as
+# the image's must be: one configuration, so that each package compiles
+# once for all of them, not once per configuration.
+PLAIN := CGO_ENABLED=0
 
 # test's prerequisites are ordered (tools starts before gotest waits for
 # it, stages-reset comes first and stages last), and the recipes run their
@@ -52,13 +68,19 @@ CLOUD := cloud/eks cloud/gke cloud/aks
 WORK := GOWORK='$(CURDIR)/hack/all.work'
 # The modules are hack/all.work's, so that one added there is vetted,
 # checked and tested here with nothing more to list.
-PKGS ?= ./... $(patsubst $(CURDIR)/%,./%/...,$(filter-out $(CURDIR),$(shell GOWORK='$(CURDIR)/hack/all.work' $(GO) list -m -f '{{.Dir}}')))
+#
+# The packages whose tests take longest (go test -json) come first: go test
+# starts test binaries in the order of its list, and a slow one left to
+# the end runs alone while the other cores sit idle.
+SLOWEST := ./integration ./fleet ./hack/soak/side ./hack/release ./vault ./hack/shardbench ./integration/restart ./addonauth
+PKGS ?= $(SLOWEST) ./... $(patsubst $(CURDIR)/%,./%/...,$(filter-out $(CURDIR),$(shell GOWORK='$(CURDIR)/hack/all.work' $(GO) list -m -f '{{.Dir}}')))
 
 # The tests themselves run without GOWORK, as each module's tests would
 # alone: a test that runs the go command (a plugin built from source, a
 # module made in a temporary directory, a release) gets its module's own
 # go.mod, not a workspace that does not hold its directory.
-TEST_EXEC := -exec 'env -u GOWORK'
+# The go builds tests run are plain, as PLAIN says.
+TEST_EXEC := -exec 'env -u GOWORK $(PLAIN)'
 
 # vet builds with -race, as go-test does: vet compiles every dependency
 # to type-check against it, and with the same flags as the tests that
@@ -68,8 +90,11 @@ TEST_EXEC := -exec 'env -u GOWORK'
 vet:
 	@$(WORK) $(TIMED) vet $(GO) vet -race $(PKGS)
 
+# staticcheck type-checks against the compiler's export data, which it
+# has go list build: with PLAIN, that build is the one the tests' programs
+# and compat use.
 staticcheck:
-	@$(WORK) $(TIMED) staticcheck $(GO) run $(STATICCHECK) $(PKGS)
+	@$(WORK) $(PLAIN) $(TIMED) staticcheck $(GO) run $(STATICCHECK) $(PKGS)
 
 # Prints the directory of the envtest binaries, building them when missing.
 envtest:
@@ -126,7 +151,8 @@ gotest:
 # servers, and their builds share no Kubernetes package with each other.
 KUBE_NEWER := v0.24.1:v0.36.6 v0.25.2:v0.37.2
 compat:
-	@bash hack/tools.sh wait && \
+	@for pair in $(KUBE_NEWER); do bash hack/background.sh wait compat-build-$${pair%%:*} || exit 1; done && \
+	bash hack/tools.sh wait && \
 	assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && \
 	mkdir -p bin && pids= && \
 	for pair in $(KUBE_NEWER); do \
@@ -137,6 +163,18 @@ compat:
 	rc=0; for pid in $$pids; do wait $$pid || rc=1; done; \
 	for pair in $(KUBE_NEWER); do cat bin/compat-$${pair%%:*}.log; done; \
 	exit $$rc
+
+# compat's builds (hack/compat.sh --build: the vet, and the compilation of
+# each minor's Kubernetes stack and what depends on it) start in the
+# background before gotest, at the lowest priority (nice 19): they run on
+# what the cores leave idle while the tests wait on servers and timers,
+# and barely slow the tests when those need the cores. compat waits for
+# them before it runs its tests.
+compat-build:
+	@for pair in $(KUBE_NEWER); do \
+		cr=$${pair%%:*}; \
+		bash hack/background.sh start compat-build-$$cr nice -n 19 bash hack/compat.sh --build $$cr $${pair##*:} $(PKGS) || exit 1; \
+	done
 
 # make test runs compat and soak-check at once: the soak's two minutes of
 # faults wait on the clock, not on the processor. The soak's output
@@ -152,7 +190,7 @@ compat-and-soak:
 # speed must not fail the suite. The budgets are seconds on a warm, idle
 # two-core machine; a fresh one also builds the envtest and peer binaries
 # and compiles the dependencies once.
-STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 go-test-build:30 go-test:450 go-test-long:300 compat-v0.24.1:220 compat-v0.25.2:220 soak-check:240
+STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 compat-build-v0.24.1:400 compat-build-v0.25.2:400 go-test-build:30 go-test:400 go-test-long:300 compat-v0.24.1:200 compat-v0.25.2:200 soak-check:240
 stages-reset:
 	@bash hack/stages.sh reset
 stages:
@@ -254,12 +292,12 @@ SOAK_DIR      ?= bin/soak
 SOAK_FLAGS    ?=
 soak:
 	@assets=$$(bash hack/envtest.sh) && \
-	$(GO) -C $(SOAK) build -o $(CURDIR)/bin/authvault-soak . && \
+	$(PLAIN) $(GO) -C $(SOAK) build -o $(CURDIR)/bin/authvault-soak . && \
 	KUBEBUILDER_ASSETS=$$assets SOAK_DURATION=$(SOAK_DURATION) ./bin/authvault-soak --dir $(SOAK_DIR) $(SOAK_FLAGS)
 
 soak-check:
 	@assets=$$(bash hack/envtest.sh) && \
-	$(GO) -C $(SOAK) build -o $(CURDIR)/bin/authvault-soak . && \
+	$(PLAIN) $(GO) -C $(SOAK) build -o $(CURDIR)/bin/authvault-soak . && \
 	KUBEBUILDER_ASSETS=$$assets $(TIMED) soak-check ./bin/authvault-soak --duration 2m --dir bin/soak-check
 
 # A cluster to try authvault on (hack/cluster): the kube-apiserver and etcd

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# compat.sh CONTROLLER_RUNTIME CLIENT_GO PATTERN...: builds and vets every
-# package of every module of the workspace (hack/all.work) with
+# compat.sh [--build] CONTROLLER_RUNTIME CLIENT_GO PATTERN...: builds and
+# vets every package of every module of the workspace (hack/all.work) with
 # controller-runtime and the Kubernetes libraries at the versions given, in
 # place of the oldest ones go.mod requires, and runs the unit tests that
 # can differ with them.
+#
+# --build stops after the vet and the compilation of every test's
+# packages, which fill the go build cache: make test runs it early, at the
+# lowest priority, on what the cores leave idle while go-test's tests wait
+# on servers and timers; the run without --build then finds its packages
+# compiled, and links and runs the tests.
 #
 # How: a workspace of hack/all.work's modules and one more, made here, that
 # requires the versions given; the go command selects, for all modules at
@@ -29,12 +35,26 @@
 # -race would double the time. The cloud modules' tests need
 # KUBEBUILDER_ASSETS and AUTHVAULT_PEERS, as in make test; the test
 # binaries run without GOWORK, as in make test (the Makefile's TEST_EXEC).
+#
+# The tests run in the order of the patterns, so that make test's list,
+# the slowest first, starts them first.
+#
+# Builds are plain, not -race, and without cgo: the configuration of
+# make test's other plain builds (staticcheck, and the programs tests
+# build: the image's, the release's), whose compiled packages of the
+# versions both share are then this script's too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=
+if [ "${1:-}" = --build ]; then
+	build_only=1
+	shift
+fi
 if [ $# -lt 3 ]; then
-	echo "usage: $0 CONTROLLER_RUNTIME CLIENT_GO PATTERN..." >&2
+	echo "usage: $0 [--build] CONTROLLER_RUNTIME CLIENT_GO PATTERN..." >&2
 	exit 2
 fi
+export CGO_ENABLED=0
 cr=$1 kube=$2
 shift 2
 base=$PWD/hack/all.work
@@ -63,6 +83,12 @@ minor=$tmp/go.work
 
 echo "compat: $(GOWORK=$minor go list -m -f '{{.Path}} {{.Version}}' sigs.k8s.io/controller-runtime k8s.io/client-go | tr '\n' ' ')" >&2
 GOWORK=$minor go vet "$@"
+if [ -n "$build_only" ]; then
+	# Every package the tests link, compiled (export data is the
+	# compiler's output); the binaries link when they run.
+	GOWORK=$minor go list -export -deps -test "$@" >/dev/null
+	exit 0
+fi
 
 # modules FILE GOWORK: each package the patterns' tests build, with its
 # module's path and version.
@@ -81,10 +107,10 @@ GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{range .De
 	sed -E 's/ \[[^]]*\]//g' | awk -v changed="$tmp/changed" '
 		BEGIN { while ((getline p < changed) > 0) c[p] = 1 }
 		$1 ~ /\.test$/ { for (i = 2; i <= NF; i++) if ($i in c) { print substr($1, 1, length($1) - 5); break } }
-	' | { grep -Ev '/(integration|integration/restart|hack/release)$' || [ $? = 1 ]; } | sort >"$tmp/test"
+	' | { grep -Ev '/(integration|integration/restart|hack/release)$' || [ $? = 1 ]; } >"$tmp/test"
 GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' "$@" | sed -n 's/\.test$//p' | sort >"$tmp/all"
 echo "compat: $(wc -l <"$tmp/test") of $(wc -l <"$tmp/all") test packages build a package of another version; the others run in go-test only:" >&2
-comm -23 "$tmp/all" "$tmp/test" | sed 's/^/compat:   /' >&2
+comm -23 "$tmp/all" <(sort "$tmp/test") | sed 's/^/compat:   /' >&2
 if [ -s "$tmp/test" ]; then
 	GOWORK=$minor go test -count=1 -timeout 20m -exec 'env -u GOWORK' -skip '^(TestImage|TestStaticELFSeesDynamicBinaries|TestBenchRunsEveryPhase)$' $(cat "$tmp/test")
 fi

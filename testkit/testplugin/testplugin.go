@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -16,11 +16,17 @@ import (
 // Build compiles the plugin into a new temporary directory and returns the
 // binary's path and a function that removes it.
 func Build() (path string, cleanup func(), err error) {
-	_, here, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", nil, fmt.Errorf("testplugin: cannot tell where the source is")
+	// The root module's directory, from the go command: make test builds
+	// with -trimpath, which leaves runtime.Caller an import path, not a
+	// place on disk.
+	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/authvault/authvault")
+	var stderr strings.Builder
+	list.Stderr = &stderr
+	root, err := list.Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("testplugin: finding the authvault module: %w\n%s", err, stderr.String())
 	}
-	source := filepath.Join(filepath.Dir(here), "..", "..", "handlers", "testdata", "plugin")
+	source := filepath.Join(strings.TrimSpace(string(root)), "handlers", "testdata", "plugin")
 	dir, err := os.MkdirTemp("", "authvault-plugin-")
 	if err != nil {
 		return "", nil, err

@@ -14,7 +14,8 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # module with the newer supported Kubernetes minors and runs the unit tests
 # that can differ with them; soak-check runs the soak for two minutes of
 # faults. The envtest and peer binaries build in the background from the
-# start (tools), beside vet and staticcheck, and gotest waits for them; at
+# start (tools), beside vet and staticcheck, and gotest waits for them;
+# compat's builds start in the background before gotest (compat-build); at
 # the end, stages prints each stage's time beside its budget.
 test: stages-reset tools fmt-check vet staticcheck compat-build gotest compat-and-soak stages
 

@@ -39,10 +39,10 @@
 # The tests run in the order of the patterns, so that make test's list,
 # the slowest first, starts them first.
 #
-# Builds are plain, not -race, and without cgo: the configuration of
-# make test's other plain builds (staticcheck, and the programs tests
-# build: the image's, the release's), whose compiled packages of the
-# versions both share are then this script's too.
+# Builds are not -race, without cgo and with -trimpath: the configuration
+# of make test's other builds that are not -race (staticcheck, and the
+# programs tests build: the image's, the release's), whose compiled
+# packages of the versions both share are then this script's too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_only=
@@ -55,6 +55,8 @@ if [ $# -lt 3 ]; then
 	exit 2
 fi
 export CGO_ENABLED=0
+GOFLAGS="$(go env GOFLAGS | tr ' ' '\n' | { grep -vx -- -trimpath || true; } | tr '\n' ' ')-trimpath"
+export GOFLAGS
 cr=$1 kube=$2
 shift 2
 base=$PWD/hack/all.work
@@ -83,12 +85,6 @@ minor=$tmp/go.work
 
 echo "compat: $(GOWORK=$minor go list -m -f '{{.Path}} {{.Version}}' sigs.k8s.io/controller-runtime k8s.io/client-go | tr '\n' ' ')" >&2
 GOWORK=$minor go vet "$@"
-if [ -n "$build_only" ]; then
-	# Every package the tests link, compiled (export data is the
-	# compiler's output); the binaries link when they run.
-	GOWORK=$minor go list -export -deps -test "$@" >/dev/null
-	exit 0
-fi
 
 # modules FILE GOWORK: each package the patterns' tests build, with its
 # module's path and version.
@@ -111,6 +107,14 @@ GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{range .De
 GOWORK=$minor go list -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' "$@" | sed -n 's/\.test$//p' | sort >"$tmp/all"
 echo "compat: $(wc -l <"$tmp/test") of $(wc -l <"$tmp/all") test packages build a package of another version; the others run in go-test only:" >&2
 comm -23 "$tmp/all" <(sort "$tmp/test") | sed 's/^/compat:   /' >&2
+if [ -n "$build_only" ]; then
+	# Every package those tests link, compiled (export data is the
+	# compiler's output); the binaries link when they run.
+	if [ -s "$tmp/test" ]; then
+		GOWORK=$minor go list -export -deps -test $(cat "$tmp/test") >/dev/null
+	fi
+	exit 0
+fi
 if [ -s "$tmp/test" ]; then
 	GOWORK=$minor go test -count=1 -timeout 20m -exec 'env -u GOWORK' -skip '^(TestImage|TestStaticELFSeesDynamicBinaries|TestBenchRunsEveryPhase)$' $(cat "$tmp/test")
 fi

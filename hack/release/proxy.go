@@ -112,7 +112,9 @@ func goEnv(ctx context.Context, proxyDir, modCache string) ([]string, error) {
 	return append(os.Environ(),
 		"GOPROXY="+strings.Join(proxies, ","),
 		"GOMODCACHE="+modCache,
-		"GOFLAGS=-modcacherw",
+		// GOFLAGS keeps the caller's (make test's -trimpath): a go
+		// command here compiles what make test's did, from the cache.
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -modcacherw"),
 		"GOSUMDB=off",
 		"GOWORK=off",
 		"GOTOOLCHAIN=local",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,3 +75,25 @@ func TestGoreleaseVerdict(t *testing.T) {
 type exitError struct{}
 
 func (*exitError) Error() string { return "gorelease -base=v0.1.0: exit status 1" }
+
+// The go commands against the file proxy keep the caller's GOFLAGS (make
+// test's -trimpath), so that what they compile is make test's build, from
+// the cache, and not the whole of it again.
+func TestGoEnvKeepsTheCallersGOFLAGS(t *testing.T) {
+	t.Setenv("GOFLAGS", "-trimpath")
+	env, err := goEnv(context.Background(), t.TempDir(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GOFLAGS="); ok {
+			flags = v // the last one is the one exec.Cmd passes on
+		}
+	}
+	for _, want := range []string{"-trimpath", "-modcacherw"} {
+		if !slices.Contains(strings.Fields(flags), want) {
+			t.Errorf("GOFLAGS=%q, want it to hold %s", flags, want)
+		}
+	}
+}

@@ -14,7 +14,9 @@ import (
 )
 
 // Build compiles the plugin into a new temporary directory and returns the
-// binary's path and a function that removes it.
+// binary's path and a function that removes it. It finds the source with
+// the go command, so the working directory (a test's: its package's) must
+// be inside a module that holds or requires authvault's root.
 func Build() (path string, cleanup func(), err error) {
 	// The root module's directory, from the go command: make test builds
 	// with -trimpath, which leaves runtime.Caller an import path, not a

@@ -1,0 +1,6 @@
+// Package scripts holds the tests of the shell scripts of hack/ that make
+// test itself runs on: hack/background.sh, which runs a stage in the
+// background (the envtest and peer builds, compat's builds) and waits for
+// it where its result is needed. A stage that fails there must fail make
+// test; one stopped or killed must neither fail nor hang the next.
+package scripts

@@ -160,8 +160,9 @@ gotest:
 # servers, and their builds share no Kubernetes package with each other.
 KUBE_NEWER := v0.24.1:v0.36.6 v0.25.2:v0.37.2
 compat:
-	@for pair in $(KUBE_NEWER); do bash hack/background.sh wait compat-build-$${pair%%:*} || \
-		echo "compat: its background build failed; the run below builds again and says why" >&2; done; \
+	@$(TIMED) compat-wait bash -c 'for cr; do bash hack/background.sh wait compat-build-$$cr || \
+		echo "compat: its background build failed; the run below builds again and says why" >&2; done' - \
+		$(foreach pair,$(KUBE_NEWER),$(firstword $(subst :, ,$(pair)))); \
 	bash hack/tools.sh wait && \
 	assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && \
 	mkdir -p bin && pids= && \
@@ -203,9 +204,9 @@ compat-and-soak:
 # two-core machine; a fresh one also builds the envtest and peer binaries
 # and compiles the dependencies once.
 # compat-build has none: at nice 19 in the background, its time says how
-# busy the tests kept the cores; were it slow, compat, which waits for it,
-# would show it.
-STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 go-test-build:30 go-test:400 go-test-long:300 compat-v0.24.1:250 compat-v0.25.2:250 soak-check:240
+# busy the tests kept the cores; were it slow, compat-wait (compat waiting
+# for it) would show it.
+STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 go-test-build:30 go-test:400 go-test-long:300 compat-wait:30 compat-v0.24.1:250 compat-v0.25.2:250 soak-check:240
 stages-reset:
 	@bash hack/stages.sh reset
 stages:

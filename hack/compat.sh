@@ -5,8 +5,8 @@
 # place of the oldest ones go.mod requires, and runs the unit tests that
 # can differ with them.
 #
-# --build stops after the vet and the compilation of every test's
-# packages, which fill the go build cache: make test runs it early, at the
+# --build stops after the vet and the compilation of the packages of the
+# tests it would run, which fill the go build cache: make test runs it early, at the
 # lowest priority, on what the cores leave idle while go-test's tests wait
 # on servers and timers; the run without --build then finds its packages
 # compiled, and links and runs the tests.

@@ -27,7 +27,9 @@ fi
 # removes the directory another run may be starting an API server from.
 mkdir -p "$cache"
 exec 9>"$cache/envtest.lock"
-flock 9
+# A build that holds the lock (another make test's, or one stopped with
+# Ctrl-Z) is waited for, and said to be.
+flock -n 9 || { echo "envtest: waiting for another build of these binaries to end (it holds the lock; a stopped one must be resumed or killed)" >&2; flock 9; }
 if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
   echo "$dir"
   exit 0
@@ -36,12 +38,16 @@ fi
 work=$(mktemp -d "$cache/envtest.XXXXXX" 2>/dev/null || { mkdir -p "$cache" && mktemp -d "$cache/envtest.XXXXXX"; })
 trap 'rm -rf "$work"' EXIT
 
-# build NAME PACKAGE [LDFLAGS]: go build with a progress line every 20 s.
+# build NAME PACKAGE [LDFLAGS]: go build with a progress line every 20 s,
+# with Go's default cgo setting, not the CGO_ENABLED=0 make exports for
+# the repository's own builds: the binaries are the same whoever builds
+# them (make test or a hand), and one of them (kubelogin) needs cgo on
+# macOS.
 build() {
   local name=$1 pkg=$2 ldflags=${3:-}
   local start=$SECONDS
   echo "envtest: building $name ($pkg) ..." >&2
-  (cd "$here/envtest" && go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
+  (cd "$here/envtest" && env -u CGO_ENABLED go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
   local pid=$!
   local waited=0
   while kill -0 "$pid" 2>/dev/null; do

@@ -32,7 +32,9 @@ fi
 # removes the directory another run may be starting an API server from.
 mkdir -p "$cache"
 exec 9>"$cache/peers.lock"
-flock 9
+# A build that holds the lock (another make test's, or one stopped with
+# Ctrl-Z) is waited for, and said to be.
+flock -n 9 || { echo "peers: waiting for another build of these binaries to end (it holds the lock; a stopped one must be resumed or killed)" >&2; flock 9; }
 if [ -x "$dir/aws-iam-authenticator" ] && [ -x "$dir/kubelogin" ]; then
   echo "$dir"
   exit 0
@@ -42,12 +44,16 @@ mkdir -p "$cache"
 work=$(mktemp -d "$cache/peers.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# build NAME PACKAGE [LDFLAGS]: go build with a progress line every 20 s.
+# build NAME PACKAGE [LDFLAGS]: go build with a progress line every 20 s,
+# with Go's default cgo setting, not the CGO_ENABLED=0 make exports for
+# the repository's own builds: the binaries are the same whoever builds
+# them (make test or a hand), and one of them (kubelogin) needs cgo on
+# macOS.
 build() {
   local name=$1 pkg=$2 ldflags=${3:-}
   local start=$SECONDS
   echo "peers: building $name ($pkg) ..." >&2
-  (cd "$here/peers" && go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
+  (cd "$here/peers" && env -u CGO_ENABLED go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
   local pid=$!
   local waited=0
   while kill -0 "$pid" 2>/dev/null; do

@@ -100,11 +100,15 @@ func addToList(path, version string) error {
 // released modules are this repository's own and the rest come from the
 // cache the checksum database already vouched for.
 func goEnv(ctx context.Context, proxyDir, modCache string) ([]string, error) {
-	out, err := goOutput(ctx, "", nil, "env", "GOMODCACHE", "GOPROXY")
+	out, err := goOutput(ctx, "", nil, "env", "GOMODCACHE", "GOPROXY", "GOFLAGS")
 	if err != nil {
 		return nil, err
 	}
-	cache, upstream, _ := strings.Cut(out, "\n")
+	vals := strings.Split(out, "\n")
+	for len(vals) < 3 { // the output's trailing empty values trimmed
+		vals = append(vals, "")
+	}
+	cache, upstream, flags := vals[0], vals[1], vals[2]
 	proxies := []string{"file://" + filepath.ToSlash(proxyDir), "file://" + filepath.ToSlash(filepath.Join(cache, "cache", "download"))}
 	if upstream != "" && upstream != "off" {
 		proxies = append(proxies, upstream)
@@ -112,9 +116,10 @@ func goEnv(ctx context.Context, proxyDir, modCache string) ([]string, error) {
 	return append(os.Environ(),
 		"GOPROXY="+strings.Join(proxies, ","),
 		"GOMODCACHE="+modCache,
-		// GOFLAGS keeps the caller's (make test's -trimpath): a go
-		// command here compiles what make test's did, from the cache.
-		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -modcacherw"),
+		// GOFLAGS keeps the caller's (make test's -trimpath, or go env
+		// -w's): a go command here compiles what make test's did, from
+		// the cache.
+		"GOFLAGS="+strings.TrimSpace(flags+" -modcacherw"),
 		"GOSUMDB=off",
 		"GOWORK=off",
 		"GOTOOLCHAIN=local",

@@ -77,23 +77,39 @@ type exitError struct{}
 func (*exitError) Error() string { return "gorelease -base=v0.1.0: exit status 1" }
 
 // The go commands against the file proxy keep the caller's GOFLAGS (make
-// test's -trimpath), so that what they compile is make test's build, from
-// the cache, and not the whole of it again.
+// test's -trimpath, or one go env -w gave), so that what they compile is
+// that build, from the cache, and not the whole of it again.
 func TestGoEnvKeepsTheCallersGOFLAGS(t *testing.T) {
-	t.Setenv("GOFLAGS", "-trimpath")
-	env, err := goEnv(context.Background(), t.TempDir(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flags string
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "GOFLAGS="); ok {
-			flags = v // the last one is the one exec.Cmd passes on
-		}
-	}
-	for _, want := range []string{"-trimpath", "-modcacherw"} {
-		if !slices.Contains(strings.Fields(flags), want) {
-			t.Errorf("GOFLAGS=%q, want it to hold %s", flags, want)
-		}
+	for _, from := range []string{"the environment", "go env -w"} {
+		t.Run(from, func(t *testing.T) {
+			goenv := filepath.Join(t.TempDir(), "env")
+			if err := os.WriteFile(goenv, []byte("GOFLAGS=-buildvcs=false\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if from == "go env -w" {
+				if err := os.WriteFile(goenv, []byte("GOFLAGS=-trimpath\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				t.Setenv("GOFLAGS", "")
+			} else {
+				t.Setenv("GOFLAGS", "-trimpath")
+			}
+			t.Setenv("GOENV", goenv)
+			env, err := goEnv(context.Background(), t.TempDir(), t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var flags string
+			for _, kv := range env {
+				if v, ok := strings.CutPrefix(kv, "GOFLAGS="); ok {
+					flags = v // the last one is the one exec.Cmd passes on
+				}
+			}
+			for _, want := range []string{"-trimpath", "-modcacherw"} {
+				if !slices.Contains(strings.Fields(flags), want) {
+					t.Errorf("GOFLAGS=%q, want it to hold %s", flags, want)
+				}
+			}
+		})
 	}
 }

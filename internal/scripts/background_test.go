@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,8 +84,17 @@ func started(t *testing.T, dir, name string) int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	return pid
+}
+
+// eventually fails the test unless ok holds within testwait.Hang.
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(testwait.Hang); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", testwait.Hang, what)
+		}
+	}
 }
 
 func TestBackgroundReportsTheStagesResult(t *testing.T) {
@@ -131,7 +141,7 @@ func TestBackgroundKilledStageIsNoFailure(t *testing.T) {
 // test must neither wait for the stopped stage nor take it as its own.
 func TestBackgroundStoppedStageIsNotWaitedFor(t *testing.T) {
 	dir := scripts(t)
-	started(t, dir, "stopped")
+	sleeper := started(t, dir, "stopped")
 	data, err := os.ReadFile(filepath.Join(dir, "bin", "stopped.pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +153,25 @@ func TestBackgroundStoppedStageIsNotWaitedFor(t *testing.T) {
 	if err := syscall.Kill(runner, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Kill(runner, syscall.SIGKILL) })
+	// Registered before the temporary directory's removal, so run after
+	// it: the stage's command ends first, and its timed.sh writes its
+	// line before the test's directory goes; then the stopped runner.
+	t.Cleanup(func() {
+		syscall.Kill(runner, syscall.SIGKILL)
+	})
+	t.Cleanup(func() {
+		syscall.Kill(sleeper, syscall.SIGKILL)
+		eventually(t, "the stopped stage's timed.sh wrote its line", func() bool {
+			data, _ := os.ReadFile(filepath.Join(dir, "bin", "stages"))
+			return strings.Contains(string(data), "stopped ") && strings.Contains(string(data), " 137")
+		})
+	})
+	eventually(t, "the runner stopped", func() bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", runner))
+		// The state follows the command's name in parentheses.
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		return err == nil && strings.HasPrefix(rest, "T")
+	})
 
 	if out, code := background(t, dir, "start", "stopped", "echo", "a new run"); code != 0 || strings.Contains(out, "still running") {
 		t.Fatalf("start beside a stopped run: exit %d, want a new run\n%s", code, out)

@@ -6,10 +6,10 @@
 # can differ with them.
 #
 # --build stops after the vet and the compilation of the packages of the
-# tests it would run, which fill the go build cache: make test runs it early, at the
-# lowest priority, on what the cores leave idle while go-test's tests wait
-# on servers and timers; the run without --build then finds its packages
-# compiled, and links and runs the tests.
+# tests it would run, which fill the go build cache: make test runs it
+# early, at the lowest priority, on what the cores leave idle while
+# go-test's tests wait on servers and timers; the run without --build then
+# finds its packages compiled, and links and runs the tests.
 #
 # How: a workspace of hack/all.work's modules and one more, made here, that
 # requires the versions given; the go command selects, for all modules at

@@ -1,0 +1,716 @@
+package fleet
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// shardCore is the ownership protocol of a sharded fleet (see "Shards" in
+// the package doc) as a state machine: each event is a method that takes
+// the time it happened at, and step returns what the driver must do (list
+// the Leases, write this replica's, delete a stale one, take clusters,
+// drop clusters with a cause). Like the vault's core it holds no lock,
+// reads no clock, starts no goroutine and never sees the Fleet, so that
+// tests drive it directly on a fake clock (shardcore_test.go and the
+// model test). The driver (sharding) calls it from one goroutine.
+//
+// What it rests on, event by event:
+//
+//   - A replica holds a cluster (a live member, or a vault not yet closed)
+//     only while its last counted renewal began less than RenewDeadline
+//     ago, and only clusters its Lease, as last written, gives it.
+//   - A renewal counts only if it completed within the request timeout,
+//     and only on a Lease this replica has seen exist, unbroken (one UID),
+//     for proveFor: a Lease deleted under it is no proof of anything until
+//     its new one has stood long enough for every peer to have listed it.
+//   - A peer is expired only when a list that began LeaseDuration (the
+//     peer's own, as its Lease says) after this replica first saw the
+//     peer's current version still shows that version. A peer whose Lease
+//     is gone from a list may have written it again meanwhile: until its
+//     duration has passed since the list that missed it, it may claim
+//     anything, and nothing is taken.
+//   - A replica takes a cluster only after a list that began after its own
+//     Lease was written with the view that gives it the cluster, showing
+//     no live peer that claims it, and only once its lists have run
+//     unbroken (no gap longer than listGap) for coverFor: a peer it has
+//     never seen cannot hide from that many lists.
+//   - A replica claims a share (its Lease's view holds it) only when it
+//     can take it: so a peer never waits on a share nobody takes.
+type shardCore struct {
+	// Set by newShardCore, never changed.
+	self       string
+	rd, ld, rp time.Duration // RenewDeadline, LeaseDuration, RetryPeriod
+	timeout    time.Duration // of each Lease request: budget/4
+	listGap    time.Duration // the longest gap between lists that keeps the coverage
+	proveFor   time.Duration // how long a Lease must stand before its renewals count
+	rules      int
+
+	// This replica's Lease.
+	renewed     time.Time    // start of the last renewal that counts; zero: none, or fenced since
+	lifeUID     string       // the Lease's UID as last written; "": none known
+	lifeStart   time.Time    // when that Lease was first known to exist
+	writing     bool         // a write is in flight
+	wroteAt     time.Time    // when the last write began
+	nextWrite   time.Time    // the next renewal
+	published   leaseContent // as last written
+	publishedAt time.Time    // when that write ended; zero: never, or a write failed since (it may land yet)
+	given       leaseContent // what the next write writes: target once nothing held is outside it
+	writeFailed bool         // the last write failed (logged once)
+
+	// The lists.
+	listing      bool
+	nextList     time.Time
+	listedAt     time.Time // start of the last successful list
+	listedEnd    time.Time // and its end
+	coveredSince time.Time // start of the first list of the unbroken run that ends at listedAt
+	joined       bool      // coverage reached since the lists last went stale: may claim a share
+	listFailed   bool      // the last list failed (logged once)
+	peers        map[string]*peerLease
+	longest      time.Duration // the longest LeaseDuration a peer has published
+
+	// The clusters.
+	seats    map[string]bool     // every cluster of the fleet, owned or not
+	owned    map[string]uint64   // the clusters this replica holds, with their member's number
+	retiring map[string][]*drop  // dropped, not yet both stopped and removed
+	lost     map[string]lostFrom // who last held a cluster that may have no owner now, and since when
+	gen      uint64              // the last member number handed out
+
+	// What the last step decided.
+	target  []string // the replicas that share the clusters, as this one sees them
+	standby string   // why this replica claims no share; "" while it does
+	closed  bool
+}
+
+// leaseContent is what a replica writes in its Lease.
+type leaseContent struct {
+	view    []string // the replicas whose shares it computes; holds the writer while it claims one
+	standby bool     // claims nothing (written as released)
+}
+
+func (a leaseContent) equal(b leaseContent) bool {
+	return a.standby == b.standby && slices.Equal(a.view, b.view)
+}
+
+// leaseRecord is a peer's Lease as a list showed it, decoded by the driver.
+type leaseRecord struct {
+	name, holder, rv string
+	view             []string
+	readable         bool // the view annotation decoded
+	released         bool // stopped cleanly, or standing by: claims nothing
+	rules            int
+	duration         time.Duration // the holder's LeaseDuration
+}
+
+// peerLease is a peer's Lease as this replica last saw it.
+type peerLease struct {
+	leaseRecord
+	firstSeen time.Time // end of the list that first showed this version
+	expired   bool      // a list confirmed it unchanged for its duration
+	missing   time.Time // end of the first list it was absent from; zero: listed
+}
+
+// claims tells whether p's replica may hold the cluster name.
+func (p *peerLease) claims(name string, rules int) bool {
+	switch {
+	case p.expired || p.released:
+		return false
+	case !p.readable || !p.missing.IsZero():
+		return true
+	case !slices.Contains(p.view, p.holder):
+		return false
+	case p.rules != rules:
+		return true // its placement is not ours to compute
+	}
+	return ownerOf(p.view, name) == p.holder
+}
+
+// member tells whether p's replica is one that shares the clusters: alive,
+// under these rules, claiming its share.
+func (p *peerLease) member(rules int) bool {
+	return !p.expired && !p.released && p.readable && p.rules == rules && slices.Contains(p.view, p.holder)
+}
+
+// drop is a cluster this replica gave up, until its vault has closed
+// (stopped: no login of this replica's runs for it) and its OnRemove has
+// returned (removed: it may be taken here again).
+type drop struct {
+	gen              uint64
+	at               time.Time
+	stopped, removed bool
+}
+
+// lostFrom is a cluster's last holder, and since when it may hold nothing.
+type lostFrom struct {
+	from  string
+	since time.Time
+}
+
+// shardEffects are what the driver must do after an event.
+type shardEffects struct {
+	list    bool
+	write   *leaseContent
+	deletes []leaseRecord // stale Leases: delete if still at rv
+	takes   []shardTake
+	drops   []shardDrop
+	notes   []shardNote
+	next    time.Time // when to call tick; zero: no timer
+}
+
+// shardTake is a cluster to take, with its member's number.
+type shardTake struct {
+	name string
+	gen  uint64
+	lost lostFrom // from "": no one held it before
+}
+
+// shardDrop is a cluster to give up: end its member's context with why.
+type shardDrop struct {
+	name string
+	gen  uint64
+	to   string // its owner now; "" for none
+	why  string
+}
+
+// shardNote is something the driver logs.
+type shardNote struct {
+	kind  noteKind
+	peer  string
+	peers []string
+	why   string
+	n     int
+}
+
+type noteKind int
+
+const (
+	noteJoined      noteKind = iota // peer joined the view
+	noteLeft                        // peer left the view, why
+	noteSelfJoined                  // this replica claims a share again
+	noteStandby                     // this replica claims no share, why
+	noteFenced                      // gave n clusters up: no renewal within RenewDeadline
+	noteRefused                     // peer's Lease cannot be followed: why
+	noteListFailed                  // (driver adds the error)
+	noteListOK
+	noteWriteFailed
+	noteWriteOK
+	noteWaiting // takes held back: why
+)
+
+// clockShare is the part of a duration the clocks of two replicas may
+// disagree on while measuring it: 1%.
+const clockShare = 100
+
+// coreRules is the version of the placement rules this code computes
+// claims with: rendezvous hashing over a view that holds a replica while it
+// claims a share. A Lease without it is of rules 1 (before the Lease said).
+const coreRules = 2
+
+func newShardCore(sh Shards) *shardCore {
+	budget := sh.LeaseDuration - sh.RenewDeadline
+	c := &shardCore{
+		self: sh.Identity, rd: sh.RenewDeadline, ld: sh.LeaseDuration, rp: sh.RetryPeriod,
+		timeout: budget / 4, rules: coreRules,
+		peers: map[string]*peerLease{}, seats: map[string]bool{}, owned: map[string]uint64{},
+		retiring: map[string][]*drop{}, lost: map[string]lostFrom{},
+		standby: "it has not yet listed the group's Leases unbroken for long enough",
+	}
+	c.listGap = c.rp + c.timeout
+	c.proveFor = c.listGap + c.timeout
+	return c
+}
+
+// coverFor is how long the lists must run unbroken before this replica
+// takes anything: a replica it has never seen, whose Lease stood for
+// proveFor, is then in one of them.
+func (c *shardCore) coverFor() time.Duration { return max(c.ld, c.longest) + c.proveFor }
+
+// listed records a list of the group's Leases that began at start and
+// answered at end: all of them but this replica's own.
+func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardEffects) {
+	c.listing = false
+	c.nextList = start.Add(c.rp)
+	if c.listFailed {
+		c.listFailed = false
+		e.notes = append(e.notes, shardNote{kind: noteListOK})
+	}
+	if c.listedAt.IsZero() || start.Sub(c.listedAt) > c.listGap {
+		c.coveredSince = start
+	}
+	c.listedAt, c.listedEnd = start, end
+	seen := make(map[string]bool, len(leases))
+	for _, r := range leases {
+		seen[r.name] = true
+		p := c.peers[r.name]
+		if p == nil || p.rv != r.rv {
+			old := p
+			p = &peerLease{leaseRecord: r, firstSeen: end}
+			c.peers[r.name] = p
+			if r.duration <= 0 {
+				p.duration = c.ld
+			}
+			c.longest = max(c.longest, p.duration)
+			c.noteLoss(old, p, end)
+			if !r.readable && (old == nil || old.readable) {
+				e.notes = append(e.notes, shardNote{kind: noteRefused, peer: r.holder, why: "its Lease's view cannot be read: it may hold any cluster, and none is taken meanwhile"})
+			}
+			continue
+		}
+		p.missing = time.Time{}
+		if !p.expired && !start.Before(p.firstSeen.Add(p.duration)) {
+			c.noteLoss(p, nil, p.firstSeen)
+			p.expired = true
+		}
+		if !start.Before(p.firstSeen.Add(2 * p.duration)) {
+			e.deletes = append(e.deletes, p.leaseRecord)
+		}
+	}
+	for name, p := range c.peers {
+		switch {
+		case seen[name]:
+		case p.expired || p.released:
+			delete(c.peers, name)
+		case p.missing.IsZero():
+			p.missing = end // as good as a new version: it may have been written again
+		case !start.Before(p.missing.Add(p.duration)):
+			c.noteLoss(p, nil, p.firstSeen)
+			delete(c.peers, name)
+		}
+	}
+	if start.Sub(c.coveredSince) >= c.coverFor() {
+		c.joined = true
+	}
+}
+
+// noteLoss records, for each seat that old claimed and now (nil: nothing)
+// does not, that it may have had no owner since since.
+func (c *shardCore) noteLoss(old, now *peerLease, since time.Time) {
+	if old == nil || old.expired || old.released || !old.readable || old.rules != c.rules || !slices.Contains(old.view, old.holder) {
+		return
+	}
+	if now != nil && now.released == old.released && now.readable && now.rules == old.rules && slices.Equal(now.view, old.view) {
+		return // a renewal: it claims what it claimed
+	}
+	for name := range c.seats {
+		if ownerOf(old.view, name) == old.holder && (now == nil || !now.claims(name, c.rules)) {
+			c.lost[name] = lostFrom{from: old.holder, since: since}
+		}
+	}
+}
+
+// listFailed records a failed list that began at start.
+func (c *shardCore) listFailedAt(start time.Time, e *shardEffects) {
+	c.listing = false
+	c.nextList = start.Add(c.rp / 2)
+	if !c.listFailed {
+		c.listFailed = true
+		e.notes = append(e.notes, shardNote{kind: noteListFailed})
+	}
+}
+
+// writeResult is a write of this replica's Lease, as the driver saw it.
+type writeResult struct {
+	start, end time.Time
+	ok         bool
+	uid        string    // the Lease's UID after the write
+	foundAt    time.Time // when the driver first knew this Lease existed: after its Get or Create
+	gone       bool      // the Lease was found deleted (or replaced)
+}
+
+// wrote records a write of content.
+func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) {
+	c.writing = false
+	if r.gone {
+		c.lifeUID = ""
+	}
+	if !r.ok {
+		// What the hub holds is now this content or the last: until a write
+		// succeeds, nothing is taken on either.
+		c.publishedAt = time.Time{}
+		if !c.writeFailed {
+			c.writeFailed = true
+			e.notes = append(e.notes, shardNote{kind: noteWriteFailed})
+		}
+		return
+	}
+	if c.writeFailed {
+		c.writeFailed = false
+		e.notes = append(e.notes, shardNote{kind: noteWriteOK})
+	}
+	if r.uid != c.lifeUID {
+		c.lifeUID, c.lifeStart = r.uid, r.foundAt
+	}
+	changed := !content.equal(c.published) || c.publishedAt.IsZero()
+	c.published, c.publishedAt = content, r.end
+	if r.start.Sub(c.lifeStart) >= c.proveFor && r.end.Sub(r.start) <= c.timeout && r.start.After(c.renewed) {
+		c.renewed = r.start
+	}
+	if changed || c.listedAt.Before(c.publishedAt) {
+		c.nextList = r.end // a list after this write decides what to take
+	}
+}
+
+// target0 is the content this replica means to write.
+func (c *shardCore) target0() leaseContent {
+	return leaseContent{view: c.target, standby: c.standby != ""}
+}
+
+// seatAdded records a cluster that joined the fleet.
+func (c *shardCore) seatAdded(name string) { c.seats[name] = true }
+
+// seatGone records a cluster that left the fleet; if this replica held it,
+// the fleet has ended its member's context, and says when its vault has
+// closed and its OnRemove returned (stopped, removed).
+func (c *shardCore) seatGone(name string, now time.Time) {
+	delete(c.seats, name)
+	delete(c.lost, name)
+	if gen, ok := c.owned[name]; ok {
+		delete(c.owned, name)
+		c.retiring[name] = append(c.retiring[name], &drop{gen: gen, at: now})
+	}
+}
+
+// stopped records that the vault of a member given up has closed.
+func (c *shardCore) stopped(name string, gen uint64) { c.retired(name, gen, true) }
+
+// removed records that OnRemove of a member given up has returned, or that
+// it had no OnAdd to undo.
+func (c *shardCore) removed(name string, gen uint64) { c.retired(name, gen, false) }
+
+func (c *shardCore) retired(name string, gen uint64, stop bool) {
+	ds := c.retiring[name]
+	for i, d := range ds {
+		if d.gen != gen {
+			continue
+		}
+		if stop {
+			d.stopped = true
+		} else {
+			d.removed = true
+		}
+		if d.stopped && d.removed {
+			ds = slices.Delete(ds, i, i+1)
+		}
+		break
+	}
+	if len(ds) == 0 {
+		delete(c.retiring, name)
+	} else {
+		c.retiring[name] = ds
+	}
+}
+
+// takeFailed records that a take found its seat gone.
+func (c *shardCore) takeFailed(name string, gen uint64) {
+	if c.owned[name] == gen {
+		delete(c.owned, name)
+	}
+}
+
+// wake makes the next step list at once (a peer's Lease changed).
+func (c *shardCore) wake(now time.Time) { c.nextList = now }
+
+// close stops the core: nothing is written, listed or taken again.
+func (c *shardCore) close() { c.closed = true }
+
+// holds tells whether this replica's vault may still log in to name.
+func (c *shardCore) holds(name string) bool {
+	if _, ok := c.owned[name]; ok {
+		return true
+	}
+	for _, d := range c.retiring[name] {
+		if !d.stopped {
+			return true
+		}
+	}
+	return false
+}
+
+// step decides, at now, what the driver does next.
+func (c *shardCore) step(now time.Time, e *shardEffects) {
+	if c.closed {
+		return
+	}
+	c.fence(now, e)
+	c.decideStandby(now, e)
+	c.setTarget(e)
+	c.dropOthers(now, e)
+	if c.gateOpen(c.target0()) {
+		c.given = c.target0()
+	}
+	if !c.writing && (!now.Before(c.nextWrite) || !c.given.equal(c.published) || c.proofDue(now)) {
+		c.writing = true
+		c.wroteAt = now
+		c.nextWrite = now.Add(c.rp)
+		content := c.given
+		e.write = &content
+	}
+	if !c.listing && !now.Before(c.nextList) {
+		c.listing = true
+		e.list = true
+	}
+	c.take(now, e)
+	c.schedule(now, e)
+}
+
+// proofDue tells whether this replica's Lease has just stood for
+// proveFor with no renewal that counts: write at once, so that the first
+// that may count comes as early as it can.
+func (c *shardCore) proofDue(now time.Time) bool {
+	at := c.lifeStart.Add(c.proveFor)
+	return c.lifeUID != "" && !c.eligible(now) && !now.Before(at) && c.wroteAt.Before(at)
+}
+
+// eligible tells whether a renewal that counts began within RenewDeadline.
+func (c *shardCore) eligible(now time.Time) bool {
+	return !c.renewed.IsZero() && now.Before(c.renewed.Add(c.rd))
+}
+
+// fence gives every cluster up once the last counted renewal is
+// RenewDeadline old: from then on the peers may take them.
+func (c *shardCore) fence(now time.Time, e *shardEffects) {
+	if c.renewed.IsZero() || c.eligible(now) {
+		return
+	}
+	c.renewed = time.Time{}
+	const why = "this replica could not renew its Lease within RenewDeadline"
+	n := c.dropWhere(now, e, func(string) (bool, string, string) { return true, "", why })
+	e.notes = append(e.notes, shardNote{kind: noteFenced, n: n})
+}
+
+// dropWhere gives up each owned cluster that should go (with its new
+// owner and why), and tells how many it gave up.
+func (c *shardCore) dropWhere(now time.Time, e *shardEffects, should func(string) (bool, string, string)) int {
+	n := 0
+	for _, name := range slices.Sorted(maps.Keys(c.owned)) {
+		ok, to, why := should(name)
+		if !ok {
+			continue
+		}
+		gen := c.owned[name]
+		delete(c.owned, name)
+		c.retiring[name] = append(c.retiring[name], &drop{gen: gen, at: now})
+		c.lost[name] = lostFrom{from: c.self, since: now}
+		e.drops = append(e.drops, shardDrop{name: name, gen: gen, to: to, why: why})
+		n++
+	}
+	return n
+}
+
+// decideStandby decides whether this replica claims a share.
+func (c *shardCore) decideStandby(now time.Time, e *shardEffects) {
+	why := ""
+	switch {
+	case !c.listedAt.IsZero() && now.Sub(c.listedAt) >= c.rd:
+		c.joined = false
+		why = "it has not listed the group's Leases for RenewDeadline"
+	case !c.joined:
+		why = "it has not yet listed the group's Leases unbroken for long enough"
+	default:
+		if p := c.lowerRules(); p != nil {
+			why = "replica " + p.holder + " runs older placement rules: the oldest rules share the clusters"
+		} else if name := c.stuckInShare(now); name != "" {
+			why = "OnRemove or the vault's Close of cluster " + name + " has not returned: its share goes to the others"
+		}
+	}
+	if why != c.standby {
+		if why == "" {
+			e.notes = append(e.notes, shardNote{kind: noteSelfJoined})
+		} else {
+			e.notes = append(e.notes, shardNote{kind: noteStandby, why: why})
+		}
+		c.standby = why
+	}
+}
+
+// lowerRules returns a live peer that claims a share under older rules.
+func (c *shardCore) lowerRules() *peerLease {
+	for _, name := range slices.Sorted(maps.Keys(c.peers)) {
+		if p := c.peers[name]; !p.expired && !p.released && p.rules < c.rules {
+			return p
+		}
+	}
+	return nil
+}
+
+// stuckInShare returns a cluster of this replica's share (with it in the
+// view) that it gave up over a budget ago and cannot take again yet.
+func (c *shardCore) stuckInShare(now time.Time) string {
+	view := c.members()
+	view = append(view, c.self)
+	slices.Sort(view)
+	for _, name := range slices.Sorted(maps.Keys(c.retiring)) {
+		for _, d := range c.retiring[name] {
+			if now.Sub(d.at) >= c.ld-c.rd && c.seats[name] && ownerOf(view, name) == c.self {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// members returns the peers that share the clusters, unsorted.
+func (c *shardCore) members() []string {
+	var ids []string
+	for _, p := range c.peers {
+		if p.member(c.rules) && p.holder != c.self && !slices.Contains(ids, p.holder) {
+			ids = append(ids, p.holder)
+		}
+	}
+	return ids
+}
+
+// setTarget computes the view and notes the replicas that joined or left.
+func (c *shardCore) setTarget(e *shardEffects) {
+	view := c.members()
+	if c.standby == "" {
+		view = append(view, c.self)
+	}
+	slices.Sort(view)
+	if slices.Equal(view, c.target) {
+		return
+	}
+	for _, id := range view {
+		if id != c.self && !slices.Contains(c.target, id) {
+			e.notes = append(e.notes, shardNote{kind: noteJoined, peer: id, n: len(view)})
+		}
+	}
+	for _, id := range c.target {
+		if id != c.self && !slices.Contains(view, id) {
+			e.notes = append(e.notes, shardNote{kind: noteLeft, peer: id, why: c.whyLeft(id), n: len(view)})
+		}
+	}
+	c.target = view
+}
+
+// whyLeft says why the replica id is no longer in the view.
+func (c *shardCore) whyLeft(id string) string {
+	for _, p := range c.peers {
+		if p.holder != id {
+			continue
+		}
+		switch {
+		case p.released:
+			return "its Lease says it holds nothing (it stopped, or stands by)"
+		case p.rules != c.rules:
+			return "it runs other placement rules"
+		}
+	}
+	return "its Lease was not renewed for its LeaseDuration"
+}
+
+// dropOthers gives up each owned cluster that is not this replica's in
+// the target view.
+func (c *shardCore) dropOthers(now time.Time, e *shardEffects) {
+	c.dropWhere(now, e, func(name string) (bool, string, string) {
+		owner := ownerOf(c.target, name)
+		if owner == c.self {
+			return false, "", ""
+		}
+		if owner == "" {
+			return true, "", "this replica stands by: " + c.standby
+		}
+		return true, owner, "moved to replica " + owner
+	})
+}
+
+// gateOpen tells whether content may be written: every cluster this
+// replica may still log in to is its own under content.
+func (c *shardCore) gateOpen(content leaseContent) bool {
+	for name := range c.owned {
+		if content.standby || ownerOf(content.view, name) != c.self {
+			return false
+		}
+	}
+	for name, ds := range c.retiring {
+		for _, d := range ds {
+			if !d.stopped && (content.standby || ownerOf(content.view, name) != c.self) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// take takes the clusters of this replica's share that no live peer
+// claims, once a list after its Lease said so allows it.
+func (c *shardCore) take(now time.Time, e *shardEffects) {
+	if why := c.cannotTake(now); why != "" {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.seats)) {
+		if _, ok := c.owned[name]; ok || len(c.retiring[name]) > 0 || ownerOf(c.target, name) != c.self || c.claimed(name) {
+			continue
+		}
+		c.gen++
+		c.owned[name] = c.gen
+		t := shardTake{name: name, gen: c.gen, lost: c.lost[name]}
+		delete(c.lost, name)
+		e.takes = append(e.takes, t)
+	}
+}
+
+// cannotTake says why nothing may be taken now, or "".
+func (c *shardCore) cannotTake(now time.Time) string {
+	switch {
+	case c.standby != "":
+		return c.standby
+	case !c.eligible(now):
+		return "its Lease has no renewal that counts"
+	case !c.published.equal(c.target0()) || !c.given.equal(c.published):
+		return "its Lease does not say its view yet"
+	case c.publishedAt.IsZero() || c.listedAt.Before(c.publishedAt):
+		return "no list since its Lease was written"
+	case c.listedAt.Sub(c.coveredSince) < c.coverFor():
+		return "its lists have not run unbroken for long enough"
+	}
+	for _, p := range c.peers {
+		if !p.missing.IsZero() {
+			return "the Lease of replica " + p.holder + " is gone from the hub"
+		}
+	}
+	return ""
+}
+
+// claimed tells whether a live peer may hold name.
+func (c *shardCore) claimed(name string) bool {
+	for _, p := range c.peers {
+		if p.claims(name, c.rules) {
+			return true
+		}
+	}
+	return false
+}
+
+// schedule sets when the driver calls tick next.
+func (c *shardCore) schedule(now time.Time, e *shardEffects) {
+	next := time.Time{}
+	soon := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !c.writing {
+		soon(c.nextWrite)
+		if c.lifeUID != "" && !c.eligible(now) {
+			soon(c.lifeStart.Add(c.proveFor)) // the first renewal that may count
+		}
+	} else {
+		soon(c.wroteAt.Add(c.timeout)) // a write past its timeout counts for nothing
+	}
+	if !c.listing {
+		soon(c.nextList)
+	}
+	if !c.renewed.IsZero() {
+		soon(c.renewed.Add(c.rd))
+	}
+	for _, ds := range c.retiring {
+		for _, d := range ds {
+			soon(d.at.Add(c.ld - c.rd))
+		}
+	}
+	if !c.listedAt.IsZero() {
+		soon(c.listedAt.Add(c.rd))
+	}
+	e.next = next
+}

@@ -157,10 +157,10 @@ func (f *Fleet) add(name, source string, h login.Handler, opts []login.Option) (
 	}
 	s := &seat{name: name, source: source, handler: h, opts: opts}
 	f.clusters[name] = s
-	if f.shards == nil || f.shards.ownsLocked(name) {
+	if f.shards == nil {
 		s.member = f.newMemberLocked(s)
 	} else {
-		f.shards.wake()
+		f.shards.seatAdded(name) // its owner takes it
 	}
 	return s, nil
 }
@@ -269,6 +269,9 @@ func (f *Fleet) detach(s *seat, reason string) (*Member, bool) {
 // a namesake, and returns the member (nil when there was none).
 func (f *Fleet) detachLocked(s *seat, cause error) *Member {
 	delete(f.clusters, s.name)
+	if f.shards != nil {
+		f.shards.seatGone(s.name)
+	}
 	return s.dropMemberLocked(cause)
 }
 
@@ -291,10 +294,14 @@ func (f *Fleet) retire(m *Member, closing *sync.WaitGroup) {
 		return
 	}
 	f.tellRemove(m)
+	closed := m.vault.Close
+	if f.shards != nil {
+		closed = func() { m.vault.Close(); f.shards.retired(m) }
+	}
 	if closing != nil {
-		closing.Go(m.vault.Close)
+		closing.Go(closed)
 	} else {
-		m.vault.Close()
+		closed()
 	}
 }
 

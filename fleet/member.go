@@ -23,6 +23,7 @@ type Member struct {
 	reg   *registerer     // nil without Options.Registerer
 	ctx   context.Context // the one OnAdd gets: ends when the member leaves the fleet
 	leave context.CancelCauseFunc
+	gen   uint64 // with Options.Shards, the number the shards gave it: set before OnAdd, never changed
 
 	hooks   sync.Mutex // guards added and retired
 	added   bool       // OnAdd has had the member

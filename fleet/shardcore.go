@@ -51,6 +51,7 @@ type shardCore struct {
 	lifeUID     string       // the Lease's UID as last written; "": none known
 	lifeStart   time.Time    // when that Lease was first known to exist
 	writing     bool         // a write is in flight
+	inflight    leaseContent // what it writes: it may land whatever its answer
 	wroteAt     time.Time    // when the last write began
 	nextWrite   time.Time    // the next renewal
 	published   leaseContent // as last written
@@ -268,10 +269,12 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 	for name, p := range c.peers {
 		switch {
 		case seen[name]:
-		case p.expired || p.released:
+		case p.expired:
 			delete(c.peers, name)
 		case p.missing.IsZero():
-			p.missing = end // as good as a new version: it may have been written again
+			// As good as a new version: it may have been written again (a
+			// replica that stood by may claim a share now) before it went.
+			p.missing = end
 		case !start.Before(p.missing.Add(p.duration)):
 			c.noteLoss(p, nil, p.firstSeen)
 			delete(c.peers, name)
@@ -443,6 +446,7 @@ func (c *shardCore) step(now time.Time, e *shardEffects) {
 		c.wroteAt = now
 		c.nextWrite = now.Add(c.rp)
 		content := c.given
+		c.inflight = content
 		e.write = &content
 	}
 	if !c.listing && !now.Before(c.nextList) {
@@ -657,7 +661,7 @@ func (c *shardCore) cannotTake(now time.Time) string {
 		return c.standby
 	case !c.eligible(now):
 		return "its Lease has no renewal that counts"
-	case !c.published.equal(c.target0()) || !c.given.equal(c.published):
+	case !c.published.equal(c.target0()) || !c.given.equal(c.published) || c.writing && !c.inflight.equal(c.published):
 		return "its Lease does not say its view yet"
 	case c.publishedAt.IsZero() || c.listedAt.Before(c.publishedAt):
 		return "no list since its Lease was written"

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,12 +21,19 @@ import (
 const (
 	groupLabel     = "fleet.authvault.dev/group"
 	viewAnnotation = "fleet.authvault.dev/view"
-	// releasedAnnotation marks the Lease of a replica that stopped
-	// cleanly: its peers take its clusters at once.
+	// releasedAnnotation marks the Lease of a replica that holds nothing:
+	// it stopped cleanly, or stands by. Its peers take its clusters at once.
 	releasedAnnotation = "fleet.authvault.dev/released"
 	// incarnationAnnotation tells one process's writes from another's of
 	// the same identity.
 	incarnationAnnotation = "fleet.authvault.dev/incarnation"
+	// rulesAnnotation is the version of the placement rules the view is
+	// computed by (coreRules); none means 1.
+	rulesAnnotation = "fleet.authvault.dev/rules"
+	// durationAnnotation is the holder's LeaseDuration, exactly (the
+	// spec's leaseDurationSeconds rounds it up to a second): its peers
+	// expire the Lease on it.
+	durationAnnotation = "fleet.authvault.dev/lease-duration"
 )
 
 // leaseName is the name of identity's Lease in group: the same across the
@@ -36,77 +43,34 @@ func leaseName(group, identity string) string {
 	return group + "-" + hex.EncodeToString(sum[:8])
 }
 
-// peer is another replica's Lease, as this one has seen it.
-type peer struct {
-	identity string
-	version  string    // the Lease's resourceVersion
-	seen     time.Time // when this replica first saw that version: the peer was alive then
-	released bool      // the peer stopped cleanly and holds nothing
-	// view is what the peer's share is computed over: it holds no cluster
-	// of which it is not the owner in view. everything is set when the view
-	// cannot be read: the peer may hold any cluster.
-	view       []string
-	everything bool
-}
-
-// observe records the group's Leases as listed now: a Lease seen at a new
-// version is a peer alive now. A Lease missing from the list counts as one
-// that has not changed: its replica is gone LeaseDuration after its last
-// change was seen, not at once (it may have been deleted by someone else
-// while its replica still holds its clusters). A Lease without this
-// package's view annotation is no replica's, and is left alone. It returns
-// the Leases unchanged for twice LeaseDuration, to delete, by name, with
-// their versions.
-func (s *sharding) observe(leases []coordinationv1.Lease, now time.Time) map[string]string {
-	listed := make(map[string]bool, len(leases))
-	stale := map[string]string{}
-	for i := range leases {
-		l := &leases[i]
-		encoded, ours := l.Annotations[viewAnnotation]
-		if l.Name == s.lease || !ours {
-			continue
-		}
-		listed[l.Name] = true
-		p := s.peers[l.Name]
-		if p == nil || p.version != l.ResourceVersion {
-			q := &peer{version: l.ResourceVersion, seen: now, identity: ptr.Deref(l.Spec.HolderIdentity, ""),
-				released: l.Annotations[releasedAnnotation] == "true"}
-			if err := json.Unmarshal([]byte(encoded), &q.view); err != nil {
-				q.everything = true
-				if p == nil || !p.everything {
-					s.log.Error(err, "a peer's Lease holds a view that cannot be read: the peer may hold any cluster, and none is taken from it", "lease", l.Name, "replica", q.identity)
-				}
-			}
-			p = q
-			s.peers[l.Name] = p
-		}
-		if now.Sub(p.seen) >= 2*s.cfg.LeaseDuration {
-			stale[l.Name] = p.version
-		}
+// record decodes a peer's Lease as the core reads it; false for this
+// replica's own Lease and for a Lease of the group's label that no replica
+// wrote (it has no view annotation): left alone.
+func (s *sharding) record(l *coordinationv1.Lease) (leaseRecord, bool) {
+	encoded, ours := l.Annotations[viewAnnotation]
+	if l.Name == s.lease || !ours {
+		return leaseRecord{}, false
 	}
-	for name, p := range s.peers {
-		if !listed[name] && now.Sub(p.seen) >= s.cfg.LeaseDuration {
-			delete(s.peers, name)
-		}
+	r := leaseRecord{name: l.Name, holder: ptr.Deref(l.Spec.HolderIdentity, ""), rv: l.ResourceVersion,
+		released: l.Annotations[releasedAnnotation] == "true", rules: 1}
+	r.readable = json.Unmarshal([]byte(encoded), &r.view) == nil
+	if v, ok := l.Annotations[rulesAnnotation]; ok {
+		n, err := strconv.Atoi(v)
+		r.rules = n
+		r.readable = r.readable && err == nil && n > 0
 	}
-	return stale
-}
-
-// live returns the peers seen alive within LeaseDuration, by identity.
-func (s *sharding) live(now time.Time) map[string]*peer {
-	live := map[string]*peer{}
-	for _, p := range s.peers {
-		if p.identity != "" && p.identity != s.cfg.Identity && !p.released && now.Sub(p.seen) < s.cfg.LeaseDuration {
-			live[p.identity] = p
-		}
+	if d, err := time.ParseDuration(l.Annotations[durationAnnotation]); err == nil && d > 0 {
+		r.duration = d
+	} else if sec := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); sec > 0 {
+		r.duration = time.Duration(sec) * time.Second
 	}
-	return live
+	return r, true
 }
 
 // list lists the group's Leases from the hub, not from a cache: a quorum
 // read, which sees every write that ended before it began.
-func (s *sharding) list(ctx context.Context) ([]coordinationv1.Lease, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RenewDeadline-s.cfg.RetryPeriod)
+func (s *sharding) list(ctx context.Context, timeout time.Duration) ([]coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: groupLabel + "=" + s.cfg.Group})
 	if err != nil {
@@ -115,51 +79,58 @@ func (s *sharding) list(ctx context.Context) ([]coordinationv1.Lease, error) {
 	return list.Items, nil
 }
 
-// write renews this replica's Lease with view, within deadline.
-func (s *sharding) write(ctx context.Context, view []string, deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+// write writes content into this replica's Lease within timeout: an
+// Update of the copy it last wrote, a Create at once when that Lease was
+// deleted, or a Get and an Update when it has no copy (the first write, a
+// conflict). It says what it found for the core.
+func (s *sharding) write(ctx context.Context, content leaseContent, timeout time.Duration) (writeResult, error) {
+	res := writeResult{start: s.clock.Now()}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	encoded, err := json.Marshal(view)
+	l, err := s.writeLease(ctx, content, &res)
+	res.end = s.clock.Now()
 	if err != nil {
-		return err
+		s.mine = nil // read it again at the next attempt
+		return res, err
 	}
-	now := metav1.NowMicro()
-	if s.mine == nil {
-		got, err := s.leases.Get(ctx, s.lease, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err) && s.foreign != nil && time.Since(s.foreign.since) < s.cfg.LeaseDuration:
-			// Another process of this identity wrote it a moment ago, and
-			// may still hold its clusters: deleted under it, it is
-			// written again by that process, or expires.
-			return fmt.Errorf("fleet: the Lease %s/%s of identity %q, renewed by another process, is gone: waiting LeaseDuration before writing it", s.cfg.Namespace, s.lease, s.cfg.Identity)
-		case apierrors.IsNotFound(err):
-			s.foreign = nil
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.lease, Namespace: s.cfg.Namespace}}
-			s.fill(l, encoded, now)
-			l.Spec.AcquireTime = &now
-			created, err := s.leases.Create(ctx, l, metav1.CreateOptions{})
-			if err != nil {
-				return err
-			}
-			s.mine = created
-			return nil
-		case err != nil:
-			return err
+	s.mine = l
+	res.ok, res.uid, res.foundAt = true, string(l.UID), res.end
+	return res, nil
+}
+
+func (s *sharding) writeLease(ctx context.Context, content leaseContent, res *writeResult) (*coordinationv1.Lease, error) {
+	now := metav1.NewMicroTime(s.clock.Now())
+	if s.mine != nil {
+		l := s.mine.DeepCopy()
+		s.fill(l, content, now)
+		updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
+		if !apierrors.IsNotFound(err) {
+			return updated, err
 		}
-		if err := s.another(got); err != nil {
-			return err
-		}
-		s.mine = got
+		res.gone = true // deleted under this replica: written again at once
 	}
-	l := s.mine.DeepCopy()
-	s.fill(l, encoded, now)
-	updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
-	if err != nil {
-		s.mine = nil // read it again at the next attempt: a conflict, or deleted as expired
-		return err
+	got, err := s.leases.Get(ctx, s.lease, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) && s.foreign != nil && s.clock.Since(s.foreign.since) < s.cfg.LeaseDuration:
+		// Another process of this identity wrote it a moment ago, and
+		// may still hold its clusters: deleted under it, it is written
+		// again by that process, or expires.
+		return nil, fmt.Errorf("fleet: the Lease %s/%s of identity %q, renewed by another process, is gone: waiting LeaseDuration before writing it", s.cfg.Namespace, s.lease, s.cfg.Identity)
+	case apierrors.IsNotFound(err):
+		s.foreign = nil
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.lease, Namespace: s.cfg.Namespace}}
+		s.fill(l, content, now)
+		l.Spec.AcquireTime = &now
+		return s.leases.Create(ctx, l, metav1.CreateOptions{})
+	case err != nil:
+		return nil, err
 	}
-	s.mine = updated
-	return nil
+	if err := s.another(got); err != nil {
+		return nil, err
+	}
+	l := got.DeepCopy()
+	s.fill(l, content, now)
+	return s.leases.Update(ctx, l, metav1.UpdateOptions{})
 }
 
 // another returns an error while got, this identity's Lease, is renewed by
@@ -173,7 +144,7 @@ func (s *sharding) another(got *coordinationv1.Lease) error {
 		s.foreign = nil
 		return nil
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	if s.foreign == nil || s.foreign.version != got.ResourceVersion {
 		s.foreign = &foreignLease{version: got.ResourceVersion, since: now}
 	}
@@ -184,8 +155,8 @@ func (s *sharding) another(got *coordinationv1.Lease) error {
 	return fmt.Errorf("fleet: the Lease %s/%s of identity %q is renewed by another process: waiting until it has not changed for LeaseDuration (Shards.Identity must be unique in the group)", s.cfg.Namespace, s.lease, s.cfg.Identity)
 }
 
-// fill writes this replica's identity, view and renewal into l.
-func (s *sharding) fill(l *coordinationv1.Lease, view []byte, now metav1.MicroTime) {
+// fill writes this replica's identity, content and renewal into l.
+func (s *sharding) fill(l *coordinationv1.Lease, content leaseContent, now metav1.MicroTime) {
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
@@ -193,9 +164,19 @@ func (s *sharding) fill(l *coordinationv1.Lease, view []byte, now metav1.MicroTi
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
+	view, _ := json.Marshal(content.view) // a list of strings always encodes
+	if content.view == nil {
+		view = []byte("[]")
+	}
 	l.Annotations[viewAnnotation] = string(view)
 	l.Annotations[incarnationAnnotation] = s.incarnation
-	delete(l.Annotations, releasedAnnotation)
+	l.Annotations[rulesAnnotation] = strconv.Itoa(coreRules)
+	l.Annotations[durationAnnotation] = s.cfg.LeaseDuration.String()
+	if content.standby {
+		l.Annotations[releasedAnnotation] = "true"
+	} else {
+		delete(l.Annotations, releasedAnnotation)
+	}
 	l.Spec.HolderIdentity = ptr.To(s.cfg.Identity)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32((s.cfg.LeaseDuration + time.Second - 1) / time.Second))
 	l.Spec.RenewTime = &now
@@ -241,13 +222,10 @@ func (s *sharding) watchLeases(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(s.cfg.RetryPeriod):
+		case <-s.clock.After(s.cfg.RetryPeriod):
 		}
 	}
 }
-
-// sameView tells whether two views hold the same replicas.
-func sameView(a, b []string) bool { return slices.Equal(a, b) }
 
 // release marks this replica's Lease released, with an empty view: its
 // peers take its clusters at once, and delete the Lease once it has not
@@ -270,8 +248,7 @@ func (s *sharding) release(ctx context.Context) error {
 		l = got
 	}
 	l = l.DeepCopy()
-	s.fill(l, []byte("[]"), metav1.NowMicro())
-	l.Annotations[releasedAnnotation] = "true"
+	s.fill(l, leaseContent{standby: true}, metav1.NewMicroTime(s.clock.Now()))
 	_, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -123,6 +123,8 @@ type shardModel struct {
 	quietAt  time.Duration
 }
 
+var debugModel = false
+
 var modelEpoch = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 
 func newShardModel(seed uint64) *shardModel {
@@ -288,6 +290,11 @@ func (m *shardModel) check(name string, taker *modelReplica) {
 // its answer reaches r after another, or never, or past r's timeout (then r
 // sees a failure at the timeout, though the operation may have landed).
 func (m *shardModel) request(r *modelReplica, lin func(), answer func(ok bool)) {
+	m.requestWithin(r, realDur(r, r.core.timeout), lin, answer)
+}
+
+// requestWithin is request with the time left before r gives up on it.
+func (m *shardModel) requestWithin(r *modelReplica, timeout time.Duration, lin func(), answer func(ok bool)) {
 	fast := func() time.Duration { return time.Duration(1+m.rnd.IntN(15)) * time.Millisecond }
 	landIn, replyIn := fast(), fast()
 	lost := false
@@ -303,13 +310,12 @@ func (m *shardModel) request(r *modelReplica, lin func(), answer func(ok bool)) 
 			lin = nil // refused: never lands
 		}
 	}
-	timeout := realDur(r, r.core.timeout)
 	landed := false
 	if lin != nil {
 		m.at(landIn, "", func() { lin(); landed = true })
 	}
 	if lost || landIn+replyIn > timeout || lin == nil {
-		m.at(min(timeout, landIn+replyIn), "", func() { answer(false) })
+		m.at(max(0, min(timeout, landIn+replyIn)), "", func() { answer(false) })
 		return
 	}
 	m.at(landIn+replyIn, "", func() { answer(landed) })
@@ -333,6 +339,14 @@ func (m *shardModel) list(r *modelReplica) {
 		m.deliver(r, "", func(e *shardEffects) {
 			if ok {
 				r.core.listed(start, end, snap, e)
+				if debugModel {
+					var ps []string
+					for _, p := range r.core.peers {
+						ps = append(ps, fmt.Sprintf("%s@%s exp=%v miss=%v rel=%v fs=%v", p.holder, p.rv, p.expired, !p.missing.IsZero(), p.released, p.firstSeen.Sub(modelEpoch)))
+					}
+					slices.Sort(ps)
+					m.say("%s listed (start %v): %v", r.id, start.Sub(modelEpoch), ps)
+				}
 			} else {
 				r.core.listFailedAt(start, e)
 			}
@@ -340,61 +354,76 @@ func (m *shardModel) list(r *modelReplica) {
 	})
 }
 
-// write is the driver's write: an Update of its copy, a Create when the
-// Lease is gone, a Get and Update when its copy is stale.
+// write is the driver's write: an Update of its copy (and a Create at
+// once when that finds the Lease deleted), or, with no copy, a Get and then
+// an Update of what it read, or a Create when it read nothing.
 func (m *shardModel) write(r *modelReplica, content leaseContent) {
 	start := m.local(r)
+	startReal := m.now
+	timeout := realDur(r, r.core.timeout)
 	name := leaseName("g", r.id)
-	sent := r.cache // the copy the request carries: its resourceVersion is a precondition
-	if sent == nil {
+	sent, fresh := r.cache, r.cache == nil
+	if fresh {
 		if cur := m.hub[name]; cur != nil { // the Get answers at once; the Update carries what it read
 			cp := *cur
 			sent = &cp
 		}
 	}
-	fresh := r.cache == nil
-	var res writeResult
-	newLife := false
-	m.request(r, func() {
-		cur := m.hub[name]
-		res = writeResult{}
-		switch {
-		case cur == nil && sent != nil && fresh:
-			return // read, then gone: the Update finds nothing
-		case cur == nil:
-			res.gone = sent != nil
-			m.uid++
-			cur = &modelLease{name: name, holder: r.id, uid: m.uid}
-			m.hub[name] = cur
-			newLife = true
-		case sent == nil:
-			return // created by another meanwhile: the Create fails
-		case sent.rv != cur.rv:
-			res.gone = sent.uid != cur.uid
-			return // a conflict: nothing written
-		}
-		if fresh {
-			newLife = true // a Get first: the Lease is known to exist from its answer on
-		}
+	report := func(res writeResult) {
+		res.start, res.end = start, m.local(r)
+		m.deliver(r, "", func(e *shardEffects) {
+			if !res.ok {
+				r.cache = nil // read it again
+			} else if fresh || res.gone || r.core.lifeUID != res.uid {
+				res.foundAt = res.end
+			}
+			r.core.wrote(content, res, e)
+		})
+	}
+	put := func(cur *modelLease) writeResult {
 		m.rv++
 		cur.rv, cur.content, cur.duration, cur.rules = m.rv, content, r.cfg.LeaseDuration, r.core.rules
 		cp := *cur
 		r.cache = &cp
-		res.ok, res.uid = true, strconv.Itoa(cur.uid)
-	}, func(ok bool) {
-		end := m.local(r)
-		m.deliver(r, "", func(e *shardEffects) {
-			if !ok || !res.ok {
-				r.cache = nil // read it again
-				r.core.wrote(content, writeResult{start: start, end: end, gone: ok && res.gone}, e)
-				return
+		return writeResult{ok: true, uid: strconv.Itoa(cur.uid)}
+	}
+	create := func(within time.Duration, gone bool) {
+		var res writeResult
+		m.requestWithin(r, within, func() {
+			if m.hub[name] != nil {
+				return // AlreadyExists
 			}
-			res.start, res.end = start, end
-			if newLife || r.core.lifeUID != res.uid {
-				res.foundAt = end
-			}
-			r.core.wrote(content, res, e)
+			m.uid++
+			cur := &modelLease{name: name, holder: r.id, uid: m.uid}
+			m.hub[name] = cur
+			res = put(cur)
+		}, func(ok bool) {
+			res.ok = ok && res.ok
+			res.gone = gone
+			report(res)
 		})
+	}
+	if sent == nil {
+		create(timeout, false)
+		return
+	}
+	var res writeResult
+	notFound := false
+	m.request(r, func() {
+		cur := m.hub[name]
+		switch {
+		case cur == nil:
+			notFound = true
+		case cur.rv == sent.rv:
+			res = put(cur)
+		}
+	}, func(ok bool) {
+		if ok && notFound {
+			create(timeout-(m.now-startReal), true) // deleted under it: created again within the same timeout
+			return
+		}
+		res.ok = ok && res.ok
+		report(res)
 	})
 }
 

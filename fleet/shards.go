@@ -88,7 +88,20 @@ func (sh Shards) withDefaults() (Shards, error) {
 	if sh.RetryPeriod < minRetryPeriod || sh.RenewDeadline <= sh.RetryPeriod || sh.LeaseDuration <= sh.RenewDeadline {
 		return sh, fmt.Errorf("fleet: Shards needs %v ≤ RetryPeriod (%v) < RenewDeadline (%v) < LeaseDuration (%v)", minRetryPeriod, sh.RetryPeriod, sh.RenewDeadline, sh.LeaseDuration)
 	}
+	if left := sh.slack(); left < sh.RetryPeriod {
+		return sh, fmt.Errorf("fleet: Shards' budget, LeaseDuration − RenewDeadline (%v), leaves %v for a stall and the stop of a cluster's logins once a Lease request's timeout (a quarter of it) and the clocks' 1%% are spent: at least RetryPeriod (%v) is needed; raise LeaseDuration, or lower RenewDeadline or RetryPeriod", sh.LeaseDuration-sh.RenewDeadline, left, sh.RetryPeriod)
+	}
 	return sh, nil
+}
+
+// slack is what the budget, LeaseDuration − RenewDeadline, leaves for a
+// stall of the replica and the stop of its clusters' logins after a fence:
+// the budget less a Lease request's timeout (a quarter of it: a renewal
+// that took longer counts for nothing) and less what the clocks of two
+// replicas may disagree on over the two durations (1%).
+func (sh Shards) slack() time.Duration {
+	budget := sh.LeaseDuration - sh.RenewDeadline
+	return budget - budget/4 - (sh.LeaseDuration+sh.RenewDeadline)/clockShare
 }
 
 // ErrNotOwned means another replica of the fleet's group owns the cluster,

@@ -15,9 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testwait"
@@ -73,6 +75,7 @@ func (c *hubClient) Create(_ context.Context, l *coordinationv1.Lease, _ metav1.
 	c.hub.rv++
 	l = l.DeepCopy()
 	l.ResourceVersion = strconv.Itoa(c.hub.rv)
+	l.UID = types.UID("uid-" + l.ResourceVersion)
 	c.hub.leases[l.Name] = l
 	return l.DeepCopy(), nil
 }
@@ -157,7 +160,7 @@ func shardedOnHub(t *testing.T, c *hubClient, identity string, alive *sync.Map, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSharding(f, cfg, c)
+	s := newSharding(f, cfg, c, clock.RealClock{})
 	f.shards = s
 	s.start()
 	t.Cleanup(f.Close)
@@ -432,7 +435,7 @@ func TestShardsFenceOnRemoveReturnsBeforeTheNextOnAdd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.shards = newSharding(f, cfg, c)
+	f.shards = newSharding(f, cfg, c, clock.RealClock{})
 	f.shards.start()
 	defer f.Close()
 	for _, n := range clusterNames(8) {

@@ -1,0 +1,364 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/authvault/authvault/redact"
+)
+
+// sharding is the driver of a sharded fleet's ownership protocol: it owns
+// the core (shardCore) and its timer, runs the core's lists, writes and
+// deletes beside it, gives and takes the fleet's members as the core says,
+// and reports back to it. Nothing that waits on the hub or on a hook runs
+// on its loop: a slow list never delays a renewal or a fence.
+type sharding struct {
+	// Set by newSharding, never changed.
+	fleet       *Fleet
+	cfg         Shards
+	leases      coordinationv1client.LeaseInterface
+	lease       string // this replica's Lease's name
+	incarnation string // tells this process's writes from another's of the same identity
+	log         logr.Logger
+	metrics     *shardMetrics
+	clock       clock.Clock
+	wakeup      chan struct{}
+	stop        context.CancelFunc
+	running     sync.WaitGroup // the loop, the watch, the requests and the hooks
+	closed      sync.Once
+	deleting    atomic.Bool // stale Leases are being deleted
+
+	inboxMu sync.Mutex // guards inbox
+	inbox   []shardEvent
+
+	view atomic.Pointer[[]string] // the core's view after its last step, for RESTConfig's errors
+
+	// The writer's own: one write runs at a time, and the release only
+	// once the loop has stopped.
+	mine    *coordinationv1.Lease // as last written
+	foreign *foreignLease         // a Lease of this identity that another process renews
+}
+
+// shardEvent is something that happened, told to the core on its loop.
+type shardEvent func(c *shardCore, now time.Time, e *shardEffects)
+
+// foreignLease is this identity's Lease as another process (a duplicate,
+// or this one before a restart) last wrote it, and since when it has not
+// changed.
+type foreignLease struct {
+	version string
+	since   time.Time
+}
+
+func startSharding(f *Fleet, sh Shards) *sharding {
+	cfg, err := sh.withDefaults()
+	if err != nil {
+		panic(err)
+	}
+	client, err := coordinationv1client.NewForConfig(cfg.Config)
+	if err != nil {
+		panic(fmt.Errorf("fleet: Shards.Config: %w", redact.Error(err)))
+	}
+	s := newSharding(f, cfg, client.Leases(cfg.Namespace), clock.RealClock{})
+	s.start()
+	return s
+}
+
+// newSharding is f's sharding with cfg (defaults applied), on leases.
+func newSharding(f *Fleet, cfg Shards, leases coordinationv1client.LeaseInterface, clk clock.Clock) *sharding {
+	s := &sharding{
+		fleet:       f,
+		cfg:         cfg,
+		leases:      leases,
+		lease:       leaseName(cfg.Group, cfg.Identity),
+		incarnation: string(uuid.NewUUID()),
+		log:         f.opts.Logger.WithValues("group", cfg.Group, "replica", cfg.Identity),
+		metrics:     newShardMetrics(f.opts.Registerer, cfg.Group),
+		clock:       clk,
+		wakeup:      make(chan struct{}, 1),
+	}
+	s.view.Store(&[]string{})
+	return s
+}
+
+// start starts the loop and the watch.
+func (s *sharding) start() {
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	core := newShardCore(s.cfg)
+	s.running.Go(func() { s.loop(ctx, core) })
+	s.running.Go(func() { s.watchLeases(ctx) })
+}
+
+// post tells the core of ev at its loop's next turn. It never blocks: the
+// fleet calls it under its mu.
+func (s *sharding) post(ev shardEvent) {
+	s.inboxMu.Lock()
+	s.inbox = append(s.inbox, ev)
+	s.inboxMu.Unlock()
+	select {
+	case s.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sharding) drain() []shardEvent {
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	evs := s.inbox
+	s.inbox = nil
+	return evs
+}
+
+// seatAdded and seatGone tell the core of a cluster that joined or left
+// the fleet; the fleet's mu is held.
+func (s *sharding) seatAdded(name string) {
+	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.seatAdded(name) })
+}
+
+func (s *sharding) seatGone(name string) {
+	s.post(func(c *shardCore, now time.Time, _ *shardEffects) { c.seatGone(name, now) })
+}
+
+// retired tells the core that a member the fleet took away itself (Remove,
+// a Secret gone) has had its OnRemove and its vault closed.
+func (s *sharding) retired(m *Member) {
+	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) {
+		c.stopped(m.name, m.gen)
+		c.removed(m.name, m.gen)
+	})
+}
+
+func (s *sharding) loop(ctx context.Context, core *shardCore) {
+	timer := s.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := s.clock.Now()
+		var e shardEffects
+		for _, ev := range s.drain() {
+			ev(core, now, &e)
+		}
+		core.step(now, &e)
+		s.apply(ctx, core, e)
+		timer.Stop()
+		if !e.next.IsZero() {
+			timer.Reset(e.next.Sub(now))
+		}
+		select {
+		case <-ctx.Done():
+			core.close()
+			return
+		case <-s.wakeup:
+		case <-timer.C():
+		}
+	}
+}
+
+// apply does what the core decided.
+func (s *sharding) apply(ctx context.Context, core *shardCore, e shardEffects) {
+	s.logNotes(e.notes)
+	dropped, took := s.members(core, e)
+	for _, m := range dropped {
+		// The vault closes beside OnRemove, not after it: its logins stop
+		// now, and a peer may take the cluster once it has closed.
+		s.running.Go(func() {
+			m.vault.Close()
+			s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.stopped(m.name, m.gen) })
+		})
+		s.running.Go(func() {
+			s.fleet.tellRemove(m)
+			s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.removed(m.name, m.gen) })
+		})
+	}
+	if len(took) > 0 {
+		s.running.Go(func() {
+			for _, m := range took {
+				s.fleet.tellAdd(m)
+			}
+		})
+	}
+	if e.write != nil {
+		content := *e.write
+		s.running.Go(func() { s.renew(ctx, core.timeout, content) })
+	}
+	if e.list {
+		s.running.Go(func() { s.look(ctx, core.timeout) })
+	}
+	if len(e.deletes) > 0 && s.deleting.CompareAndSwap(false, true) {
+		s.running.Go(func() {
+			defer s.deleting.Store(false)
+			for _, d := range e.deletes {
+				if err := s.remove(ctx, d.name, d.rv); err == nil {
+					s.log.V(1).Info("deleted the Lease of a replica gone for twice its LeaseDuration", "lease", d.name, "peer", d.holder)
+				}
+			}
+		})
+	}
+	view := core.target
+	s.view.Store(&view)
+	s.metrics.owned.Set(float64(len(core.owned)))
+	s.metrics.replicas.Set(float64(len(view)))
+}
+
+// members gives up and takes the members the core says, under the fleet's
+// mu, and returns them.
+func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Member) {
+	f := s.fleet
+	to := map[string]int{}
+	var why string
+	f.mu.Lock()
+	for _, d := range e.drops {
+		seat := f.clusters[d.name]
+		if seat == nil || seat.member == nil || seat.member.gen != d.gen {
+			continue // the fleet took it out itself: it tells retired
+		}
+		dropped = append(dropped, seat.dropMemberLocked(&notOwnedError{name: d.name, self: s.cfg.Identity, owner: d.to, why: d.why}))
+		to[d.to]++
+		why = d.why
+	}
+	from := map[string]int{}
+	moved := 0
+	for _, t := range e.takes {
+		seat := f.clusters[t.name]
+		if f.closed || seat == nil || seat.member != nil {
+			core.takeFailed(t.name, t.gen)
+			continue
+		}
+		m := f.newMemberLocked(seat)
+		m.gen = t.gen
+		seat.member = m
+		took = append(took, m)
+		if t.lost.from != "" {
+			from[t.lost.from]++
+			moved++
+			s.metrics.unowned.Observe(s.clock.Since(t.lost.since).Seconds())
+		}
+	}
+	f.mu.Unlock()
+	for _, m := range dropped {
+		if f.opts.Logger.V(1).Enabled() {
+			f.opts.Logger.V(1).Info("cluster given up", "cluster", m.name, "cause", context.Cause(m.ctx).Error())
+		}
+	}
+	if n := len(dropped); n > 0 && !fenceIn(e.notes) {
+		delete(to, "")
+		s.metrics.moves.WithLabelValues("out", "view changed").Add(float64(n))
+		s.log.Info("gave clusters up", "clusters", n, "to", to, "why", why)
+	}
+	if moved > 0 {
+		s.metrics.moves.WithLabelValues("in", "taken").Add(float64(moved))
+	}
+	if len(took) > 0 {
+		s.log.Info("took clusters", "clusters", len(took), "moved", moved, "from", from)
+	}
+	return dropped, took
+}
+
+func fenceIn(notes []shardNote) bool {
+	for _, n := range notes {
+		if n.kind == noteFenced {
+			return true
+		}
+	}
+	return false
+}
+
+// logNotes logs what the core noted: at INFO, a line per change.
+func (s *sharding) logNotes(notes []shardNote) {
+	for _, n := range notes {
+		switch n.kind {
+		case noteJoined:
+			s.log.Info("replica joined the fleet's group", "peer", n.peer, "replicas", n.n)
+		case noteLeft:
+			s.log.Info("replica left the fleet's group", "peer", n.peer, "why", n.why, "replicas", n.n)
+		case noteSelfJoined:
+			s.log.Info("this replica takes its share of the fleet's clusters")
+		case noteStandby:
+			s.log.Info("this replica claims no share of the fleet's clusters", "why", n.why)
+		case noteFenced:
+			s.metrics.moves.WithLabelValues("out", "lease lost").Add(float64(n.n))
+			s.log.Info("this replica could not renew its Lease within RenewDeadline: gave every cluster up", "clusters", n.n)
+		case noteRefused:
+			s.log.Error(nil, "a peer's Lease cannot be followed", "peer", n.peer, "why", n.why)
+		case noteListOK:
+			s.log.Info("the hub answers again: the group's Leases are listed")
+		case noteWriteOK:
+			s.log.Info("the hub answers again: this replica's Lease is renewed")
+		}
+	}
+}
+
+// renew writes this replica's Lease with content, and tells the core.
+func (s *sharding) renew(ctx context.Context, timeout time.Duration, content leaseContent) {
+	res, err := s.write(ctx, content, timeout)
+	if err == nil {
+		s.metrics.writes.Inc()
+	}
+	s.post(func(c *shardCore, _ time.Time, e *shardEffects) {
+		if err != nil && !c.writeFailed {
+			s.log.Error(redact.Error(err), "cannot renew this replica's Lease; retrying every RetryPeriod", "retryPeriod", s.cfg.RetryPeriod)
+		}
+		c.wrote(content, res, e)
+	})
+}
+
+// look lists the group's Leases, and tells the core.
+func (s *sharding) look(ctx context.Context, timeout time.Duration) {
+	start := s.clock.Now()
+	leases, err := s.list(ctx, timeout)
+	end := s.clock.Now()
+	records := make([]leaseRecord, 0, len(leases))
+	for i := range leases {
+		if r, ok := s.record(&leases[i]); ok {
+			records = append(records, r)
+		}
+	}
+	s.post(func(c *shardCore, _ time.Time, e *shardEffects) {
+		if err != nil {
+			if !c.listFailed {
+				s.log.Error(redact.Error(err), "cannot list the group's Leases; retrying every RetryPeriod", "retryPeriod", s.cfg.RetryPeriod)
+			}
+			c.listFailedAt(start, e)
+			return
+		}
+		c.listed(start, end, records, e)
+	})
+}
+
+// wake makes the loop list the Leases now: a peer's Lease changed.
+func (s *sharding) wake() {
+	s.post(func(c *shardCore, now time.Time, _ *shardEffects) { c.wake(now) })
+}
+
+// notOwnedLocked is RESTConfig's error for the cluster name, which this
+// replica does not own; the fleet's mu is held.
+func (s *sharding) notOwnedLocked(name string) error {
+	if s == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownCluster, name)
+	}
+	return &notOwnedError{name: name, self: s.cfg.Identity, owner: ownerOf(*s.view.Load(), name)}
+}
+
+// close stops the loop and marks this replica's Lease released, once the
+// fleet has retired every member: the peers take its clusters at once.
+func (s *sharding) close() { s.closed.Do(s.leave) }
+
+func (s *sharding) leave() {
+	s.stop()
+	s.running.Wait()
+	s.metrics.unregister()
+	if err := s.release(context.Background()); err != nil {
+		s.log.Error(redact.Error(err), "cannot mark this replica's Lease released: the peers take its clusters once it expires")
+		return
+	}
+	s.log.Info("this replica left the fleet's group: the fleet was closed")
+}

@@ -185,13 +185,13 @@ type shardNote struct {
 type noteKind int
 
 const (
-	noteJoined      noteKind = iota // peer joined the view
-	noteLeft                        // peer left the view, why
-	noteSelfJoined                  // this replica claims a share again
-	noteStandby                     // this replica claims no share, why
-	noteFenced                      // gave n clusters up: no renewal within RenewDeadline
-	noteRefused                     // peer's Lease cannot be followed: why
-	noteListFailed                  // (driver adds the error)
+	noteJoined     noteKind = iota // peer joined the view
+	noteLeft                       // peer left the view, why
+	noteSelfJoined                 // this replica claims a share again
+	noteStandby                    // this replica claims no share, why
+	noteFenced                     // gave n clusters up: no renewal within RenewDeadline
+	noteRefused                    // peer's Lease cannot be followed: why
+	noteListFailed                 // (driver adds the error)
 	noteListOK
 	noteWriteFailed
 	noteWriteOK

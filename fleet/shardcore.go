@@ -251,7 +251,9 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 				p.duration = c.ld
 			}
 			c.longest = max(c.longest, p.duration)
-			c.noteLoss(old, p, end)
+			if old != nil {
+				c.noteLoss(old, p, old.firstSeen) // it may have let go right after its last version that claimed them
+			}
 			if !r.readable && (old == nil || old.readable) {
 				e.notes = append(e.notes, shardNote{kind: noteRefused, peer: r.holder, why: "its Lease's view cannot be read: it may hold any cluster, and none is taken meanwhile"})
 			}

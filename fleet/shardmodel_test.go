@@ -65,6 +65,7 @@ type modelReplica struct {
 	cfg     Shards
 	rate    float64 // local seconds per real second
 	dead    bool
+	cut     bool          // every request fails at once
 	stalled time.Duration // real time until which it does nothing
 	timerAt time.Duration // real time of its pending tick; -1: none
 	timerN  int           // invalidates older tick events
@@ -121,6 +122,21 @@ type shardModel struct {
 	faulty   bool // faults still injected
 	log      []string
 	quietAt  time.Duration
+
+	// For the schedule tests (shardcore_test.go).
+	hookTimes     func(r *modelReplica, name string) (closeIn, removeIn time.Duration) // nil: random
+	unownedSince  map[string]time.Duration                                             // real time each cluster lost its last owner
+	longest       map[string]time.Duration                                             // the longest each went unowned
+	fencedAt      map[string]time.Duration                                             // when each replica last fenced
+	lastRemovedAt map[string]time.Duration                                             // when each replica's last OnRemove returned
+	takes         []modelTake
+}
+
+type modelTake struct {
+	replica string
+	at      time.Duration
+	take    shardTake
+	since   time.Duration // when it really lost its last owner; -1: it had none before
 }
 
 var debugModel = false
@@ -128,7 +144,9 @@ var debugModel = false
 var modelEpoch = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 
 func newShardModel(seed uint64) *shardModel {
-	m := &shardModel{rnd: rand.New(rand.NewPCG(seed, 0x5a4d)), hub: map[string]*modelLease{}, faulty: true}
+	m := &shardModel{rnd: rand.New(rand.NewPCG(seed, 0x5a4d)), hub: map[string]*modelLease{}, faulty: true,
+		unownedSince: map[string]time.Duration{}, longest: map[string]time.Duration{},
+		fencedAt: map[string]time.Duration{}, lastRemovedAt: map[string]time.Duration{}}
 	for i := range 10 + m.rnd.IntN(10) {
 		m.seats = append(m.seats, fmt.Sprintf("ns/c%02d", i))
 	}
@@ -162,14 +180,20 @@ func realDur(r *modelReplica, d time.Duration) time.Duration {
 	return time.Duration(float64(d) / r.rate)
 }
 
-func (m *shardModel) addReplica() {
+func (m *shardModel) addReplica() *modelReplica {
 	cfg := modelConfigs[m.rnd.IntN(len(modelConfigs))]
 	cfg.Identity = "r" + strconv.Itoa(len(m.replicas))
+	return m.addReplicaWith(cfg, 0.995+0.01*m.rnd.Float64(), m.rnd.IntN(8) == 0)
+}
+
+// addReplicaWith starts a replica of cfg (Identity set), its clock at rate,
+// of newer placement rules when newer.
+func (m *shardModel) addReplicaWith(cfg Shards, rate float64, newer bool) *modelReplica {
 	cfg.Config, cfg.Namespace, cfg.Group = nil, "ns", "g"
-	r := &modelReplica{id: cfg.Identity, cfg: cfg, rate: 0.995 + 0.01*m.rnd.Float64(), timerAt: -1,
+	r := &modelReplica{id: cfg.Identity, cfg: cfg, rate: rate, timerAt: -1,
 		members: map[string]uint64{}, vaults: map[string]map[uint64]bool{}}
 	r.core = newShardCore(cfg)
-	if m.rnd.IntN(8) == 0 {
+	if newer {
 		r.core.rules = coreRules + 1 // a newer release: it stands by while this one's peers run
 	}
 	m.replicas = append(m.replicas, r)
@@ -178,6 +202,7 @@ func (m *shardModel) addReplica() {
 	}
 	m.say("%s starts: %v/%v/%v rules %d rate %.4f", r.id, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, r.core.rules, r.rate)
 	m.deliver(r, "start", func(*shardEffects) {})
+	return r
 }
 
 // deliver runs an event on r's core, then its step, and applies the effects.
@@ -200,6 +225,9 @@ func (m *shardModel) deliver(r *modelReplica, what string, ev func(*shardEffects
 
 func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 	for _, n := range e.notes {
+		if n.kind == noteFenced {
+			m.fencedAt[r.id] = m.now
+		}
 		if n.kind == noteStandby || n.kind == noteSelfJoined || n.kind == noteFenced {
 			m.say("%s note %d %s %d", r.id, n.kind, n.why, n.n)
 		}
@@ -209,6 +237,7 @@ func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 			panic(fmt.Sprintf("%s drops %s gen %d, holds gen %d", r.id, d.name, d.gen, r.members[d.name]))
 		}
 		delete(r.members, d.name)
+		m.lostOwner(d.name)
 		m.say("%s drops %s (%s)", r.id, d.name, d.why)
 		m.hooks(r, d.name, d.gen)
 	}
@@ -222,6 +251,14 @@ func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 			r.vaults[t.name] = map[uint64]bool{}
 		}
 		r.vaults[t.name][t.gen] = true
+		since, ok := m.unownedSince[t.name]
+		if ok {
+			m.longest[t.name] = max(m.longest[t.name], m.now-since)
+			delete(m.unownedSince, t.name)
+		} else {
+			since = -1
+		}
+		m.takes = append(m.takes, modelTake{replica: r.id, at: m.now, take: t, since: since})
 		m.say("%s takes %s", r.id, t.name)
 	}
 	if e.write != nil {
@@ -254,24 +291,45 @@ func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 // hooks runs a dropped member's vault Close and OnRemove: fast, slow, or
 // (OnRemove only) hung for long.
 func (m *shardModel) hooks(r *modelReplica, name string, gen uint64) {
-	closeIn := time.Duration(m.rnd.IntN(20)) * time.Millisecond
-	if m.rnd.IntN(10) == 0 {
-		closeIn = time.Duration(m.rnd.IntN(300)) * time.Millisecond
-	}
-	removeIn := time.Duration(m.rnd.IntN(30)) * time.Millisecond
-	switch m.rnd.IntN(12) {
-	case 0:
-		removeIn = time.Duration(m.rnd.IntN(500)) * time.Millisecond
-	case 1:
-		removeIn = 3 * time.Second // hung, for a while
+	closeIn, removeIn := m.randomHookTimes()
+	if m.hookTimes != nil {
+		closeIn, removeIn = m.hookTimes(r, name)
 	}
 	m.at(closeIn, "", func() {
 		delete(r.vaults[name], gen)
 		m.deliver(r, "vault of "+name+" closed", func(*shardEffects) { r.core.stopped(name, gen) })
 	})
 	m.at(removeIn, "", func() {
+		m.lastRemovedAt[r.id] = m.now
 		m.deliver(r, "OnRemove of "+name+" returned", func(*shardEffects) { r.core.removed(name, gen) })
 	})
+}
+
+// lostOwner records that name has no live member now, if so.
+func (m *shardModel) lostOwner(name string) {
+	for _, o := range m.replicas {
+		if _, ok := o.members[name]; ok && !o.dead {
+			return
+		}
+	}
+	if _, ok := m.unownedSince[name]; !ok {
+		m.unownedSince[name] = m.now
+	}
+}
+
+func (m *shardModel) randomHookTimes() (closeIn, removeIn time.Duration) {
+	closeIn = time.Duration(m.rnd.IntN(20)) * time.Millisecond
+	if m.rnd.IntN(10) == 0 {
+		closeIn = time.Duration(m.rnd.IntN(300)) * time.Millisecond
+	}
+	removeIn = time.Duration(m.rnd.IntN(30)) * time.Millisecond
+	switch m.rnd.IntN(12) {
+	case 0:
+		removeIn = time.Duration(m.rnd.IntN(500)) * time.Millisecond
+	case 1:
+		removeIn = 3 * time.Second // hung, for a while
+	}
+	return closeIn, removeIn
 }
 
 // check fails the run if a replica other than taker owns name.
@@ -309,6 +367,9 @@ func (m *shardModel) requestWithin(r *modelReplica, timeout time.Duration, lin f
 		case 3:
 			lin = nil // refused: never lands
 		}
+	}
+	if r.cut {
+		lin, landIn, replyIn = nil, 0, time.Millisecond // refused at once
 	}
 	landed := false
 	if lin != nil {
@@ -479,6 +540,52 @@ func (m *shardModel) settled() error {
 	return nil
 }
 
+// kill ends r's process: its members and vaults with it.
+func (m *shardModel) kill(r *modelReplica) {
+	r.dead = true
+	names := slices.Collect(maps.Keys(r.members))
+	clear(r.members)
+	clear(r.vaults)
+	for _, n := range names {
+		m.lostOwner(n)
+	}
+	m.say("%s killed", r.id)
+}
+
+// runUntil runs the events up to real time end, failing on two owners.
+func (m *shardModel) runUntil(end time.Duration) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	for m.queue.Len() > 0 && m.queue[0].at <= end {
+		ev := heap.Pop(&m.queue).(*modelEvent)
+		m.now = ev.at
+		if ev.say != "" {
+			m.say("%s", ev.say)
+		}
+		ev.do()
+		m.steps++
+	}
+	m.now = end
+	return nil
+}
+
+// owners returns each cluster's live members' replicas.
+func (m *shardModel) owners() map[string][]string {
+	out := map[string][]string{}
+	for _, s := range m.seats {
+		out[s] = nil
+		for _, r := range m.replicas {
+			if _, ok := r.members[s]; ok && !r.dead {
+				out[s] = append(out[s], r.id)
+			}
+		}
+	}
+	return out
+}
+
 // scheduleFaults plans the faults of the first 20 s.
 func (m *shardModel) scheduleFaults() {
 	for range 3 + m.rnd.IntN(8) {
@@ -520,10 +627,7 @@ func (m *shardModel) scheduleFaults() {
 				if r.dead {
 					return
 				}
-				r.dead = true
-				clear(r.members)
-				clear(r.vaults)
-				m.say("%s killed", r.id)
+				m.kill(r)
 			})
 		case 4:
 			m.at(at, "", func() {

@@ -1,0 +1,186 @@
+package fleet
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The four schedules that outside tests found giving a cluster two owners
+// or none, each on the model's hub and clocks (shardmodel_test.go) with no
+// fault but the one named: deterministic, and checked for two owners at
+// every take. integration/shards_test.go runs the first against a real API
+// server.
+
+// quietModel is a model with clusters and no replica, whose hub answers
+// every request within 16 ms.
+func quietModel(clusters int) *shardModel {
+	m := newShardModel(1)
+	m.replicas, m.queue, m.seats = nil, nil, nil
+	m.faulty = false
+	for i := range clusters {
+		m.seats = append(m.seats, fmt.Sprintf("ns/c%02d", i))
+	}
+	return m
+}
+
+var shortShards = Shards{LeaseDuration: time.Second, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+
+func (m *shardModel) start(id string, sh Shards) *modelReplica {
+	sh.Identity = id
+	return m.addReplicaWith(sh, 1, false)
+}
+
+// mustRun runs the model to end, failing t on two owners.
+func mustRun(t *testing.T, m *shardModel, end time.Duration) {
+	t.Helper()
+	if err := m.runUntil(end); err != nil {
+		t.Fatalf("%v\n%s", err, m.tail())
+	}
+}
+
+// ownedOnce fails t unless every cluster has one owner.
+func ownedOnce(t *testing.T, m *shardModel, when string) map[string]string {
+	t.Helper()
+	owner := map[string]string{}
+	for name, ids := range m.owners() {
+		if len(ids) != 1 {
+			t.Fatalf("%s: cluster %s is owned by %v\n%s", when, name, ids, m.tail())
+		}
+		owner[name] = ids[0]
+	}
+	return owner
+}
+
+// 1. Someone deletes every Lease of the group (an operator's reset), and a
+// new replica starts at once: it has never seen the live ones, so it
+// takes nothing until its lists have run unbroken for long enough to have
+// seen every Lease that stands.
+func TestShardScheduleDeletedLeasesAndANewReplica(t *testing.T) {
+	m := quietModel(20)
+	m.start("a", shortShards)
+	m.start("b", shortShards)
+	mustRun(t, m, 5*time.Second)
+	ownedOnce(t, m, "before")
+	m.at(0, "every Lease deleted", func() { clear(m.hub) })
+	m.at(time.Millisecond, "", func() { m.start("c", shortShards) })
+	mustRun(t, m, 15*time.Second)
+	owner := ownedOnce(t, m, "after")
+	if !slices.Contains(slices.Collect(maps.Values(owner)), "c") {
+		t.Errorf("the new replica took no cluster: %v", owner)
+	}
+}
+
+// 2. Replicas of different durations, as in a rolling change of Shards: a
+// peer's Lease expires on the duration its holder published, not on the
+// observer's, so the short one never takes from the long one while it
+// holds; and with no fault nothing moves.
+func TestShardScheduleMixedDurations(t *testing.T) {
+	long := Shards{LeaseDuration: 3 * time.Second, RenewDeadline: 2400 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+	m := quietModel(20)
+	a := m.start("a", long)
+	m.start("b", shortShards)
+	mustRun(t, m, 8*time.Second)
+	before := ownedOnce(t, m, "settled")
+	takes := len(m.takes)
+	mustRun(t, m, 14*time.Second)
+	if n := len(m.takes) - takes; n > 0 {
+		t.Fatalf("%d clusters moved with no fault: the durations' difference makes them flap\n%s", n, m.tail())
+	}
+	cut := m.now
+	m.at(0, "a is cut from the hub", func() { a.cut = true })
+	mustRun(t, m, cut+long.LeaseDuration+2*long.RetryPeriod+100*time.Millisecond)
+	after := ownedOnce(t, m, "after a was cut")
+	for name, was := range before {
+		if was == "a" && after[name] != "b" {
+			t.Errorf("%s: owned by %s after a was cut, want b", name, after[name])
+		}
+	}
+	if m.fencedAt["a"] == 0 {
+		t.Fatal("a never gave its clusters up")
+	}
+	for _, tk := range m.takes[takes:] {
+		if tk.replica == "b" && tk.at < m.fencedAt["a"] {
+			t.Errorf("b took %s at %v, before a gave it up at %v", tk.take.name, tk.at, m.fencedAt["a"])
+		}
+	}
+}
+
+// 3. A replica cut past RenewDeadline with 36 clusters and an OnRemove of
+// 100 ms each: the fence ends their contexts and starts their OnRemoves
+// and their vaults' Close together, so that every vault has closed (the
+// two-owner check counts an open vault as owning) long before a peer
+// takes them, and the OnRemoves all return within about one of them.
+func TestShardScheduleSlowOnRemoveInTheFence(t *testing.T) {
+	m := quietModel(36)
+	m.hookTimes = func(*modelReplica, string) (time.Duration, time.Duration) {
+		return time.Millisecond, 100 * time.Millisecond
+	}
+	a := m.start("a", shortShards)
+	m.start("b", shortShards)
+	mustRun(t, m, 5*time.Second)
+	ownedOnce(t, m, "before")
+	m.at(0, "a is cut from the hub", func() { a.cut = true })
+	mustRun(t, m, 8*time.Second)
+	ownedOnce(t, m, "after")
+	fenced, removed := m.fencedAt["a"], m.lastRemovedAt["a"]
+	if fenced == 0 || removed < fenced || removed-fenced > 150*time.Millisecond {
+		t.Errorf("a fenced at %v and its last OnRemove returned at %v: want them all within 150 ms", fenced, removed)
+	}
+	for _, tk := range m.takes {
+		if tk.replica == "b" && tk.at > fenced && tk.at < removed {
+			t.Errorf("b took %s at %v while a's OnRemoves ran (until %v)", tk.take.name, tk.at, removed)
+		}
+	}
+}
+
+// 4. An outage longer than RenewDeadline and shorter than LeaseDuration:
+// the replica fences, its renewals resume, and its share is owned again
+// within LeaseDuration + 2×RetryPeriod of the fence — by itself once its
+// OnRemoves returned, or, while one hangs, by its peers, which it lets
+// have the share. The metric and the log say who held what, and since when.
+func TestShardScheduleOrphanAfterAShortOutage(t *testing.T) {
+	bound := shortShards.LeaseDuration + 2*shortShards.RetryPeriod
+	for _, hang := range []time.Duration{100 * time.Millisecond, time.Hour} {
+		t.Run(fmt.Sprint("OnRemove ", hang), func(t *testing.T) {
+			m := quietModel(20)
+			a := m.start("a", shortShards)
+			m.start("b", shortShards)
+			mustRun(t, m, 5*time.Second)
+			before := ownedOnce(t, m, "before")
+			m.hookTimes = func(r *modelReplica, _ string) (time.Duration, time.Duration) {
+				if r == a {
+					return time.Millisecond, hang
+				}
+				return time.Millisecond, time.Millisecond
+			}
+			m.at(0, "a is cut from the hub", func() { a.cut = true })
+			m.at(800*time.Millisecond, "a reaches the hub again", func() { a.cut = false })
+			mustRun(t, m, 10*time.Second)
+			ownedOnce(t, m, "after")
+			for name, was := range before {
+				if was == "a" && m.longest[name] > bound {
+					t.Errorf("%s had no owner for %v, past LeaseDuration + 2×RetryPeriod (%v)", name, m.longest[name], bound)
+				}
+			}
+			fenced := m.fencedAt["a"]
+			if fenced == 0 {
+				t.Fatal("a never fenced")
+			}
+			held := map[string]string{} // the last replica that took each cluster
+			for _, tk := range m.takes {
+				if tk.at > fenced {
+					if from := tk.take.lost.from; from != held[tk.take.name] {
+						t.Errorf("%s took %s from %q, which did not hold it last (%q did)", tk.replica, tk.take.name, from, held[tk.take.name])
+					}
+					if since := tk.take.lost.since.Sub(modelEpoch); since > tk.since+time.Millisecond {
+						t.Errorf("%s took %s, unowned since %v by its count, really since %v: the metric under-reports", tk.replica, tk.take.name, since, tk.since)
+					}
+				}
+				held[tk.take.name] = tk.replica
+			}
+		})
+	}
+}

@@ -345,12 +345,16 @@ func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) 
 	if r.uid != c.lifeUID {
 		c.lifeUID, c.lifeStart = r.uid, r.foundAt
 	}
+	// A list after the write that first said this content decides what
+	// to take: a renewal of the same content changes nothing a peer sees.
 	changed := !content.equal(c.published) || c.publishedAt.IsZero()
-	c.published, c.publishedAt = content, r.end
+	if changed {
+		c.published, c.publishedAt = content, r.end
+	}
 	if r.start.Sub(c.lifeStart) >= c.proveFor && r.end.Sub(r.start) <= c.timeout && r.start.After(c.renewed) {
 		c.renewed = r.start
 	}
-	if changed || c.listedAt.Before(c.publishedAt) {
+	if changed {
 		c.nextList = r.end // a list after this write decides what to take
 	}
 }

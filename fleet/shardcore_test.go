@@ -54,23 +54,56 @@ func ownedOnce(t *testing.T, m *shardModel, when string) map[string]string {
 	return owner
 }
 
-// 1. Someone deletes every Lease of the group (an operator's reset), and a
-// new replica starts at once: it has never seen the live ones, so it
-// takes nothing until its lists have run unbroken for long enough to have
-// seen every Lease that stands.
-func TestShardScheduleDeletedLeasesAndANewReplica(t *testing.T) {
-	m := quietModel(20)
-	m.start("a", shortShards)
-	m.start("b", shortShards)
-	mustRun(t, m, 5*time.Second)
-	ownedOnce(t, m, "before")
-	m.at(0, "every Lease deleted", func() { clear(m.hub) })
-	m.at(time.Millisecond, "", func() { m.start("c", shortShards) })
-	mustRun(t, m, 15*time.Second)
-	owner := ownedOnce(t, m, "after")
-	if !slices.Contains(slices.Collect(maps.Values(owner)), "c") {
-		t.Errorf("the new replica took no cluster: %v", owner)
-	}
+// 1. Someone deletes the group's Leases (an operator's reset) while a
+// replica cannot see them: a new one, or one whose lists failed for longer
+// than LeaseDuration. It takes nothing a replica it cannot see may claim
+// until its lists have run unbroken for long enough to have seen every
+// Lease that stands, and its own Lease, if deleted too, has stood for as
+// long as a peer's lists take to see it.
+func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
+	t.Run("a new replica", func(t *testing.T) {
+		m := quietModel(20)
+		m.start("a", shortShards)
+		m.start("b", shortShards)
+		mustRun(t, m, 5*time.Second)
+		ownedOnce(t, m, "before")
+		m.at(0, "every Lease deleted", func() { clear(m.hub) })
+		m.at(time.Millisecond, "", func() { m.start("c", shortShards) })
+		mustRun(t, m, 15*time.Second)
+		owner := ownedOnce(t, m, "after")
+		if !slices.Contains(slices.Collect(maps.Values(owner)), "c") {
+			t.Errorf("the new replica took no cluster: %v", owner)
+		}
+	})
+	t.Run("a new replica, the live ones cut from the hub", func(t *testing.T) {
+		m := quietModel(20)
+		a := m.start("a", shortShards)
+		b := m.start("b", shortShards)
+		mustRun(t, m, 5*time.Second)
+		ownedOnce(t, m, "before")
+		m.at(0, "every Lease deleted; a and b cut", func() { clear(m.hub); a.cut, b.cut = true, true })
+		m.at(time.Millisecond, "", func() { m.start("c", shortShards) })
+		mustRun(t, m, 15*time.Second)
+		if owner := ownedOnce(t, m, "after"); owner["ns/c00"] != "c" {
+			t.Errorf("ns/c00 owned by %s, want the one replica left", owner["ns/c00"])
+		}
+	})
+	t.Run("a replica whose lists failed", func(t *testing.T) {
+		m := quietModel(20)
+		m.start("a", shortShards)
+		m.start("b", shortShards)
+		c := m.start("c", shortShards)
+		mustRun(t, m, 5*time.Second)
+		ownedOnce(t, m, "before")
+		m.at(0, "c cannot list", func() { c.noList = true })
+		m.at(1500*time.Millisecond, "the Leases of a and b deleted; c lists again", func() {
+			delete(m.hub, leaseName("g", "a"))
+			delete(m.hub, leaseName("g", "b"))
+			c.noList = false
+		})
+		mustRun(t, m, 15*time.Second)
+		ownedOnce(t, m, "after")
+	})
 }
 
 // 2. Replicas of different durations, as in a rolling change of Shards: a

@@ -25,7 +25,7 @@ import (
 // (go test -run TestShardModel -shardmodel.seed N -v ./fleet).
 
 var (
-	shardModelRuns  = flag.Int("shardmodel.runs", 300, "random schedules TestShardModel runs")
+	shardModelRuns  = flag.Int("shardmodel.runs", 100, "random schedules TestShardModel runs (make model-shards runs many more)")
 	shardModelSeed  = flag.Uint64("shardmodel.seed", 0, "run this one seed only (0: runs seeds 1…runs)")
 	shardModelSteps = flag.Int("shardmodel.steps", 200000, "the most events a schedule may run")
 )
@@ -66,6 +66,7 @@ type modelReplica struct {
 	rate    float64 // local seconds per real second
 	dead    bool
 	cut     bool          // every request fails at once
+	noList  bool          // lists fail at once
 	stalled time.Duration // real time until which it does nothing
 	timerAt time.Duration // real time of its pending tick; -1: none
 	timerN  int           // invalidates older tick events
@@ -368,7 +369,7 @@ func (m *shardModel) requestWithin(r *modelReplica, timeout time.Duration, lin f
 			lin = nil // refused: never lands
 		}
 	}
-	if r.cut {
+	if r.cut || lin == nil {
 		lin, landIn, replyIn = nil, 0, time.Millisecond // refused at once
 	}
 	landed := false
@@ -385,7 +386,7 @@ func (m *shardModel) requestWithin(r *modelReplica, timeout time.Duration, lin f
 func (m *shardModel) list(r *modelReplica) {
 	start := m.local(r)
 	var snap []leaseRecord
-	m.request(r, func() {
+	lin := func() {
 		snap = nil
 		for _, name := range slices.Sorted(maps.Keys(m.hub)) {
 			l := m.hub[name]
@@ -395,7 +396,11 @@ func (m *shardModel) list(r *modelReplica) {
 			snap = append(snap, leaseRecord{name: name, holder: l.holder, rv: strconv.Itoa(l.rv), view: l.content.view,
 				readable: true, released: l.content.standby || l.releasedFlag, rules: l.rules, duration: l.duration})
 		}
-	}, func(ok bool) {
+	}
+	if r.noList {
+		lin = nil
+	}
+	m.request(r, lin, func(ok bool) {
 		end := m.local(r)
 		m.deliver(r, "", func(e *shardEffects) {
 			if ok {

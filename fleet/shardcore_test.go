@@ -88,6 +88,18 @@ func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 			t.Errorf("ns/c00 owned by %s, want the one replica left", owner["ns/c00"])
 		}
 	})
+	t.Run("a known replica's, while it is cut from the hub", func(t *testing.T) {
+		m := quietModel(20)
+		a := m.start("a", shortShards)
+		m.start("b", shortShards)
+		mustRun(t, m, 5*time.Second)
+		ownedOnce(t, m, "before")
+		m.at(0, "a's Lease deleted; a cut", func() { delete(m.hub, leaseName("g", "a")); a.cut = true })
+		mustRun(t, m, 10*time.Second)
+		if owner := ownedOnce(t, m, "after"); owner["ns/c01"] != "b" {
+			t.Errorf("ns/c01 owned by %s, want the one replica left", owner["ns/c01"])
+		}
+	})
 	t.Run("a replica whose lists failed", func(t *testing.T) {
 		m := quietModel(20)
 		m.start("a", shortShards)

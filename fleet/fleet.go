@@ -85,9 +85,10 @@ type Fleet struct {
 	opts   Options
 	shards *sharding // nil without Options.Shards: this process owns every cluster
 
-	mu       sync.Mutex // guards clusters, closed, and each seat's member
+	mu       sync.Mutex // guards clusters, closed, seats, and each seat's member
 	clusters map[string]*seat
 	closed   bool
+	seats    uint64 // seats made so far
 }
 
 // New returns an empty fleet. With Options.Shards it joins its group of
@@ -155,12 +156,13 @@ func (f *Fleet) add(name, source string, h login.Handler, opts []login.Option) (
 	if _, ok := f.clusters[name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrExists, name)
 	}
-	s := &seat{name: name, source: source, handler: h, opts: opts}
+	f.seats++
+	s := &seat{name: name, serial: f.seats, source: source, handler: h, opts: opts}
 	f.clusters[name] = s
 	if f.shards == nil {
 		s.member = f.newMemberLocked(s)
 	} else {
-		f.shards.seatAdded(name) // its owner takes it
+		f.shards.seatAdded(s) // its owner takes it
 	}
 	return s, nil
 }
@@ -270,7 +272,7 @@ func (f *Fleet) detach(s *seat, reason string) (*Member, bool) {
 func (f *Fleet) detachLocked(s *seat, cause error) *Member {
 	delete(f.clusters, s.name)
 	if f.shards != nil {
-		f.shards.seatGone(s.name)
+		f.shards.seatGone(s)
 	}
 	return s.dropMemberLocked(cause)
 }
@@ -293,15 +295,25 @@ func (f *Fleet) retire(m *Member, closing *sync.WaitGroup) {
 	if m == nil {
 		return
 	}
-	f.tellRemove(m)
-	closed := m.vault.Close
 	if f.shards != nil {
-		closed = func() { m.vault.Close(); f.shards.retired(m) }
+		// As when a cluster moves: its vault closes beside OnRemove, so
+		// that its logins stop now, whatever OnRemove waits for.
+		var closed sync.WaitGroup
+		closed.Go(func() { m.vault.Close(); f.shards.stopped(m) })
+		f.tellRemove(m)
+		f.shards.removed(m)
+		if closing != nil {
+			closing.Go(closed.Wait)
+		} else {
+			closed.Wait()
+		}
+		return
 	}
+	f.tellRemove(m)
 	if closing != nil {
-		closing.Go(closed)
+		closing.Go(m.vault.Close)
 	} else {
-		closed()
+		m.vault.Close()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 type seat struct {
 	// Set by Fleet.add, never changed.
 	name    string
+	serial  uint64 // tells it from a seat of the same name before or after it
 	handler login.Handler
 	opts    []login.Option
 

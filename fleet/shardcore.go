@@ -71,8 +71,9 @@ type shardCore struct {
 	longest      time.Duration // the longest LeaseDuration a peer has published
 
 	// The clusters.
-	seats    map[string]bool     // every cluster of the fleet, owned or not
+	seats    map[string]uint64   // every cluster of the fleet, owned or not, with its seat's number
 	owned    map[string]uint64   // the clusters this replica holds, with their member's number
+	ownedAt  map[string]uint64   // and the number of the seat each member is of
 	retiring map[string][]*drop  // dropped, not yet both stopped and removed
 	lost     map[string]lostFrom // who last held a cluster that may have no owner now, and since when
 	gen      uint64              // the last member number handed out
@@ -80,6 +81,7 @@ type shardCore struct {
 	// What the last step decided.
 	target  []string // the replicas that share the clusters, as this one sees them
 	standby string   // why this replica claims no share; "" while it does
+	closing bool     // the fleet is closing: take nothing, and say when nothing is held
 	closed  bool
 }
 
@@ -155,6 +157,7 @@ type shardEffects struct {
 	takes   []shardTake
 	drops   []shardDrop
 	notes   []shardNote
+	letGo   bool      // closing, and nothing is held: the Lease may be released
 	next    time.Time // when to call tick; zero: no timer
 }
 
@@ -162,6 +165,7 @@ type shardEffects struct {
 type shardTake struct {
 	name string
 	gen  uint64
+	seat uint64 // the seat's number: a seat of the name added since is not this one
 	lost lostFrom // from "": no one held it before
 }
 
@@ -212,12 +216,12 @@ func newShardCore(sh Shards) *shardCore {
 	c := &shardCore{
 		self: sh.Identity, rd: sh.RenewDeadline, ld: sh.LeaseDuration, rp: sh.RetryPeriod,
 		timeout: budget / 4, rules: coreRules,
-		peers: map[string]*peerLease{}, seats: map[string]bool{}, owned: map[string]uint64{},
+		peers: map[string]*peerLease{}, seats: map[string]uint64{}, owned: map[string]uint64{}, ownedAt: map[string]uint64{},
 		retiring: map[string][]*drop{}, lost: map[string]lostFrom{},
 		standby: "it has not yet listed the group's Leases unbroken for long enough",
 	}
 	c.listGap = c.rp + c.timeout
-	c.proveFor = c.listGap + c.timeout
+	c.proveFor = (c.listGap + c.timeout) * (clockShare + 2) / clockShare
 	return c
 }
 
@@ -250,7 +254,7 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 			if r.duration <= 0 {
 				p.duration = c.ld
 			}
-			c.longest = max(c.longest, p.duration)
+			p.duration = min(p.duration, maxPeerDuration(c.ld))
 			if old != nil {
 				c.noteLoss(old, p, old.firstSeen) // it may have let go right after its last version that claimed them
 			}
@@ -282,10 +286,20 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 			delete(c.peers, name)
 		}
 	}
+	c.longest = 0
+	for _, p := range c.peers {
+		c.longest = max(c.longest, p.duration)
+	}
 	if start.Sub(c.coveredSince) >= c.coverFor() {
 		c.joined = true
 	}
 }
+
+// maxPeerDuration bounds the LeaseDuration a peer's Lease may claim, for
+// a replica of LeaseDuration ld: one that said a thousand hours (a typo,
+// or garbage) would hold every take back for that long. Replicas of one
+// group keep their durations within four times of each other.
+func maxPeerDuration(ld time.Duration) time.Duration { return max(4*ld, time.Minute) }
 
 // noteLoss records, for each seat that old claimed and now (nil: nothing)
 // does not, that it may have had no owner since since.
@@ -364,17 +378,20 @@ func (c *shardCore) target0() leaseContent {
 	return leaseContent{view: c.target, standby: c.standby != ""}
 }
 
-// seatAdded records a cluster that joined the fleet.
-func (c *shardCore) seatAdded(name string) { c.seats[name] = true }
+// seatAdded records a cluster that joined the fleet, in its seat number.
+func (c *shardCore) seatAdded(name string, seat uint64) { c.seats[name] = seat }
 
 // seatGone records a cluster that left the fleet; if this replica held it,
 // the fleet has ended its member's context, and says when its vault has
 // closed and its OnRemove returned (stopped, removed).
-func (c *shardCore) seatGone(name string, now time.Time) {
-	delete(c.seats, name)
-	delete(c.lost, name)
-	if gen, ok := c.owned[name]; ok {
+func (c *shardCore) seatGone(name string, seat uint64, now time.Time) {
+	if c.seats[name] == seat {
+		delete(c.seats, name)
+		delete(c.lost, name)
+	}
+	if gen, ok := c.owned[name]; ok && c.ownedAt[name] == seat {
 		delete(c.owned, name)
+		delete(c.ownedAt, name)
 		c.retiring[name] = append(c.retiring[name], &drop{gen: gen, at: now})
 	}
 }
@@ -411,13 +428,19 @@ func (c *shardCore) retired(name string, gen uint64, stop bool) {
 
 // takeFailed records that a take found its seat gone.
 func (c *shardCore) takeFailed(name string, gen uint64) {
-	if c.owned[name] == gen {
+	if g, ok := c.owned[name]; ok && g == gen {
 		delete(c.owned, name)
+		delete(c.ownedAt, name)
 	}
 }
 
 // wake makes the next step list at once (a peer's Lease changed).
 func (c *shardCore) wake(now time.Time) { c.nextList = now }
+
+// closeDown makes the core take nothing more and say, with letGo, once
+// it holds nothing: the fleet is closing, and its Lease may be released
+// only then (a Remove's vault may still be closing).
+func (c *shardCore) closeDown() { c.closing = true }
 
 // close stops the core: nothing is written, listed or taken again.
 func (c *shardCore) close() { c.closed = true }
@@ -441,13 +464,17 @@ func (c *shardCore) step(now time.Time, e *shardEffects) {
 		return
 	}
 	c.fence(now, e)
+	if c.closing && len(c.owned) == 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(c.retiring)), c.holds) {
+		e.letGo = true
+	}
 	c.decideStandby(now, e)
 	c.setTarget(e)
 	c.dropOthers(now, e)
 	if c.gateOpen(c.target0()) {
 		c.given = c.target0()
 	}
-	if !c.writing && (!now.Before(c.nextWrite) || !c.given.equal(c.published) || c.proofDue(now)) {
+	// A failed write is tried again after RetryPeriod, whatever changed.
+	if !c.writing && (!now.Before(c.nextWrite) || !c.writeFailed && (!c.given.equal(c.published) || c.proofDue(now))) {
 		c.writing = true
 		c.wroteAt = now
 		c.nextWrite = now.Add(c.rp)
@@ -499,6 +526,7 @@ func (c *shardCore) dropWhere(now time.Time, e *shardEffects, should func(string
 		}
 		gen := c.owned[name]
 		delete(c.owned, name)
+		delete(c.ownedAt, name)
 		c.retiring[name] = append(c.retiring[name], &drop{gen: gen, at: now})
 		c.lost[name] = lostFrom{from: c.self, since: now}
 		e.drops = append(e.drops, shardDrop{name: name, gen: gen, to: to, why: why})
@@ -536,7 +564,7 @@ func (c *shardCore) decideStandby(now time.Time, e *shardEffects) {
 // lowerRules returns a live peer that claims a share under older rules.
 func (c *shardCore) lowerRules() *peerLease {
 	for _, name := range slices.Sorted(maps.Keys(c.peers)) {
-		if p := c.peers[name]; !p.expired && !p.released && p.rules < c.rules {
+		if p := c.peers[name]; !p.expired && !p.released && p.readable && p.rules < c.rules {
 			return p
 		}
 	}
@@ -551,7 +579,7 @@ func (c *shardCore) stuckInShare(now time.Time) string {
 	slices.Sort(view)
 	for _, name := range slices.Sorted(maps.Keys(c.retiring)) {
 		for _, d := range c.retiring[name] {
-			if now.Sub(d.at) >= c.ld-c.rd && c.seats[name] && ownerOf(view, name) == c.self {
+			if _, ok := c.seats[name]; ok && now.Sub(d.at) >= c.ld-c.rd && ownerOf(view, name) == c.self {
 				return name
 			}
 		}
@@ -645,7 +673,7 @@ func (c *shardCore) gateOpen(content leaseContent) bool {
 // take takes the clusters of this replica's share that no live peer
 // claims, once a list after its Lease said so allows it.
 func (c *shardCore) take(now time.Time, e *shardEffects) {
-	if why := c.cannotTake(now); why != "" {
+	if why := c.cannotTake(now); why != "" || c.closing {
 		return
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.seats)) {
@@ -654,7 +682,8 @@ func (c *shardCore) take(now time.Time, e *shardEffects) {
 		}
 		c.gen++
 		c.owned[name] = c.gen
-		t := shardTake{name: name, gen: c.gen, lost: c.lost[name]}
+		c.ownedAt[name] = c.seats[name]
+		t := shardTake{name: name, gen: c.gen, seat: c.seats[name], lost: c.lost[name]}
 		delete(c.lost, name)
 		e.takes = append(e.takes, t)
 	}

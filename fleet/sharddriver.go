@@ -41,6 +41,7 @@ type sharding struct {
 	inbox   []shardEvent
 
 	view atomic.Pointer[[]string] // the core's view after its last step, for RESTConfig's errors
+	letGo chan struct{}           // the loop's own: closed once the core, closing, holds nothing
 
 	// The writer's own: one write runs at a time, and the release only
 	// once the loop has stopped.
@@ -121,21 +122,24 @@ func (s *sharding) drain() []shardEvent {
 
 // seatAdded and seatGone tell the core of a cluster that joined or left
 // the fleet; the fleet's mu is held.
-func (s *sharding) seatAdded(name string) {
-	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.seatAdded(name) })
+func (s *sharding) seatAdded(st *seat) {
+	name, n := st.name, st.serial
+	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.seatAdded(name, n) })
 }
 
-func (s *sharding) seatGone(name string) {
-	s.post(func(c *shardCore, now time.Time, _ *shardEffects) { c.seatGone(name, now) })
+func (s *sharding) seatGone(st *seat) {
+	name, n := st.name, st.serial
+	s.post(func(c *shardCore, now time.Time, _ *shardEffects) { c.seatGone(name, n, now) })
 }
 
-// retired tells the core that a member the fleet took away itself (Remove,
-// a Secret gone) has had its OnRemove and its vault closed.
-func (s *sharding) retired(m *Member) {
-	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) {
-		c.stopped(m.name, m.gen)
-		c.removed(m.name, m.gen)
-	})
+// stopped and removed tell the core that the vault of a member given up
+// has closed, and that its OnRemove has returned (or it had no OnAdd).
+func (s *sharding) stopped(m *Member) {
+	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.stopped(m.name, m.gen) })
+}
+
+func (s *sharding) removed(m *Member) {
+	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.removed(m.name, m.gen) })
 }
 
 func (s *sharding) loop(ctx context.Context, core *shardCore) {
@@ -170,14 +174,8 @@ func (s *sharding) apply(ctx context.Context, core *shardCore, e shardEffects) {
 	for _, m := range dropped {
 		// The vault closes beside OnRemove, not after it: its logins stop
 		// now, and a peer may take the cluster once it has closed.
-		s.running.Go(func() {
-			m.vault.Close()
-			s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.stopped(m.name, m.gen) })
-		})
-		s.running.Go(func() {
-			s.fleet.tellRemove(m)
-			s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.removed(m.name, m.gen) })
-		})
+		s.running.Go(func() { m.vault.Close(); s.stopped(m) })
+		s.running.Go(func() { s.fleet.tellRemove(m); s.removed(m) })
 	}
 	if len(took) > 0 {
 		s.running.Go(func() {
@@ -202,6 +200,10 @@ func (s *sharding) apply(ctx context.Context, core *shardCore, e shardEffects) {
 				}
 			}
 		})
+	}
+	if e.letGo && s.letGo != nil {
+		close(s.letGo)
+		s.letGo = nil
 	}
 	view := core.target
 	s.view.Store(&view)
@@ -229,7 +231,7 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 	moved := 0
 	for _, t := range e.takes {
 		seat := f.clusters[t.name]
-		if f.closed || seat == nil || seat.member != nil {
+		if f.closed || seat == nil || seat.serial != t.seat || seat.member != nil {
 			core.takeFailed(t.name, t.gen)
 			continue
 		}
@@ -348,11 +350,28 @@ func (s *sharding) notOwnedLocked(name string) error {
 	return &notOwnedError{name: name, self: s.cfg.Identity, owner: ownerOf(*s.view.Load(), name)}
 }
 
+// closeWait bounds how long Close waits for the vaults that a Remove beside
+// it is closing: a vault's Close waits five seconds for a login handler
+// that ignores its context.
+const closeWait = 6 * time.Second
+
 // close stops the loop and marks this replica's Lease released, once the
 // fleet has retired every member: the peers take its clusters at once.
 func (s *sharding) close() { s.closed.Do(s.leave) }
 
 func (s *sharding) leave() {
+	// The release lets the peers take every cluster at once: not while a
+	// vault of this replica's may still log in (a Remove beside Close).
+	held := make(chan struct{})
+	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) {
+		s.letGo = held
+		c.closeDown()
+	})
+	select {
+	case <-held:
+	case <-s.clock.After(closeWait):
+		s.log.Info("releasing this replica's Lease while a cluster's vault is still closing", "waited", closeWait)
+	}
 	s.stop()
 	s.running.Wait()
 	s.metrics.unregister()

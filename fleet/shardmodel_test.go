@@ -198,8 +198,8 @@ func (m *shardModel) addReplicaWith(cfg Shards, rate float64, newer bool) *model
 		r.core.rules = coreRules + 1 // a newer release: it stands by while this one's peers run
 	}
 	m.replicas = append(m.replicas, r)
-	for _, s := range m.seats {
-		r.core.seatAdded(s)
+	for i, s := range m.seats {
+		r.core.seatAdded(s, uint64(i+1))
 	}
 	m.say("%s starts: %v/%v/%v rules %d rate %.4f", r.id, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, r.core.rules, r.rate)
 	m.deliver(r, "start", func(*shardEffects) {})

@@ -1,0 +1,327 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testwait"
+)
+
+func coreOf(id string) *shardCore {
+	cfg := Shards{Identity: id, LeaseDuration: time.Second, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+	return newShardCore(cfg)
+}
+
+// A write that fails at once (hub refuses: RBAC, webhook, a duplicate
+// identity's Lease found by the Get) must be retried after RetryPeriod,
+// not at once: the log line says "retrying every RetryPeriod".
+func TestShardCoreRetriesAFailedWriteAfterRetryPeriod(t *testing.T) {
+	c := coreOf("a")
+	now := modelEpoch
+	var e shardEffects
+	c.step(now, &e)
+	if e.write == nil {
+		t.Fatal("first step wrote nothing")
+	}
+	writes := 1
+	for i := range 50 {
+		at := now.Add(time.Duration(i+1) * time.Millisecond) // each failure answers within 1 ms
+		content := *e.write
+		e = shardEffects{}
+		c.wrote(content, writeResult{start: at.Add(-time.Millisecond), end: at}, &e)
+		c.step(at, &e)
+		if e.write == nil {
+			break
+		}
+		writes++
+	}
+	if writes > 2 {
+		t.Errorf("%d writes within 50 ms after writes that fail at once (RetryPeriod 100 ms): a busy loop against the hub", writes)
+	}
+}
+
+// countingHub counts the writes' requests (Get, Create, Update).
+type countingHub struct {
+	*hubClient
+	calls atomic.Int64
+}
+
+func (c *countingHub) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
+	c.calls.Add(1)
+	return c.hubClient.Get(ctx, name, o)
+}
+
+func (c *countingHub) Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	c.calls.Add(1)
+	return c.hubClient.Create(ctx, l, o)
+}
+
+func (c *countingHub) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	c.calls.Add(1)
+	return c.hubClient.Update(ctx, l, o)
+}
+
+// A hub that refuses every write at once (down here: errDown at once, as a
+// 403 or a refused connection) is asked again every RetryPeriod, not in a
+// loop: RetryPeriod 50 ms, so about 10 writes in 500 ms.
+func TestShardsFailingWritesRetryEveryRetryPeriod(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	c := &countingHub{hubClient: &hubClient{hub: hub}}
+	c.down.Store(true)
+	f := New(Options{})
+	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: "a",
+		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shards = newSharding(f, cfg, c, clock.RealClock{})
+	f.shards.start()
+	defer f.Close()
+	time.Sleep(500 * time.Millisecond)
+	if n := c.calls.Load(); n > 40 {
+		t.Errorf("%d write requests in 500 ms against a hub that refuses them (RetryPeriod 50 ms): a busy loop", n)
+	}
+}
+
+// Two processes of one identity: the second, waiting LeaseDuration on the
+// first's Lease, reads it every RetryPeriod, not in a loop.
+func TestShardsDuplicateIdentityWaitsWithoutSpinning(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	first := shardedOnHub(t, &hubClient{hub: hub}, "same-host", &alive)
+	if err := first.Add("ns/c00", never); err != nil {
+		t.Fatal(err)
+	}
+	if _, orphans := watchOwners(&alive, []string{"ns/c00"}, 0); len(orphans) > 0 {
+		t.Fatal("the first process took nothing")
+	}
+	c := &countingHub{hubClient: &hubClient{hub: hub}}
+	f := New(Options{})
+	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: "same-host",
+		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shards = newSharding(f, cfg, c, clock.RealClock{})
+	f.shards.start()
+	defer f.Close()
+	time.Sleep(500 * time.Millisecond)
+	t.Logf("%d calls", c.calls.Load())
+	if n := c.calls.Load(); n > 40 {
+		t.Errorf("%d Lease requests in 500 ms while waiting on another process's Lease (RetryPeriod 50 ms): a busy loop", n)
+	}
+}
+
+// The cluster x leaves the fleet and comes back (Remove and Add, or a
+// Secret's source change: detach, then add) while the loop is between its
+// step, which took x, and members(), which gives the take to the seat of
+// that name it finds: the new seat. Then seatGone (posted by the Remove)
+// moves the core's take to retiring, and the core no longer counts x as
+// owned, while the fleet holds its member. A fence gives up only what the
+// core owns: x's member outlives it, and a peer takes x beside it.
+func TestShardsRemoveAndAddDuringATakeLeaveNoMemberTheFenceMisses(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	ca := &hubClient{hub: hub}
+	a := shardedOnHub(t, ca, "a", &alive)
+	if err := a.Add("ns/y", never); err != nil {
+		t.Fatal(err)
+	}
+	if _, orphans := watchOwners(&alive, []string{"ns/y"}, 0); len(orphans) > 0 {
+		t.Fatal("a took nothing")
+	}
+	const x = "ns/x"
+	a.mu.Lock()
+	a.seats++
+	first := &seat{name: x, serial: a.seats, source: addSource, handler: never}
+	a.clusters[x] = first
+	a.shards.seatAdded(first)          // what Add does under the lock
+	time.Sleep(100 * time.Millisecond) // the loop has stepped (take x) and waits on a.mu in members()
+	a.detachLocked(first, &leftError{name: x, reason: "removed with Fleet.Remove"})
+	a.seats++
+	second := &seat{name: x, serial: a.seats, source: addSource, handler: never} // Add again
+	a.clusters[x] = second
+	a.shards.seatAdded(second)
+	a.mu.Unlock()
+	if _, orphans := watchOwners(&alive, []string{x}, 0); len(orphans) > 0 {
+		t.Fatal("a did not take x")
+	}
+	ca.down.Store(true) // a fences after RenewDeadline (300 ms)
+	b := shardedOnHub(t, &hubClient{hub: hub}, "b", &alive)
+	for _, n := range []string{x, "ns/y"} {
+		if err := b.Add(n, never); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if most, _ := watchOwners(&alive, []string{x, "ns/y"}, 3*time.Second); most > 1 {
+		t.Errorf("a cluster had %d owners at once: a's member of %s outlived its fence", most, x)
+	}
+	if v, _ := alive.Load(x); v.(*atomic.Int32).Load() > 1 {
+		t.Errorf("%s has %d owners now", x, v.(*atomic.Int32).Load())
+	}
+}
+
+// Fleet.Remove of a cluster whose login ignores its context waits in the
+// vault's Close; Fleet.Close meanwhile (safe for concurrent use) releases
+// the Lease once its own members are retired and the loop's hooks have
+// returned, but nothing waits for the Remove's vault: a peer that still
+// sees the cluster takes it while this replica's handler runs.
+func TestShardsCloseReleasesOnlyOnceAConcurrentRemovesVaultHasClosed(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	names := clusterNames(20)
+	var x string
+	for _, n := range names {
+		if ownerOf([]string{"a", "b"}, n) == "a" {
+			x = n
+			break
+		}
+	}
+	started := make(chan struct{}, 1)
+	var removed atomic.Bool
+	var twice, armed atomic.Bool
+	handler := func(name string) login.Handler {
+		return func(context.Context) (*login.ConnectionInfo, error) {
+			if name == x {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				time.Sleep(1500 * time.Millisecond) // a plugin that ignores its context
+			}
+			return nil, errors.New("no credential")
+		}
+	}
+	a := shardedOnHub(t, &hubClient{hub: hub}, "a", &alive, func(ctx context.Context, m *Member) {
+		if m.Name() == x {
+			go m.RESTConfig(ctx)
+		}
+	})
+	b := shardedOnHub(t, &hubClient{hub: hub}, "b", &alive, func(ctx context.Context, m *Member) {
+		if armed.Load() && m.Name() == x && !removed.Load() {
+			twice.Store(true)
+		}
+	})
+	for _, f := range []*Fleet{a, b} {
+		for _, n := range names {
+			if err := f.Add(n, handler(n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if most, orphans := watchOwners(&alive, names, 2*time.Second); len(orphans) > 0 || most > 1 {
+		t.Fatalf("orphans %v, most owners %d", orphans, most)
+	}
+	armed.Store(true) // from now on, x is a's
+	select {
+	case <-started: // perhaps a login that has ended: wait for the next
+	default:
+	}
+	select {
+	case <-started:
+	case <-time.After(testwait.Hang):
+		t.Fatal("a's login of x did not start")
+	}
+	go func() { a.Remove(x); removed.Store(true) }()
+	time.Sleep(50 * time.Millisecond) // Remove waits in x's vault's Close
+	a.Close()
+	time.Sleep(time.Second)
+	if twice.Load() {
+		t.Errorf("b took %s while a's vault of it had not closed (a's Remove still waiting on its handler)", x)
+	}
+}
+
+// soloRun drives c alone on a hub that answers every request in 1 ms,
+// from *now for d, the hub holding others (peers' Leases) besides c's own;
+// it returns the clusters c took.
+func soloRun(c *shardCore, now *time.Time, d time.Duration, others func() []leaseRecord) []string {
+	var took []string
+	end := now.Add(d)
+	uid := "uid-a"
+	for now.Before(end) {
+		var e shardEffects
+		c.step(*now, &e)
+		for _, t := range e.takes {
+			took = append(took, t.name)
+		}
+		at := *now
+		*now = now.Add(time.Millisecond)
+		if e.write != nil {
+			var e2 shardEffects
+			c.wrote(*e.write, writeResult{start: at, end: *now, ok: true, uid: uid, foundAt: *now}, &e2)
+		}
+		if e.list {
+			var e2 shardEffects
+			c.listed(at, *now, others(), &e2)
+		}
+		if e.write == nil && !e.list {
+			*now = now.Add(9 * time.Millisecond)
+		}
+	}
+	return took
+}
+
+// A peer's Lease says its duration, and the core believes any: a Lease
+// with "1000h" in its lease-duration annotation (a misconfigured replica,
+// or garbage) that is released (claims nothing) and then deleted holds up
+// every take of this replica for 1000 h ("the Lease of replica z is gone
+// from the hub"), and raises coverFor for good: c.longest never comes
+// down, even once that Lease is forgotten.
+func TestShardCoreBoundsAPeersDuration(t *testing.T) {
+	c := coreOf("a")
+	c.seatAdded("ns/c00", 1)
+	now := modelEpoch
+	bogus := leaseRecord{name: "g-bogus", holder: "z", rv: "1", view: []string{}, readable: true, released: true, rules: coreRules, duration: 1000 * time.Hour}
+	present := true
+	others := func() []leaseRecord {
+		if present {
+			return []leaseRecord{bogus}
+		}
+		return nil
+	}
+	soloRun(c, &now, 100*time.Millisecond, others)
+	present = false // deleted by someone
+	within := maxPeerDuration(c.ld) + c.coverFor() + time.Second
+	took := soloRun(c, &now, within, others)
+	if len(took) == 0 {
+		t.Errorf("alone, with every request answered, this replica took nothing in %v (LeaseDuration 1 s): %s", within, c.cannotTake(now))
+	}
+	if got := c.coverFor(); got > time.Minute {
+		t.Errorf("coverFor %v (LeaseDuration 1 s): every rejoin waits that long", got)
+	}
+}
+
+// record never panics on a peer's garbage, and reads it as unreadable.
+func TestShardsRecordOfGarbageNeverPanics(t *testing.T) {
+	s := &sharding{lease: "g-self"}
+	for _, tc := range []struct {
+		ann      map[string]string
+		readable bool
+	}{
+		{map[string]string{viewAnnotation: "{"}, false},
+		{map[string]string{viewAnnotation: `{"a":1}`}, false},
+		{map[string]string{viewAnnotation: `[1,2]`}, false},
+		{map[string]string{viewAnnotation: `null`}, true},
+		{map[string]string{viewAnnotation: `[]`, rulesAnnotation: "x"}, false},
+		{map[string]string{viewAnnotation: `[]`, rulesAnnotation: "-3"}, false},
+		{map[string]string{viewAnnotation: `[]`, durationAnnotation: "-5s"}, true},
+		{map[string]string{viewAnnotation: `[]`, durationAnnotation: "99999999999h"}, true},
+		{map[string]string{viewAnnotation: "\xff\xfe"}, false},
+	} {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "g-x", Annotations: tc.ann}}
+		r, ok := s.record(l)
+		if !ok || r.readable != tc.readable || r.duration < 0 {
+			t.Errorf("%q: ok %v readable %v (want %v) duration %v", tc.ann, ok, r.readable, tc.readable, r.duration)
+		}
+	}
+}

@@ -165,7 +165,7 @@ type shardEffects struct {
 type shardTake struct {
 	name string
 	gen  uint64
-	seat uint64 // the seat's number: a seat of the name added since is not this one
+	seat uint64   // the seat's number: a seat of the name added since is not this one
 	lost lostFrom // from "": no one held it before
 }
 

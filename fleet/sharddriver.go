@@ -40,8 +40,8 @@ type sharding struct {
 	inboxMu sync.Mutex // guards inbox
 	inbox   []shardEvent
 
-	view atomic.Pointer[[]string] // the core's view after its last step, for RESTConfig's errors
-	letGo chan struct{}           // the loop's own: closed once the core, closing, holds nothing
+	view  atomic.Pointer[[]string] // the core's view after its last step, for RESTConfig's errors
+	letGo chan struct{}            // the loop's own: closed once the core, closing, holds nothing
 
 	// The writer's own: one write runs at a time, and the release only
 	// once the loop has stopped.

@@ -150,31 +150,66 @@
 // Each replica writes its own Lease once per RetryPeriod, and once per
 // change of the replicas it sees: never per cluster.
 //
-// A cluster never has two owners: a replica that has not renewed its Lease
-// for RenewDeadline gives every cluster up (their contexts end with a
-// cause that matches ErrNotOwned, OnRemove runs, their vaults close); its
-// peers take them once they have seen its Lease unchanged for
-// LeaseDuration (a Lease deleted by someone else counts as unchanged). A
-// replica that takes a cluster from a live peer, as one that joins does,
-// waits until that peer's Lease says it has let it go: its OnRemove
-// returned and its vault closed. A replica that closes ([Fleet.Close])
-// ends its clusters' contexts, then marks its Lease released, and the
-// others take them at once; one killed or cut from the hub has its
-// clusters owned again within LeaseDuration + 2×RetryPeriod. A replica
-// that renews its Lease but cannot list the others' (RBAC, or a loop held
-// up by a slow OnAdd) stops renewing it, so that its share is not left
-// unowned.
+// A cluster never has two owners, where a live context (OnAdd's) or a
+// vault that may still log in counts as owning. A replica that has not
+// renewed its Lease for RenewDeadline gives every cluster up at once: their
+// contexts end with a cause that matches ErrNotOwned, and their vaults'
+// Close and their OnRemoves start together, so that no login of its runs
+// once they have returned. Its peers take them once they have seen its
+// Lease unchanged for the LeaseDuration that Lease states (its holder's,
+// not theirs, so replicas of different durations may run side by side, as
+// in a rolling change). A replica that takes a cluster from a live peer,
+// as one that joins does, waits until that peer's Lease says it has let it
+// go: its vault closed. A replica that closes ([Fleet.Close]) ends its
+// clusters' contexts, waits for their vaults, then marks its Lease
+// released, and the others take them at once; one killed or cut from the
+// hub has its clusters owned again within LeaseDuration + 2×RetryPeriod. A
+// replica that can renew its Lease but not list the others' (RBAC) claims
+// no share after RenewDeadline, so that its share is not left unowned; one
+// whose OnRemove or vault Close of a cluster of its share has not returned
+// within the budget (below) does the same until it has.
 //
-// What this rests on, as for client-go's leader election: the replicas'
-// clocks run at the same rate (not the same time: no two clocks are
-// compared), within the margin between LeaseDuration and RenewDeadline
-// (5 s by default), and no replica stalls longer than that margin between
-// its check of its Lease and the end of its clusters' contexts. A login
-// handler that ignores its context may outlive its vault's Close by up to
-// five seconds, the same margin: keep handlers on their context. The
-// hub's API server is the one source of truth: a replica takes a cluster
-// only after a list of the Leases made after its own last write, a quorum
-// read that sees every peer's earlier write.
+// A Lease deleted by someone else (kubectl delete lease during an incident)
+// hides its replica until that replica writes it again, which it does at
+// its next renewal. So a replica takes nothing while a Lease it saw is gone
+// (for that Lease's duration), nothing until its lists have run unbroken
+// (no gap over RetryPeriod plus a request's timeout) for LeaseDuration and
+// a little more (a new replica, or one whose lists failed, cannot have
+// seen every Lease that stands), and a renewal counts only on a Lease that
+// has stood, unbroken, long enough for every peer to have listed it: a
+// replica whose Lease was deleted may give its clusters up and take them
+// again. A new replica therefore takes its first clusters about
+// LeaseDuration + RetryPeriod + half the budget (below) after it starts:
+// 20 s with the defaults.
+//
+// What this rests on is one budget, LeaseDuration − RenewDeadline (5 s by
+// default), spent once: a quarter of it is the timeout of every Lease
+// request (a renewal that took longer counts for nothing, since it may have
+// landed after a peer judged the Lease expired); the clocks of two
+// replicas may run at rates 1% apart over LeaseDuration + RenewDeadline (no
+// two clocks are compared, as in client-go's leader election); what is
+// left (3.5 s by default) must cover a stall of the replica between its
+// fence's due time and the end of its clusters' contexts, and the time
+// its login handlers take to return once their context ends (a vault's
+// Close waits up to five seconds for a handler that ignores its context:
+// keep handlers on it, as every handler of this module is). New refuses a
+// configuration that leaves less than RetryPeriod for that. OnRemove is
+// not in the budget: a peer may take the cluster while it still runs (its
+// context and vault are done), and a replica never takes a cluster again
+// before its own OnRemove of it has returned. The hub's API server is the
+// one source of truth: a replica takes a cluster only after a list of the
+// Leases made after its Lease said its view, a quorum read that sees every
+// peer's earlier write. Replicas of one group keep their LeaseDurations
+// within four times of each other (a longer one is read as that), and
+// their RetryPeriods and budgets alike: the argument for a Lease deleted
+// again and again, in time with the lists, takes the same ones.
+//
+// The protocol is a state machine (shardcore.go) that a model test drives
+// on a fake clock against a hub that deletes Leases, loses and delays
+// replies, stalls and kills replicas, with hung hooks and mixed durations
+// and rules, checking at every step that no cluster has two owners and
+// that every cluster is owned once the faults stop (make model-shards runs
+// it for long).
 //
 // Identity must be unique in the group: the pod's name is, the host name
 // is not under hostNetwork. A process that finds its identity's Lease
@@ -185,11 +220,13 @@
 // RenewDeadline). Every replica of a group must watch the same clusters,
 // and each program its own Group: a replica that does not see a cluster
 // (another namespace or selector, a refused Secret) cannot serve its
-// share of it, and nothing says so. OnAdd and OnRemove of clusters that
-// move run on the replica's loop, one after another: each must return well
-// within RenewDeadline (a loop that finishes no hook and lists nothing for
-// that long stops renewing its Lease, so that its peers take its share).
-// f.Vault(name) is nil, and f.RESTConfig an ErrNotOwned, for a cluster
+// share of it, and nothing says so. OnAdd of the clusters a replica takes
+// runs beside its loop, one after another; OnRemove of each it gives up
+// runs at once, beside its vault's Close: neither holds its Lease's
+// renewals up. The placement rules (rendezvous hashing over the view) have
+// a version in each Lease: while a live replica runs older rules, one of
+// newer rules claims no share and logs why, so that a rollout that changes
+// them never computes a cluster's owner two ways. f.Vault(name) is nil, and f.RESTConfig an ErrNotOwned, for a cluster
 // this replica does not own; "owned by no replica yet" passes within
 // LeaseDuration + 2×RetryPeriod. Each login of a kubeconfig Secret reads
 // it through the hub client: at a thousand clusters, raise its QPS and
@@ -201,11 +238,13 @@
 // RBAC and a Deployment of three).
 //
 // Each replica logs one line at INFO per replica that joins or leaves the
-// group and per batch of clusters it gives up or takes (how many, to or
-// from whom, why); one per cluster at V(1). Its metrics carry the label
+// group, when it starts or stops claiming a share (and why), and per batch
+// of clusters it gives up or takes (how many, to or from whom — the replica
+// that last held them —, why); one per cluster at V(1). Its metrics carry the label
 // group: authvault_fleet_shard_clusters_owned, _replicas,
 // _moves_total{direction, reason}, _unowned_seconds (for each cluster that
-// moved here, how long it may have had no owner) and
+// moved here, how long it may have had no owner: from the last sign that
+// its previous holder held it, never less) and
 // _lease_writes_total.
 //
 // # Logs and metrics

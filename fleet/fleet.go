@@ -63,7 +63,9 @@ type Options struct {
 	// lock of the fleet's. Default: none.
 	OnAdd func(ctx context.Context, m *Member)
 	// OnRemove is called when a cluster leaves the fleet: after the
-	// context OnAdd got has ended, before the cluster's vault closes. It
+	// context OnAdd got has ended, before the cluster's vault closes (with
+	// Shards, beside its vault's Close, so that its logins stop at once
+	// whatever OnRemove waits for). It
 	// is there to wait (briefly) for what OnAdd started to stop; with
 	// OnAdd's context, most programs need no OnRemove. It runs on the
 	// goroutine that removed the cluster (Close removes them

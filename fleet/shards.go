@@ -34,9 +34,10 @@ type Shards struct {
 	LeaseDuration time.Duration
 	// RenewDeadline is how long a replica keeps its clusters without
 	// renewing its Lease: then it gives every one up, before its peers
-	// may take them. It must be shorter than LeaseDuration, by more than
-	// the clocks of two replicas may drift apart within LeaseDuration.
-	// Default: 10 s.
+	// may take them. LeaseDuration − RenewDeadline is the budget the
+	// package doc's "Shards" spends: New refuses one that leaves less
+	// than RetryPeriod once a quarter of it and 1% of both durations are
+	// spent. Default: 10 s.
 	RenewDeadline time.Duration
 	// RetryPeriod is how often a replica renews its Lease, and how soon
 	// it tries again after a failed renewal. Default: 2 s.

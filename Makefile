@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet staticcheck fmt-check gotest compat compat-build soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-shards fuzz demo soak cluster cluster-revoke release
+.PHONY: test vet staticcheck fmt-check gotest compat compat-build soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-shards model-shards fuzz demo soak cluster cluster-revoke release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -258,6 +258,14 @@ bench-shards:
 	@assets=$$(bash hack/envtest.sh) && \
 	$(GO) build -o bin/authvault-shardbench ./hack/shardbench && \
 	KUBEBUILDER_ASSETS=$$assets ./bin/authvault-shardbench -dir bin/shardbench
+
+# The shards' model test for long: make test runs 100 random schedules of
+# it under -race; this runs MODEL_SHARDS (20,000: about ten minutes on two
+# cores) without, and prints its steps per second. A failure names its
+# seed: go test -run TestShardModel ./fleet -shardmodel.seed=N -v.
+MODEL_SHARDS ?= 20000
+model-shards:
+	$(GO) test -count=1 -run 'TestShardModel$$' -v ./fleet -shardmodel.runs=$(MODEL_SHARDS)
 
 # A short fuzzing pass over every parser (the cloud modules' too: a
 # kubeconfig's exec arguments and environment, read by their native

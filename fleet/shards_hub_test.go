@@ -241,9 +241,10 @@ func TestShardsDuplicateIdentityNeverGivesTwoOwners(t *testing.T) {
 }
 
 // A Lease deleted by someone else (kubectl, a namespace cleanup) while its
-// replica holds its clusters counts as one that stopped changing: its
-// peers take them only after LeaseDuration, once the replica has given
-// them up (here it cannot reach the hub, so it cannot write it again).
+// replica holds its clusters counts as one written again at the list that
+// missed it: its peers take nothing for its LeaseDuration, by when the
+// replica has given its clusters up (here it cannot reach the hub, so it
+// cannot write it again).
 func TestShardsDeletedLeaseOfALiveReplicaGivesNoSecondOwner(t *testing.T) {
 	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
 	var alive sync.Map

@@ -259,7 +259,7 @@ bench-shards:
 	$(GO) build -o bin/authvault-shardbench ./hack/shardbench && \
 	KUBEBUILDER_ASSETS=$$assets ./bin/authvault-shardbench -dir bin/shardbench
 
-# The shards' model test for long: make test runs 60 random schedules of
+# The shards' model test for long: make test runs 30 random schedules of
 # it under -race; this runs MODEL_SHARDS (20,000: about ten minutes on two
 # cores) without, and prints its steps per second. A failure names its
 # seed: go test -run TestShardModel ./fleet -shardmodel.seed=N -v.

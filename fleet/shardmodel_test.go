@@ -25,7 +25,7 @@ import (
 // (go test -run TestShardModel -shardmodel.seed N -v ./fleet).
 
 var (
-	shardModelRuns  = flag.Int("shardmodel.runs", 60, "random schedules TestShardModel runs (make model-shards runs many more)")
+	shardModelRuns  = flag.Int("shardmodel.runs", 30, "random schedules TestShardModel runs (make model-shards runs many more)")
 	shardModelSeed  = flag.Uint64("shardmodel.seed", 0, "run this one seed only (0: runs seeds 1…runs)")
 	shardModelSteps = flag.Int("shardmodel.steps", 200000, "the most events a schedule may run")
 )

@@ -157,52 +157,57 @@
 // Close and their OnRemoves start together, so that no login of its runs
 // once they have returned. Its peers take them once they have seen its
 // Lease unchanged for the LeaseDuration that Lease states (its holder's,
-// not theirs, so replicas of different durations may run side by side, as
-// in a rolling change). A replica that takes a cluster from a live peer,
+// not theirs: replicas may differ in LeaseDuration, as in a rolling
+// change, if their RetryPeriod and budget are alike). A replica that takes a cluster from a live peer,
 // as one that joins does, waits until that peer's Lease says it has let it
 // go: its vault closed. A replica that closes ([Fleet.Close]) ends its
 // clusters' contexts, waits for their vaults, then marks its Lease
 // released, and the others take them at once; one killed or cut from the
 // hub has its clusters owned again within LeaseDuration + 2×RetryPeriod. A
 // replica that can renew its Lease but not list the others' (RBAC) claims
-// no share after RenewDeadline, so that its share is not left unowned; one
-// whose OnRemove or vault Close of a cluster of its share has not returned
-// within the budget (below) does the same until it has.
+// no share after RenewDeadline, so that its share is not left unowned. An
+// OnRemove never delays a peer's take, but a replica whose OnRemove or
+// vault Close of a cluster of its share runs longer than the budget
+// (below) claims no share until it returns.
 //
 // A Lease deleted by someone else (kubectl delete lease during an incident)
 // hides its replica until that replica writes it again, which it does at
-// its next renewal. So a replica takes nothing while a Lease it saw is gone
-// (for that Lease's duration), nothing until its lists have run unbroken
-// (no gap over RetryPeriod plus a request's timeout) for LeaseDuration and
-// a little more (a new replica, or one whose lists failed, cannot have
-// seen every Lease that stands), and a renewal counts only on a Lease that
-// has stood, unbroken, long enough for every peer to have listed it: a
-// replica whose Lease was deleted may give its clusters up and take them
-// again. A new replica therefore takes its first clusters about
+// its next renewal. So a replica takes nothing while a Lease it saw is
+// missing, for that Lease's duration. It takes nothing until its lists
+// have run without a gap (over RetryPeriod and a request's timeout) for
+// LeaseDuration and a little more: a new replica, or one whose lists
+// failed, cannot have seen every Lease that stands sooner. And a renewal
+// counts only on a Lease that has stood unbroken long enough for every
+// peer to have listed it, so a replica whose Lease was deleted may give
+// its clusters up and take them again. Deleting a group's Leases never
+// speeds a handover: the replicas delete a Lease unchanged for twice its
+// LeaseDuration themselves. A new replica therefore takes its first clusters about
 // LeaseDuration + RetryPeriod + half the budget (below) after it starts:
 // 20 s with the defaults.
 //
 // What this rests on is one budget, LeaseDuration − RenewDeadline (5 s by
-// default), spent once: a quarter of it is the timeout of every Lease
-// request (a renewal that took longer counts for nothing, since it may have
-// landed after a peer judged the Lease expired); the clocks of two
-// replicas may run at rates 1% apart over LeaseDuration + RenewDeadline (no
-// two clocks are compared, as in client-go's leader election); what is
-// left (3.5 s by default) must cover a stall of the replica between its
-// fence's due time and the end of its clusters' contexts, and the time
-// its login handlers take to return once their context ends (a vault's
-// Close waits up to five seconds for a handler that ignores its context:
-// keep handlers on it, as every handler of this module is). New refuses a
-// configuration that leaves less than RetryPeriod for that. OnRemove is
+// default), spent once. A quarter of it is the timeout of every Lease
+// request: a renewal that took longer counts for nothing, since it may
+// have landed after a peer judged the Lease expired. The clocks of two
+// replicas may run at rates 1% apart over LeaseDuration + RenewDeadline
+// (no two clocks are compared, as in client-go's leader election). What is
+// left, 3.5 s by default, must cover a stall of the replica between its
+// fence's due time and the end of its clusters' contexts, and the time its
+// login handlers take to return once their context ends. A vault's Close
+// waits up to five seconds for a handler that ignores its context, past
+// the default budget: keep handlers on their context, as every handler of
+// this module is. New refuses a configuration that leaves less than
+// RetryPeriod for the stall and the handlers. OnRemove is
 // not in the budget: a peer may take the cluster while it still runs (its
 // context and vault are done), and a replica never takes a cluster again
 // before its own OnRemove of it has returned. The hub's API server is the
 // one source of truth: a replica takes a cluster only after a list of the
 // Leases made after its Lease said its view, a quorum read that sees every
 // peer's earlier write. Replicas of one group keep their LeaseDurations
-// within four times of each other (a longer one is read as that), and
-// their RetryPeriods and budgets alike: the argument for a Lease deleted
-// again and again, in time with the lists, takes the same ones.
+// within four times of each other (or of a minute): a longer one is read
+// as that, and its replica's clusters could then have two owners. Keep
+// their RetryPeriods and budgets alike too: the argument for a Lease
+// deleted again and again, in time with the lists, takes the same ones.
 //
 // The protocol is a state machine (shardcore.go) that a model test drives
 // on a fake clock against a hub that deletes Leases, loses and delays
@@ -239,8 +244,8 @@
 //
 // Each replica logs one line at INFO per replica that joins or leaves the
 // group, when it starts or stops claiming a share (and why), and per batch
-// of clusters it gives up or takes (how many, to or from whom — the replica
-// that last held them —, why); one per cluster at V(1). Its metrics carry the label
+// of clusters it gives up or takes: how many, to or from whom (the replica
+// that last held them), and why. It logs one line per cluster at V(1). Its metrics carry the label
 // group: authvault_fleet_shard_clusters_owned, _replicas,
 // _moves_total{direction, reason}, _unowned_seconds (for each cluster that
 // moved here, how long it may have had no owner: from the last sign that

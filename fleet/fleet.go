@@ -62,7 +62,8 @@ type Options struct {
 	// added the cluster (with Shards, the one that took it), without any
 	// lock of the fleet's. Default: none.
 	OnAdd func(ctx context.Context, m *Member)
-	// OnRemove is called when a cluster leaves the fleet: after the
+	// OnRemove is called when a cluster leaves the fleet (or, with
+	// Shards, this replica): after the
 	// context OnAdd got has ended, before the cluster's vault closes (with
 	// Shards, beside its vault's Close, so that its logins stop at once
 	// whatever OnRemove waits for). It
@@ -94,8 +95,9 @@ type Fleet struct {
 }
 
 // New returns an empty fleet. With Options.Shards it joins its group of
-// replicas at once, and leaves it at Close; it panics when Shards lacks a
-// field it requires (Config, Namespace, Group), as a program's mistake to
+// replicas at once, and leaves it at Close; it panics when Shards is
+// invalid (a field it requires missing, durations out of order, a budget
+// below RetryPeriod: see Shards.RenewDeadline), as a program's mistake to
 // fix, not a condition to handle.
 func New(opts Options) *Fleet {
 	f := &Fleet{opts: opts, clusters: map[string]*seat{}}

@@ -510,7 +510,7 @@ func (c *shardCore) fence(now time.Time, e *shardEffects) {
 		return
 	}
 	c.renewed = time.Time{}
-	const why = "this replica could not renew its Lease within RenewDeadline"
+	const why = "no renewal of this replica's Lease counted within RenewDeadline (failed, slower than its timeout, or on a Lease created again under it)"
 	n := c.dropWhere(now, e, func(string) (bool, string, string) { return true, "", why })
 	e.notes = append(e.notes, shardNote{kind: noteFenced, n: n})
 }
@@ -634,7 +634,7 @@ func (c *shardCore) whyLeft(id string) string {
 			return "it runs other placement rules"
 		}
 	}
-	return "its Lease was not renewed for its LeaseDuration"
+	return "its Lease was gone, unreadable, or not renewed for its LeaseDuration"
 }
 
 // dropOthers gives up each owned cluster that is not this replica's in

@@ -96,6 +96,7 @@ func (s *sharding) start() {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	core := newShardCore(s.cfg)
+	s.log.Info("this replica claims no share yet: it lists the group's Leases first", "for", core.coverFor().Round(time.Millisecond))
 	s.running.Go(func() { s.loop(ctx, core) })
 	s.running.Go(func() { s.watchLeases(ctx) })
 }
@@ -228,7 +229,7 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 		why = d.why
 	}
 	from := map[string]int{}
-	moved := 0
+	moved, back := 0, 0
 	for _, t := range e.takes {
 		seat := f.clusters[t.name]
 		if f.closed || seat == nil || seat.serial != t.seat || seat.member != nil {
@@ -239,7 +240,12 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 		m.gen = t.gen
 		seat.member = m
 		took = append(took, m)
-		if t.lost.from != "" {
+		switch t.lost.from {
+		case "":
+		case s.cfg.Identity: // given up here (a fence, a stand-by), taken back
+			back++
+			s.metrics.unowned.Observe(s.clock.Since(t.lost.since).Seconds())
+		default:
 			from[t.lost.from]++
 			moved++
 			s.metrics.unowned.Observe(s.clock.Since(t.lost.since).Seconds())
@@ -260,7 +266,7 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 		s.metrics.moves.WithLabelValues("in", "taken").Add(float64(moved))
 	}
 	if len(took) > 0 {
-		s.log.Info("took clusters", "clusters", len(took), "moved", moved, "from", from)
+		s.log.Info("took clusters", "clusters", len(took), "moved", moved, "from", from, "back", back)
 	}
 	return dropped, took
 }
@@ -283,14 +289,14 @@ func (s *sharding) logNotes(notes []shardNote) {
 		case noteLeft:
 			s.log.Info("replica left the fleet's group", "peer", n.peer, "why", n.why, "replicas", n.n)
 		case noteSelfJoined:
-			s.log.Info("this replica takes its share of the fleet's clusters")
+			s.log.Info("this replica claims its share of the fleet's clusters: it takes each once its holder lets it go")
 		case noteStandby:
 			s.log.Info("this replica claims no share of the fleet's clusters", "why", n.why)
 		case noteFenced:
 			s.metrics.moves.WithLabelValues("out", "lease lost").Add(float64(n.n))
-			s.log.Info("this replica could not renew its Lease within RenewDeadline: gave every cluster up", "clusters", n.n)
+			s.log.Info("no renewal of this replica's Lease counted within RenewDeadline: gave every cluster up", "clusters", n.n)
 		case noteRefused:
-			s.log.Error(nil, "a peer's Lease cannot be followed", "peer", n.peer, "why", n.why)
+			s.log.Error(nil, "a peer's Lease cannot be read: this replica takes no cluster until it can", "peer", n.peer, "why", n.why)
 		case noteListOK:
 			s.log.Info("the hub answers again: the group's Leases are listed")
 		case noteWriteOK:
@@ -327,7 +333,7 @@ func (s *sharding) look(ctx context.Context, timeout time.Duration) {
 	s.post(func(c *shardCore, _ time.Time, e *shardEffects) {
 		if err != nil {
 			if !c.listFailed {
-				s.log.Error(redact.Error(err), "cannot list the group's Leases; retrying every RetryPeriod", "retryPeriod", s.cfg.RetryPeriod)
+				s.log.Error(redact.Error(err), "cannot list the group's Leases; retrying every half RetryPeriod (after RenewDeadline without a list, this replica claims no share)", "retryPeriod", s.cfg.RetryPeriod)
 			}
 			c.listFailedAt(start, e)
 			return

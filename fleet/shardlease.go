@@ -152,7 +152,7 @@ func (s *sharding) another(got *coordinationv1.Lease) error {
 		s.foreign = nil
 		return nil
 	}
-	return fmt.Errorf("fleet: the Lease %s/%s of identity %q is renewed by another process: waiting until it has not changed for LeaseDuration (Shards.Identity must be unique in the group)", s.cfg.Namespace, s.lease, s.cfg.Identity)
+	return fmt.Errorf("fleet: the Lease %s/%s of identity %q is renewed by another process (this replica before a restart, or a duplicate: Shards.Identity must be unique in the group): waiting until it has not changed for LeaseDuration", s.cfg.Namespace, s.lease, s.cfg.Identity)
 }
 
 // fill writes this replica's identity, content and renewal into l.

@@ -363,7 +363,7 @@ func (b *ownershipBook) causes(replicas ...string) []error {
 func (b *ownershipBook) fencedCauses(replica string) int {
 	n := 0
 	for _, c := range b.causes(replica) {
-		if errors.Is(c, fleet.ErrNotOwned) && strings.Contains(c.Error(), "could not renew its Lease") {
+		if errors.Is(c, fleet.ErrNotOwned) && strings.Contains(c.Error(), "counted within RenewDeadline") {
 			n++
 		}
 	}

@@ -182,7 +182,7 @@ var _ = Describe("A sharded fleet", Ordered, Label("long"), func() {
 			}
 			Expect(c.Error()).NotTo(BeEmpty())
 		}
-		Expect(book.fencedCauses("r0")).To(Equal(mine), "each of r0's clusters ended for its lost Lease")
+		Expect(book.fencedCauses("r0", cut)).To(Equal(mine), "each of r0's clusters ended for its lost Lease")
 		_, err := replicas["r0"].fleet.RESTConfig(ctx, "c000")
 		Expect(err).To(MatchError(fleet.ErrNotOwned))
 	}, NodeTimeout(2*time.Minute))
@@ -359,12 +359,18 @@ func (b *ownershipBook) causes(replicas ...string) []error {
 	return out
 }
 
-// fencedCauses counts the replica's spans that ended for its lost Lease.
-func (b *ownershipBook) fencedCauses(replica string) int {
+// fencedCauses counts the replica's spans that ended since since for its
+// lost Lease.
+func (b *ownershipBook) fencedCauses(replica string, since time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	n := 0
-	for _, c := range b.causes(replica) {
-		if errors.Is(c, fleet.ErrNotOwned) && strings.Contains(c.Error(), "counted within RenewDeadline") {
-			n++
+	for _, spans := range b.spans {
+		for _, s := range spans {
+			if s.replica == replica && s.endedSeen && !s.ended.Before(since) &&
+				errors.Is(s.cause, fleet.ErrNotOwned) && strings.Contains(s.cause.Error(), "counted within RenewDeadline") {
+				n++
+			}
 		}
 	}
 	return n

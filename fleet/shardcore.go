@@ -61,6 +61,7 @@ type shardCore struct {
 
 	// The lists.
 	listing      bool
+	listTried    time.Time // when the last list began, whatever its answer
 	nextList     time.Time
 	listedAt     time.Time // start of the last successful list
 	listedEnd    time.Time // and its end
@@ -482,12 +483,25 @@ func (c *shardCore) step(now time.Time, e *shardEffects) {
 		c.inflight = content
 		e.write = &content
 	}
-	if !c.listing && !now.Before(c.nextList) {
+	if !c.listing && (!now.Before(c.nextList) || c.expiryDue(now)) {
 		c.listing = true
+		c.listTried = now
 		e.list = true
 	}
 	c.take(now, e)
 	c.schedule(now, e)
+}
+
+// expiryDue tells whether a live peer's Lease may have expired since the
+// last list began: a list now confirms it, rather than one up to a
+// RetryPeriod later.
+func (c *shardCore) expiryDue(now time.Time) bool {
+	for _, p := range c.peers {
+		if at := p.firstSeen.Add(p.duration); !p.expired && !now.Before(at) && c.listTried.Before(at) {
+			return true
+		}
+	}
+	return false
 }
 
 // proofDue tells whether this replica's Lease has just stood for
@@ -739,6 +753,11 @@ func (c *shardCore) schedule(now time.Time, e *shardEffects) {
 	}
 	if !c.listing {
 		soon(c.nextList)
+		for _, p := range c.peers {
+			if !p.expired {
+				soon(p.firstSeen.Add(p.duration))
+			}
+		}
 	}
 	if !c.renewed.IsZero() {
 		soon(c.renewed.Add(c.rd))

@@ -325,3 +325,39 @@ func TestShardsRecordOfGarbageNeverPanics(t *testing.T) {
 		}
 	}
 }
+
+type countingLists struct {
+	*hubClient
+	lists atomic.Int64
+}
+
+func (c *countingLists) List(ctx context.Context, o metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	c.lists.Add(1)
+	return c.hubClient.List(ctx, o)
+}
+
+// A hub that refuses every list, with a peer's Lease due to expire: the
+// list at its expiry is tried once, then every half RetryPeriod, not again
+// at once after each failure.
+func TestShardsFailingListsRetryEveryHalfRetryPeriod(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	shardedOnHub(t, &hubClient{hub: hub}, "b", &alive)
+	c := &countingLists{hubClient: &hubClient{hub: hub}}
+	f := New(Options{})
+	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: "a",
+		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shards = newSharding(f, cfg, c, clock.RealClock{})
+	f.shards.start()
+	defer f.Close()
+	time.Sleep(300 * time.Millisecond) // a has listed b's Lease
+	c.noList.Store(true)
+	before := c.lists.Load()
+	time.Sleep(1500 * time.Millisecond) // past b's LeaseDuration (1 s)
+	if n := c.lists.Load() - before; n > 80 {
+		t.Errorf("%d lists in 1.5 s against a hub that refuses them (RetryPeriod 50 ms: about 60): a busy loop", n)
+	}
+}

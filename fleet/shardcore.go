@@ -180,11 +180,10 @@ type shardDrop struct {
 
 // shardNote is something the driver logs.
 type shardNote struct {
-	kind  noteKind
-	peer  string
-	peers []string
-	why   string
-	n     int
+	kind noteKind
+	peer string
+	why  string
+	n    int
 }
 
 type noteKind int
@@ -200,7 +199,6 @@ const (
 	noteListOK
 	noteWriteFailed
 	noteWriteOK
-	noteWaiting // takes held back: why
 )
 
 // clockShare is the part of a duration the clocks of two replicas may

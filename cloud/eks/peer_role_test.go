@@ -87,25 +87,41 @@ func stsProxy(t *testing.T, s *stsStub) []clientcmdapi.ExecEnvVar {
 	front.StartTLS()
 	t.Cleanup(front.Close)
 
-	var tunnels sync.WaitGroup
+	// A hijacked connection is not the server's to wait for: tunnels counts
+	// the tunnels, each counted under mu before the cleanup's Wait can begin
+	// (an Add from zero must come before a Wait, not beside it).
+	var (
+		tunnels  sync.WaitGroup
+		mu       sync.Mutex // guards stopping, and orders each Add before the Wait
+		stopping bool
+	)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodConnect || r.Host != host+":443" {
 			t.Errorf("proxy: %s %s, want CONNECT %s:443", r.Method, r.Host, host)
 			http.Error(w, "not the STS host", http.StatusForbidden)
 			return
 		}
+		mu.Lock()
+		if stopping {
+			mu.Unlock()
+			http.Error(w, "the test has ended", http.StatusServiceUnavailable)
+			return
+		}
+		tunnels.Add(2)
+		mu.Unlock()
 		back, err := net.Dial("tcp", front.Listener.Addr().String())
 		if err != nil {
+			tunnels.Add(-2)
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {
+			tunnels.Add(-2)
 			back.Close()
 			return
 		}
 		_, _ = io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n")
-		tunnels.Add(2)
 		pipe := func(dst, src net.Conn) {
 			defer tunnels.Done()
 			_, _ = io.Copy(dst, src)
@@ -116,6 +132,9 @@ func stsProxy(t *testing.T, s *stsStub) []clientcmdapi.ExecEnvVar {
 		go pipe(conn, back)
 	}))
 	t.Cleanup(func() {
+		mu.Lock()
+		stopping = true
+		mu.Unlock()
 		proxy.Close()
 		tunnels.Wait() // the plugin has exited: its connection is closed
 	})

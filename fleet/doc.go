@@ -209,7 +209,7 @@
 // their RetryPeriods and budgets alike too: the argument for a Lease
 // deleted again and again, in time with the lists, takes the same ones.
 //
-// The protocol is a state machine (shardcore.go) that a model test drives
+// The protocol is a state machine without I/O that a model test drives
 // on a fake clock against a hub that deletes Leases, loses and delays
 // replies, stalls and kills replicas, with hung hooks and mixed durations
 // and rules, checking at every step that no cluster has two owners and

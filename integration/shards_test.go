@@ -359,16 +359,19 @@ func (b *ownershipBook) causes(replicas ...string) []error {
 	return out
 }
 
-// fencedCauses counts the replica's spans that ended since since for its
-// lost Lease.
+// fencedCauses counts the replica's spans that ended since since because
+// it lost the hub.
 func (b *ownershipBook) fencedCauses(replica string, since time.Time) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
 	for _, spans := range b.spans {
 		for _, s := range spans {
-			if s.replica == replica && s.endedSeen && !s.ended.Before(since) &&
-				errors.Is(s.cause, fleet.ErrNotOwned) && strings.Contains(s.cause.Error(), "counted within RenewDeadline") {
+			// Cut from the hub, a replica gives its clusters up at the
+			// first of its fence (no renewal counted) and its standing by
+			// (no list), whichever the timing brings first.
+			if s.replica == replica && s.endedSeen && !s.ended.Before(since) && errors.Is(s.cause, fleet.ErrNotOwned) &&
+				(strings.Contains(s.cause.Error(), "counted within RenewDeadline") || strings.Contains(s.cause.Error(), "has not listed the group's Leases")) {
 				n++
 			}
 		}

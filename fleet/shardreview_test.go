@@ -10,8 +10,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testwait"
@@ -79,14 +77,7 @@ func TestShardsFailingWritesRetryEveryRetryPeriod(t *testing.T) {
 	c := &countingHub{hubClient: &hubClient{hub: hub}}
 	c.down.Store(true)
 	f := New(Options{})
-	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: "a",
-		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.shards = newSharding(f, cfg, c, clock.RealClock{})
-	f.shards.start()
-	defer f.Close()
+	shardOn(t, f, c, "a")
 	time.Sleep(500 * time.Millisecond)
 	if n := c.calls.Load(); n > 40 {
 		t.Errorf("%d write requests in 500 ms against a hub that refuses them (RetryPeriod 50 ms): a busy loop", n)
@@ -107,14 +98,7 @@ func TestShardsDuplicateIdentityWaitsWithoutSpinning(t *testing.T) {
 	}
 	c := &countingHub{hubClient: &hubClient{hub: hub}}
 	f := New(Options{})
-	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: "same-host",
-		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.shards = newSharding(f, cfg, c, clock.RealClock{})
-	f.shards.start()
-	defer f.Close()
+	shardOn(t, f, c, "same-host")
 	time.Sleep(500 * time.Millisecond)
 	t.Logf("%d calls", c.calls.Load())
 	if n := c.calls.Load(); n > 40 {
@@ -345,14 +329,7 @@ func TestShardsFailingListsRetryEveryHalfRetryPeriod(t *testing.T) {
 	shardedOnHub(t, &hubClient{hub: hub}, "b", &alive)
 	c := &countingLists{hubClient: &hubClient{hub: hub}}
 	f := New(Options{})
-	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: "a",
-		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.shards = newSharding(f, cfg, c, clock.RealClock{})
-	f.shards.start()
-	defer f.Close()
+	shardOn(t, f, c, "a")
 	time.Sleep(300 * time.Millisecond) // a has listed b's Lease
 	c.noList.Store(true)
 	before := c.lists.Load()

@@ -167,6 +167,20 @@ func shardedOnHub(t *testing.T, c *hubClient, identity string, alive *sync.Map, 
 	return f
 }
 
+// shardOn shards f through leases as identity, with the hub tests'
+// durations, until the test ends.
+func shardOn(t *testing.T, f *Fleet, leases coordinationv1client.LeaseInterface, identity string) {
+	t.Helper()
+	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
+		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shards = newSharding(f, cfg, leases, clock.RealClock{})
+	f.shards.start()
+	t.Cleanup(f.Close)
+}
+
 func never(context.Context) (*login.ConnectionInfo, error) { return nil, errors.New("not called") }
 
 // watchOwners polls alive for at least d, then until every cluster of
@@ -431,14 +445,7 @@ func TestShardsFenceOnRemoveReturnsBeforeTheNextOnAdd(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: "a",
-		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.shards = newSharding(f, cfg, c, clock.RealClock{})
-	f.shards.start()
-	defer f.Close()
+	shardOn(t, f, c, "a")
 	for _, n := range clusterNames(8) {
 		if err := f.Add(n, never); err != nil {
 			t.Fatal(err)

@@ -503,13 +503,7 @@ func (m *shardModel) run(steps int) (err error) {
 	faultsEnd := 20 * time.Second
 	m.at(faultsEnd, "faults stop", func() { m.faulty = false; m.quietAt = m.now })
 	for m.steps < steps && m.queue.Len() > 0 {
-		ev := heap.Pop(&m.queue).(*modelEvent)
-		m.now = ev.at
-		if ev.say != "" {
-			m.say("%s", ev.say)
-		}
-		ev.do()
-		m.steps++
+		m.runNext()
 		if !m.faulty && m.now > m.quietAt+m.bound() {
 			return m.settled()
 		}
@@ -545,6 +539,17 @@ func (m *shardModel) settled() error {
 	return nil
 }
 
+// runNext runs the earliest event, its time now.
+func (m *shardModel) runNext() {
+	ev := heap.Pop(&m.queue).(*modelEvent)
+	m.now = ev.at
+	if ev.say != "" {
+		m.say("%s", ev.say)
+	}
+	ev.do()
+	m.steps++
+}
+
 // kill ends r's process: its members and vaults with it.
 func (m *shardModel) kill(r *modelReplica) {
 	r.dead = true
@@ -565,13 +570,7 @@ func (m *shardModel) runUntil(end time.Duration) (err error) {
 		}
 	}()
 	for m.queue.Len() > 0 && m.queue[0].at <= end {
-		ev := heap.Pop(&m.queue).(*modelEvent)
-		m.now = ev.at
-		if ev.say != "" {
-			m.say("%s", ev.say)
-		}
-		ev.do()
-		m.steps++
+		m.runNext()
 	}
 	m.now = end
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode"
 
@@ -21,11 +20,13 @@ type Authenticator struct {
 	reviewer      *reviewer   // reviews, and caches verdicts by a hash of the token
 	limits        *limiters   // nil without a rate
 	authz         *authorizer // nil without Options.Authorization
+	front         *frontProxy // nil without Options.FrontProxy
 	metrics       *metrics
 }
 
 // New checks opts and makes an Authenticator. It does not reach the API
-// server: the issuer's keys are fetched with the first token.
+// server: the issuer's keys are fetched with the first token, and a front
+// proxy's configuration by Start.
 func New(opts Options) (*Authenticator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -49,6 +50,15 @@ func New(opts Options) (*Authenticator, error) {
 	a.limits = newLimiters(&a.opts)
 	a.authz = newAuthorizer(cs.AuthorizationV1().SubjectAccessReviews(), &a.opts)
 	a.reviewer = newReviewer(cs.AuthenticationV1().TokenReviews(), &a.opts, a.metrics)
+	if opts.FrontProxy != nil {
+		var client kubernetes.Interface = cs
+		if opts.frontProxyClient != nil {
+			client = opts.frontProxyClient
+		}
+		if a.front, err = newFrontProxy(*opts.FrontProxy, client, opts.Logger.WithName("front-proxy")); err != nil {
+			return nil, err
+		}
+	}
 	if err := a.metrics.register(opts.Registerer); err != nil {
 		return nil, err
 	}
@@ -61,8 +71,23 @@ func New(opts Options) (*Authenticator, error) {
 // token. The User is the caller's own: the cache keeps another copy.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (User, error) {
 	u, err := a.authenticate(ctx, token)
-	u.Groups = slices.Clone(u.Groups)
-	return u, err
+	return u.clone(), err
+}
+
+// Start follows Options.FrontProxy's configuration (the API server's
+// ConfigMap, or the CA file) until ctx ends; until it has read it, front
+// proxies' callers get 503. It returns nil when ctx ends, and at once
+// without a FrontProxy; it may run once. An Authenticator is a
+// controller-runtime Runnable: mgr.Add(a) runs it.
+func (a *Authenticator) Start(ctx context.Context) error {
+	if a.front == nil {
+		return nil
+	}
+	if !a.front.started.CompareAndSwap(false, true) {
+		return errors.New("addonauth: Authenticator.Start runs once")
+	}
+	a.front.run(ctx)
+	return nil
 }
 
 func (a *Authenticator) authenticate(ctx context.Context, token string) (User, error) {

@@ -54,7 +54,7 @@ func (a *Authenticator) bound(parent context.Context, authorization string, u Us
 	} else {
 		b.ctx, b.cancel = context.WithDeadline(parent, b.deadline)
 	}
-	if !a.opts.NoReview {
+	if !a.opts.NoReview && authorization != "" {
 		_, token, _ := strings.Cut(authorization, " ")
 		b.token = strings.TrimSpace(token)
 		b.mu.Lock()

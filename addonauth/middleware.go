@@ -30,7 +30,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.serveIgnored(w, r, next)
 			return
 		}
-		u, err := a.authenticateRequest(r)
+		u, fromProxy, err := a.identify(r)
 		if err != nil {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 			a.refuse(w, r, err)
@@ -51,7 +51,11 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			a.refuse(w, r, err)
 			return
 		}
-		ctx, w, stop := a.bound(r.Context(), r.Header.Get("Authorization"), u, w)
+		authorization := r.Header.Get("Authorization")
+		if fromProxy {
+			authorization = "" // no token to review again: the API server vouched for the request alone
+		}
+		ctx, w, stop := a.bound(r.Context(), authorization, u, w)
 		defer stop()
 		out := r.WithContext(withUser(ctx, u))
 		out.Header = a.forwardHeaders(r.Header, u)
@@ -60,6 +64,28 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 		next.ServeHTTP(w, out)
 	})
+}
+
+// identify finds the request's caller: the one a front proxy vouches for
+// (fromProxy), else the bearer token's. A request with a client
+// certificate that is not a front proxy's is a bearer caller; so is one
+// with a token while the front proxy's configuration is not loaded.
+func (a *Authenticator) identify(r *http.Request) (u User, fromProxy bool, err error) {
+	if a.front != nil {
+		u, ok, err := a.front.authenticate(r)
+		switch {
+		case ok:
+			return u, true, nil
+		case errors.Is(err, errFrontProxyUnavailable) && r.Header.Get("Authorization") == "":
+			return User{}, false, fmt.Errorf("%w: %w", errUnavailable, err)
+		case err != nil:
+			// Trusted for nothing: its identity headers are dropped with
+			// every other caller's.
+			a.opts.Logger.V(1).Info("client certificate is not a front proxy's", "reason", err.Error(), "remote", r.RemoteAddr)
+		}
+	}
+	u, err = a.authenticateRequest(r)
+	return u, false, err
 }
 
 // authenticateRequest finds the request's bearer token and verifies it.
@@ -116,7 +142,41 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 	for _, g := range u.Groups {
 		out.Add(hd.Groups, g)
 	}
+	if hd.Extra != "" {
+		for k, values := range u.Extra {
+			name := hd.Extra + escapeExtraKey(k)
+			for _, v := range values {
+				out.Add(name, v)
+			}
+		}
+	}
 	return out
+}
+
+// escapeExtraKey percent-escapes what may not stand in a header name, and
+// "%" itself, as the API server's aggregation layer escapes an extra
+// attribute's key; the requestheader authenticator unescapes it.
+func escapeExtraKey(k string) string {
+	var b strings.Builder
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c != '%' && isTokenByte(c) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+// isTokenByte tells whether c may stand in a header name (RFC 9110's
+// tchar).
+func isTokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // withoutIdentity is a copy of h without the caller's credentials and
@@ -174,7 +234,13 @@ func (a *Authenticator) isIdentityHeader(name string) bool {
 			return true
 		}
 	}
-	return hasPrefixFold(name, "x-remote-") || hasPrefixFold(name, "x-authenticated-")
+	if hasPrefixFold(name, "x-remote-") || hasPrefixFold(name, "x-authenticated-") {
+		return true
+	}
+	if extra := a.opts.Headers.Extra; extra != "" && hasPrefixFold(name, strings.ReplaceAll(extra, "_", "-")) {
+		return true
+	}
+	return a.front != nil && a.front.isHeader(name)
 }
 
 // identityNames are the header names isIdentityHeader refuses outright,

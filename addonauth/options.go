@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -81,8 +82,8 @@ type Options struct {
 
 	// Headers name the identity headers set on forwarded requests.
 	// Default: X-Authenticated-User, X-Authenticated-Groups,
-	// X-Authenticated-UID; RequestHeaders gives those of the API server's
-	// requestheader authenticator.
+	// X-Authenticated-UID and X-Authenticated-Extra-; RequestHeaders gives
+	// those of the API server's requestheader authenticator.
 	Headers Headers
 
 	// RatePerUser is each user's sustained request rate, and BurstPerUser
@@ -118,6 +119,12 @@ type Options struct {
 	// sees the caller's groups.
 	Authorization *Authorization
 
+	// FrontProxy, when set, also trusts the callers the API server's
+	// aggregation layer forwards (see FrontProxy): a person behind kubectl
+	// proxy, for a service registered as an APIService. Its configuration
+	// is followed while Start runs. Default: bearer callers only.
+	FrontProxy *FrontProxy
+
 	// Logger receives refusals (at V(1)) and failures to verify, never a
 	// token. Default: discard.
 	Logger logr.Logger
@@ -126,19 +133,25 @@ type Options struct {
 
 	// now is the clock; tests set it.
 	now func() time.Time
+	// frontProxyClient reads the ConfigMap instead of Config; tests set it.
+	frontProxyClient kubernetes.Interface
 }
 
 // Headers name the identity headers.
 type Headers struct {
 	User, Groups, UID string
+	// Extra is the prefix of the headers that carry the caller's extra
+	// attributes, one header per key (percent-escaped, as the API server's
+	// aggregation layer escapes them) and value. Empty: none are set.
+	Extra string
 }
 
 // RequestHeaders are the names kube-apiserver's requestheader
 // authenticator reads (--requestheader-username-headers and so on).
-var RequestHeaders = Headers{User: "X-Remote-User", Groups: "X-Remote-Group", UID: "X-Remote-Uid"}
+var RequestHeaders = Headers{User: "X-Remote-User", Groups: "X-Remote-Group", UID: "X-Remote-Uid", Extra: "X-Remote-Extra-"}
 
 // defaultHeaders are the names the proposal gives.
-var defaultHeaders = Headers{User: "X-Authenticated-User", Groups: "X-Authenticated-Groups", UID: "X-Authenticated-UID"}
+var defaultHeaders = Headers{User: "X-Authenticated-User", Groups: "X-Authenticated-Groups", UID: "X-Authenticated-UID", Extra: "X-Authenticated-Extra-"}
 
 func (o Options) withDefaults() (Options, error) {
 	// Audiences holds them all from here on, Audience first; Audience is

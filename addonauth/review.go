@@ -327,7 +327,7 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 		until = local.Expires // never past the token's own expiry
 	}
 	return &reviewed{
-		user:  User{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Expires: local.Expires},
+		user:  User{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Extra: extraOf(st.User.Extra), Expires: local.Expires},
 		until: until, lastGood: now, seq: seq, foreign: foreign,
 	}, nil
 }
@@ -364,4 +364,16 @@ func (r *reviewer) recheck(ctx context.Context, token string, local User, since 
 		return p.seq, p.until, p.err
 	}
 	return since, time.Time{}, nil
+}
+
+// extraOf is a review's extra attributes as a User holds them.
+func extraOf(extra map[string]authnv1.ExtraValue) map[string][]string {
+	if len(extra) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(extra))
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
 }

@@ -83,8 +83,8 @@ type frontProxy struct {
 	source  string // what the configuration comes from, for logs and errors
 	current atomic.Pointer[frontProxyState]
 	auth    authenticator.Request // k8s.io/apiserver's, reading current
-	file    string               // the CA file; "" for the ConfigMap
-	client  kubernetes.Interface // for the ConfigMap; nil with a file
+	file    string                // the CA file; "" for the ConfigMap
+	client  kubernetes.Interface  // for the ConfigMap; nil with a file
 	log     logr.Logger
 	started atomic.Bool // Start has run
 	mu      sync.Mutex  // orders the sets

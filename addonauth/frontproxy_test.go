@@ -238,9 +238,9 @@ func TestNewRefusesABadFrontProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, fp := range map[string]FrontProxy{
-		"a missing file":          {ClientCAFile: filepath.Join(dir, "missing.crt")},
-		"a directory":             {ClientCAFile: dir},
-		"not PEM":                 {ClientCAFile: garbage},
+		"a missing file":         {ClientCAFile: filepath.Join(dir, "missing.crt")},
+		"a directory":            {ClientCAFile: dir},
+		"not PEM":                {ClientCAFile: garbage},
 		"names without the file": {AllowedNames: []string{"front-proxy-client"}},
 	} {
 		if _, err := New(Options{Audience: audience, Config: api.config(), FrontProxy: &fp}); err == nil {
@@ -379,4 +379,3 @@ func canceled() context.Context {
 	cancel()
 	return ctx
 }
-

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/time/rate"
 	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/authvault/authvault/addonauth"
@@ -30,6 +32,9 @@ type config struct {
 	auth                                 addonauth.Options
 	apiQPS                               float64
 	apiBurst                             int
+	apiService                           schema.GroupVersion // empty: not an APIService's backend
+	trustedOrigins                       []string
+	csrf                                 *http.CrossOriginProtection // refuses cross-site unsafe requests
 }
 
 // parseFlags defines the flags on fs and parses args. The vault's
@@ -43,6 +48,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		ratePerUser               float64
 		tlsMinVersion             string
 		tlsCiphers                []string
+		apiService                string
+		frontProxy                addonauth.FrontProxy
+		skipLookup                bool
 	)
 	if fs.Lookup("kubeconfig") == nil {
 		fs.String("kubeconfig", "", "a kubeconfig to log in with (default: the pod's ServiceAccount, $KUBECONFIG, ~/.kube/config)")
@@ -82,6 +90,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Var((*list)(&c.auth.AllowPaths), "allow-paths", "path patterns (path.Match: /metrics, /api/*; * does not cross a /) that are the only ones served; others get 404 (repeat or separate with commas)")
 	fs.Var((*list)(&c.auth.IgnorePaths), "ignore-paths", "path patterns served without verification, and without identity headers; with --allow-paths, they must be allowed too (repeat or separate with commas)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 20*time.Second, "how long requests under way may finish on SIGTERM, then the rest are closed (below the pod's termination grace, 30s by default)")
+	fs.StringVar(&apiService, "apiservice", "", "GROUP/VERSION: be the backend of that APIService, for callers the API server's aggregation layer forwards (a person behind kubectl proxy):\n"+
+		"answers its discovery at /apis/GROUP/VERSION, forwards /apis/GROUP/VERSION/... to the upstream without that prefix, keeps redirects under it;\n"+
+		"trusts the requestheader identity over the API server's front-proxy client certificate (needs --tls-cert-file and --tls-key-file)")
+	fs.StringVar(&frontProxy.ClientCAFile, "requestheader-client-ca-file", "", "CA bundle (PEM) of the front proxy's client certificate, reread when it changes (default: from ConfigMap kube-system/extension-apiserver-authentication, followed live)")
+	fs.Var((*list)(&frontProxy.AllowedNames), "requestheader-allowed-names", "common names the front proxy's certificate may have (empty: any of the CA); with --requestheader-client-ca-file")
+	fs.Var((*list)(&frontProxy.UsernameHeaders), "requestheader-username-headers", "request headers to read the user name from (default X-Remote-User); with --requestheader-client-ca-file")
+	fs.Var((*list)(&frontProxy.UIDHeaders), "requestheader-uid-headers", "request headers to read the UID from (default none); with --requestheader-client-ca-file")
+	fs.Var((*list)(&frontProxy.GroupHeaders), "requestheader-group-headers", "request headers to read groups from (default X-Remote-Group); with --requestheader-client-ca-file")
+	fs.Var((*list)(&frontProxy.ExtraHeaderPrefixes), "requestheader-extra-headers-prefix", "request header prefixes to read extra attributes from (default X-Remote-Extra-); with --requestheader-client-ca-file")
+	fs.BoolVar(&skipLookup, "authentication-skip-lookup", false, "do not read the requestheader configuration from ConfigMap kube-system/extension-apiserver-authentication: --requestheader-client-ca-file must give it")
+	c.trustedOrigins = []string{"http://localhost:8001", "http://127.0.0.1:8001"}
+	fs.Var(&origins{list: &c.trustedOrigins}, "trusted-origins", "origins (scheme://host[:port]) whose pages may send unsafe requests (POST, PUT, PATCH, DELETE) to the service; other cross-site ones get 403\n"+
+		"(repeat or separate with commas; default http://localhost:8001,http://127.0.0.1:8001, the pages of kubectl proxy; \"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -148,7 +169,60 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if requestHeaders {
 		c.auth.Headers = addonauth.RequestHeaders
 	}
+	if err := c.frontProxy(apiService, frontProxy, skipLookup); err != nil {
+		return c, err
+	}
+	c.csrf = http.NewCrossOriginProtection()
+	for _, o := range c.trustedOrigins {
+		if err := c.csrf.AddTrustedOrigin(o); err != nil {
+			return c, fmt.Errorf("--trusted-origins %q: %w", o, err)
+		}
+	}
 	return c, nil
+}
+
+// frontProxy reads --apiservice and the requestheader flags.
+func (c *config) frontProxy(apiService string, fp addonauth.FrontProxy, skipLookup bool) error {
+	if apiService != "" {
+		gv, err := schema.ParseGroupVersion(apiService)
+		if err != nil || gv.Group == "" || gv.Version == "" || strings.Contains(gv.Version, "/") {
+			return fmt.Errorf("--apiservice %q is not GROUP/VERSION (an APIService's group and version, e.g. dashboard.example.com/v1)", apiService)
+		}
+		c.apiService = gv
+	}
+	names := len(fp.AllowedNames) + len(fp.UsernameHeaders) + len(fp.UIDHeaders) + len(fp.GroupHeaders) + len(fp.ExtraHeaderPrefixes)
+	switch {
+	case fp.ClientCAFile == "" && names > 0:
+		return errors.New("--requestheader-allowed-names and the --requestheader-*-headers flags go with --requestheader-client-ca-file: without it, the ConfigMap gives them")
+	case c.apiService.Empty() && fp.ClientCAFile == "":
+		return nil // bearer callers only
+	case fp.ClientCAFile == "" && skipLookup:
+		return errors.New("--apiservice with --authentication-skip-lookup needs --requestheader-client-ca-file: the front proxy's CA must come from somewhere")
+	case c.certFile == "":
+		return errors.New("the front proxy (--apiservice, --requestheader-client-ca-file) needs --tls-cert-file and --tls-key-file: the API server sends its client certificate over TLS only")
+	}
+	c.auth.FrontProxy = &fp
+	return nil
+}
+
+// origins is --trusted-origins: the defaults until it is given.
+type origins struct {
+	list *[]string
+	set  bool
+}
+
+func (o *origins) String() string {
+	if o.list == nil {
+		return ""
+	}
+	return strings.Join(*o.list, ",")
+}
+
+func (o *origins) Set(s string) error {
+	if !o.set {
+		*o.list, o.set = nil, true
+	}
+	return (*list)(o.list).Set(s)
 }
 
 // minVersion reads --tls-min-version, as Kubernetes components spell it;

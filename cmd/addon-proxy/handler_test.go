@@ -112,7 +112,7 @@ func TestSidecarRefusesSlowBodiesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := newUpstream(t)
-	addr := sidecar(t, newHandler(auth.Middleware, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Minute))
+	addr := sidecar(t, newHandler(auth.Middleware, newProxy(up.url(t), "", http.DefaultTransport, logr.Discard()), time.Minute))
 	for range 5 {
 		_, br := trickle(t, addr)
 		readAnswer(t, br, 401)
@@ -141,7 +141,7 @@ func TestSidecarBoundsReadsBeforeForwarding(t *testing.T) {
 // upstream's, however long it takes: the bound ends with verification.
 func TestSidecarDoesNotBoundForwardedBodies(t *testing.T) {
 	up := newUpstream(t)
-	addr := sidecar(t, newHandler(authMiddleware(t, addonauth.Options{}), newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Second))
+	addr := sidecar(t, newHandler(authMiddleware(t, addonauth.Options{}), newProxy(up.url(t), "", http.DefaultTransport, logr.Discard()), time.Second))
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestSidecarRefusesVerificationPastTheBound(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	srv := httptest.NewServer(newHandler(slow, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), 100*time.Millisecond))
+	srv := httptest.NewServer(newHandler(slow, newProxy(up.url(t), "", http.DefaultTransport, logr.Discard()), 100*time.Millisecond))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/hello")
 	if err != nil {
@@ -189,7 +189,7 @@ func TestSidecarRefusesVerificationPastTheBound(t *testing.T) {
 	if up.got.Load() != 0 {
 		t.Error("a request was forwarded after its verification outlasted the bound")
 	}
-	quick := httptest.NewServer(newHandler(func(next http.Handler) http.Handler { return next }, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), time.Minute))
+	quick := httptest.NewServer(newHandler(func(next http.Handler) http.Handler { return next }, newProxy(up.url(t), "", http.DefaultTransport, logr.Discard()), time.Minute))
 	defer quick.Close()
 	resp, err = http.Post(quick.URL+"/hello", "text/plain", strings.NewReader("hi"))
 	if err != nil {
@@ -248,7 +248,7 @@ func authMiddleware(t *testing.T, opts addonauth.Options) func(http.Handler) htt
 func TestSidecarBoundsIgnoredBodies(t *testing.T) {
 	up := newUpstream(t)
 	mw := authMiddleware(t, addonauth.Options{IgnorePaths: []string{"/hello"}})
-	addr := sidecar(t, newHandler(mw, newProxy(up.url(t), http.DefaultTransport, logr.Discard()), 300*time.Millisecond))
+	addr := sidecar(t, newHandler(mw, newProxy(up.url(t), "", http.DefaultTransport, logr.Discard()), 300*time.Millisecond))
 	conn, br := trickle(t, addr)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -275,7 +275,7 @@ func TestSidecarBoundsIgnoredBodies(t *testing.T) {
 	}))
 	defer slow.Close()
 	target, _ := url.Parse(slow.URL)
-	front := httptest.NewServer(newHandler(mw, newProxy(target, http.DefaultTransport, logr.Discard()), 300*time.Millisecond))
+	front := httptest.NewServer(newHandler(mw, newProxy(target, "", http.DefaultTransport, logr.Discard()), 300*time.Millisecond))
 	defer front.Close()
 	for _, body := range []io.Reader{nil, strings.NewReader("hello")} {
 		resp, err := http.Post(front.URL+"/hello", "text/plain", body)

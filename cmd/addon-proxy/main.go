@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/authvault/authvault/addonauth"
@@ -48,6 +50,9 @@ func run() error {
 		return nil
 	}
 	log := zap.New(zap.UseDevMode(false)).WithName("addon-proxy")
+	// k8s.io/apiserver's CA follower and client-go log through klog: in
+	// the same JSON lines, under a name of their own.
+	klog.SetLogger(log.WithName("k8s"))
 	if weak := insecureCiphers(c.tlsCiphers); len(weak) > 0 {
 		log.Info("--tls-cipher-suites names suites crypto/tls counts as insecure", "suites", weak)
 	}
@@ -77,10 +82,22 @@ func run() error {
 		return err
 	}
 
-	srv := newServer(c.listen, newHandler(auth.Middleware, newProxy(c.upstream, transport, log), c.verifyTimeout))
+	// The front proxy's configuration is followed until the servers stop.
+	follow, stopFollowing := context.WithCancel(ctx)
+	followed := make(chan error, 1)
+	go func() { followed <- auth.Start(follow) }()
+	defer func() { stopFollowing(); <-followed }()
+
+	srv := newServer(c.listen, c.csrf.Handler(newHandler(auth.Middleware, upstreamHandler(c, transport, log), c.verifyTimeout)))
 	if c.certFile != "" {
 		if srv.TLSConfig, err = servingTLS(c, log); err != nil {
 			return err
+		}
+		if c.auth.FrontProxy != nil {
+			// Asked for, not verified here: the middleware verifies the
+			// front proxy's, and a caller with another certificate, or
+			// none, is a bearer caller.
+			srv.TLSConfig.ClientAuth = tls.RequestClientCert
 		}
 	}
 
@@ -88,7 +105,8 @@ func run() error {
 	if c.opsListen != "0" {
 		ops = &http.Server{Addr: c.opsListen, Handler: opsHandler(v, reg), ReadHeaderTimeout: 10 * time.Second}
 	}
-	log.Info("serving", "listen", c.listen, "upstream", c.upstream.Redacted(), "audiences", c.auth.Audiences, "tls", c.certFile != "")
+	log.Info("serving", "listen", c.listen, "upstream", c.upstream.Redacted(), "audiences", c.auth.Audiences, "tls", c.certFile != "",
+		"apiservice", c.apiService.String(), "frontProxy", c.auth.FrontProxy != nil)
 	return serveAll(ctx, log, srv, c.certFile != "", ops, c.shutdownGrace)
 }
 
@@ -128,6 +146,16 @@ func shutdown(log logr.Logger, srv, ops *http.Server, grace time.Duration) error
 		return nil
 	}
 	return err
+}
+
+// upstreamHandler forwards to the upstream: under the APIService's
+// prefix with --apiservice.
+func upstreamHandler(c config, transport http.RoundTripper, log logr.Logger) http.Handler {
+	if c.apiService.Empty() {
+		return newProxy(c.upstream, "", transport, log)
+	}
+	prefix := apiServicePrefix(c.apiService)
+	return apiService(c.apiService, newProxy(c.upstream, prefix, transport, log))
 }
 
 // newServer is the server of the callers. No read or write timeout:

@@ -197,7 +197,7 @@ func TestUpstreamClientCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer transport.CloseIdleConnections()
-	front := httptest.NewServer(newProxy(c.upstream, transport, logr.Discard()))
+	front := httptest.NewServer(newProxy(c.upstream, "", transport, logr.Discard()))
 	defer front.Close()
 	get := func() (int, string) {
 		t.Helper()

@@ -12,9 +12,10 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// newProxy forwards to upstream through transport.
-func newProxy(upstream *url.URL, transport http.RoundTripper, log logr.Logger) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
+// newProxy forwards to upstream through transport. With a prefix (an
+// APIService's), the upstream's redirects are kept under it.
+func newProxy(upstream *url.URL, prefix string, transport http.RoundTripper, log logr.Logger) *httputil.ReverseProxy {
+	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
@@ -27,6 +28,13 @@ func newProxy(upstream *url.URL, transport http.RoundTripper, log logr.Logger) *
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
+	if prefix != "" {
+		p.ModifyResponse = func(resp *http.Response) error {
+			keepUnderPrefix(resp.Header, prefix, upstream)
+			return nil
+		}
+	}
+	return p
 }
 
 // upstreamTransport reaches the upstream: trusting --upstream-ca-file for

@@ -28,7 +28,7 @@ func through(t *testing.T, target string, args ...string) (int, string) {
 		t.Fatal(err)
 	}
 	defer transport.CloseIdleConnections()
-	front := httptest.NewServer(newProxy(c.upstream, transport, logr.Discard()))
+	front := httptest.NewServer(newProxy(c.upstream, "", transport, logr.Discard()))
 	defer front.Close()
 	resp, err := http.Get(front.URL + "/hello")
 	if err != nil {

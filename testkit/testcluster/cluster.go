@@ -32,6 +32,11 @@ type Cluster struct {
 	Issuer *Issuer
 	Server string // the API server's URL
 	CAData []byte // the CA of its serving certificate
+	// FrontProxyCA signs the client certificate the API server's
+	// aggregation layer presents to an APIService's backend (PEM); the
+	// API server publishes it, and the requestheader settings, in ConfigMap
+	// kube-system/extension-apiserver-authentication.
+	FrontProxyCA []byte
 
 	webhook *httptest.Server
 	dir     string
@@ -89,6 +94,15 @@ contexts:
 	if err := os.MkdirAll(api.CertDir, 0o700); err != nil {
 		c.cleanup()
 		return nil, err
+	}
+	frontProxy, frontProxyCA, err := frontProxyFlags(dir)
+	if err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	c.FrontProxyCA = frontProxyCA
+	for flag, value := range frontProxy {
+		api.Configure().Set(flag, value)
 	}
 	api.Configure().
 		Set("authentication-token-webhook-config-file", webhookConfig).

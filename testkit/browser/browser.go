@@ -4,7 +4,7 @@
 //
 //	ctx, cancel := browser.New(t)
 //	defer cancel()
-//	err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.Submit(`#add`))
+//	err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.Submit(chromedp.ID("add")))
 //
 // The browser is Debian's chromium-headless-shell, which hack/chromium.sh
 // finds or installs and make test passes on as AUTHVAULT_CHROMIUM. A test

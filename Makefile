@@ -8,9 +8,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
 # two cores) and caches outside the work tree; the cloud modules' peer tests
 # run aws-iam-authenticator and kubelogin, which hack/peers.sh builds once
-# (about 2.5 min) and caches beside them. hack/release's tests release HEAD
-# in a clone, publish it to a file module proxy and fetch each published
-# module alone from outside the repository; compat builds and vets every
+# (about 2.5 min) and caches beside them; the browser tests drive a
+# headless Chromium, which hack/chromium.sh installs once (Debian's
+# chromium-headless-shell, about 20 s) and gotest passes on as
+# AUTHVAULT_CHROMIUM. hack/release's tests release HEAD in a clone, publish
+# it to a file module proxy and fetch each published module alone from
+# outside the repository; compat builds and vets every
 # module with the newer supported Kubernetes minors and runs the unit tests
 # that can differ with them; soak-check runs the soak for two minutes of
 # faults. The envtest and peer binaries build in the background from the
@@ -115,11 +118,12 @@ envtest:
 peers:
 	@$(TIMED) peers bash hack/peers.sh
 
-# Starts building the envtest and peer binaries in the background when
-# either is missing (a fresh machine): their builds are other projects'
-# programs, which share no package with ours, so they overlap vet and
-# staticcheck rather than wait in line. Their output goes to
-# bin/tools.log; hack/tools.sh wait, in gotest, waits for them and prints it.
+# Starts building the envtest and peer binaries, and installing the headless
+# Chromium, in the background when any is missing (a fresh machine): their
+# builds are other projects' programs, which share no package with ours, so
+# they overlap vet and staticcheck rather than wait in line. Their output
+# goes to bin/tools.log; hack/tools.sh wait, in gotest, waits for them and
+# prints it.
 tools:
 	@bash hack/tools.sh start
 
@@ -137,8 +141,8 @@ LONG := ./integration
 TEST_P ?= 3
 gotest:
 	@bash hack/tools.sh wait && \
-	assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && \
-	export $(WORK) $(RACE) KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers && \
+	assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && chromium=$$(bash hack/chromium.sh) && \
+	export $(WORK) $(RACE) KUBEBUILDER_ASSETS=$$assets AUTHVAULT_PEERS=$$peers AUTHVAULT_CHROMIUM=$$chromium && \
 	mkdir -p bin && rm -f bin/go-test-long.log && \
 	{ $(TIMED) go-test-build $(GO) test -race -count=1 -run '^$$' $(TEST_EXEC) $(LONG) >bin/go-test-long.log 2>&1 || \
 		{ cat bin/go-test-long.log; exit 1; }; } && \

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Builds the envtest binaries (kube-apiserver and etcd) from the Go module
-# proxy, in the tools module hack/envtest, and prints the directory that holds
-# them: the value for KUBEBUILDER_ASSETS. Release downloads are not reachable
-# from the machines this project runs on; the module proxy is.
+# Builds the envtest binaries (kube-apiserver and etcd) and kubectl from the
+# Go module proxy, in the tools module hack/envtest, and prints the directory
+# that holds them: the value for KUBEBUILDER_ASSETS. kubectl, at the API
+# server's version, is for a person's kubectl proxy in front of the cluster
+# (make dashboard) where none is installed. Release downloads are not
+# reachable from the machines this project runs on; the module proxy is.
 #
 # The binaries are cached outside the work tree, keyed by version, so a second
-# run prints the directory at once. Progress goes to stderr.
+# run prints the directory at once. A directory built before kubectl was
+# added keeps its kube-apiserver and etcd: only kubectl is built into it.
+# Progress goes to stderr.
 set -euo pipefail
 
 K8S_VERSION=v1.36.3
@@ -15,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${AUTHVAULT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/authvault}
 dir=$cache/envtest/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$(go env GOOS)-$(go env GOARCH)
 
-if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
+if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]; then
   echo "$dir"
   exit 0
 fi
@@ -30,7 +34,7 @@ exec 9>"$cache/envtest.lock"
 # A build that holds the lock (another make test's, or one stopped with
 # Ctrl-Z) is waited for, and said to be.
 flock -n 9 || { echo "envtest: waiting for another build of these binaries to end (it holds the lock; a stopped one must be resumed or killed)" >&2; flock 9; }
-if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
+if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]; then
   echo "$dir"
   exit 0
 fi
@@ -61,8 +65,20 @@ build() {
 
 version="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
 version="$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36"
+
+# kube-apiserver and etcd already built (a directory from before kubectl
+# was added): kubectl alone goes in beside them, renamed into place, so
+# that an API server another run starts from the directory keeps running.
+if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
+  build kubectl k8s.io/kubernetes/cmd/kubectl "$version"
+  mv "$work/kubectl" "$dir/kubectl"
+  echo "$dir"
+  exit 0
+fi
+
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$version"
 build etcd go.etcd.io/etcd/server/v3
+build kubectl k8s.io/kubernetes/cmd/kubectl "$version"
 
 mkdir -p "$(dirname "$dir")"
 rm -rf "$dir"

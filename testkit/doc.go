@@ -6,8 +6,8 @@
 // and what they cost (peers), the harness of the native logins' fuzz targets
 // (nativefuzz), the start of a fake client's watch (fakewatch), what a
 // vault calls a login handler in its errors, logs and metrics (names), the
-// objects under deploy/ (manifests), and how long a test waits for what it
-// expects (testwait).
+// objects under deploy/ (manifests), how long a test waits for what it
+// expects (testwait), and a headless Chromium driven by chromedp (browser).
 //
 // They are exported, not internal, because the cloud logins and the rotation
 // demo are modules of their own: Go's internal rule would let them import
@@ -15,7 +15,7 @@
 // break a published module's tests. They follow the same compatibility
 // promise as the rest of the module, but they are made for authvault's tests:
 // they call t.Fatal, read the environment of make test (KUBEBUILDER_ASSETS,
-// AUTHVAULT_PEERS) and favour what those tests need.
+// AUTHVAULT_PEERS, AUTHVAULT_CHROMIUM) and favour what those tests need.
 //
 // testcluster is also how make cluster starts its API server, and can serve
 // users who test an operator's rotation against a real kube-apiserver:

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"html/template"
+	"log"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// The identity headers addon-proxy sets: the caller it verified.
+const (
+	headerUser   = "X-Authenticated-User"
+	headerUID    = "X-Authenticated-UID"
+	headerGroups = "X-Authenticated-Groups" // one value per group
+)
+
+const (
+	// maxNotes is how many notes are kept: the newest; an older one is
+	// dropped when a new one comes.
+	maxNotes = 100
+	// maxText is the longest note, in bytes (of UTF-8).
+	maxText = 1 << 10
+	// maxBody bounds a posted form: the text URL-encoded, at most three
+	// bytes a byte, with room for the field's name.
+	maxBody = 4 * maxText
+)
+
+// note is a note and who added it.
+type note struct {
+	Author string
+	Text   string
+}
+
+// dashboard is the service: the page, the notes and the health check.
+type dashboard struct {
+	mux *http.ServeMux
+
+	mu    sync.Mutex // guards notes
+	notes []note     // oldest first, at most maxNotes
+}
+
+func newDashboard() *dashboard {
+	d := &dashboard{mux: http.NewServeMux()}
+	d.mux.HandleFunc("GET /{$}", d.identified(d.page))
+	d.mux.HandleFunc("POST /notes", d.identified(d.add))
+	d.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return d
+}
+
+func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The page is the caller's own: no cache keeps it for another, no
+	// other site frames it, and it runs no script.
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	d.mux.ServeHTTP(w, r)
+}
+
+// identity is the caller addon-proxy verified.
+type identity struct {
+	User   string
+	UID    string
+	Groups []string
+}
+
+// identified runs h with the caller's identity, or answers 401 when the
+// request did not come through addon-proxy.
+func (d *dashboard) identified(h func(http.ResponseWriter, *http.Request, identity)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		user := r.Header.Get(headerUser)
+		if user == "" {
+			http.Error(w, "dashboard: no "+headerUser+" header: the dashboard must run behind addon-proxy, which verifies the caller and names them in it", http.StatusUnauthorized)
+			return
+		}
+		h(w, r, identity{User: user, UID: r.Header.Get(headerUID), Groups: r.Header.Values(headerGroups)})
+	}
+}
+
+// pageHTML is GET /. Its ids (user, groups, uid, notes, add, text,
+// submit) are for tests and scripts to find what they read; html/template
+// escapes every name and note.
+var pageHTML = template.Must(template.New("page").Funcs(template.FuncMap{
+	"join": func(s []string) string { return strings.Join(s, ", ") },
+}).Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>authvault dashboard</title>
+</head>
+<body>
+<h1>Dashboard</h1>
+<p>signed in as <strong id="user">{{.User}}</strong>
+{{- if .Groups}} (groups <span id="groups">{{join .Groups}}</span>){{else}} (no groups<span id="groups"></span>){{end}}
+{{- with .UID}}, uid <span id="uid">{{.}}</span>{{end}}</p>
+<h2>Notes</h2>
+<ul id="notes">
+{{- range .Notes}}
+<li>{{.Author}}: {{.Text}}</li>
+{{- end}}
+</ul>
+<form id="add" method="post" action="notes">
+<input id="text" name="text" maxlength="1024" required aria-label="note">
+<button id="submit" type="submit">Add note</button>
+</form>
+</body>
+</html>
+`))
+
+func (d *dashboard) page(w http.ResponseWriter, _ *http.Request, who identity) {
+	d.mu.Lock()
+	notes := append([]note(nil), d.notes...)
+	d.mu.Unlock()
+	var buf bytes.Buffer
+	if err := pageHTML.Execute(&buf, struct {
+		identity
+		Notes []note
+	}{who, notes}); err != nil {
+		log.Printf("dashboard: rendering the page: %v", err)
+		http.Error(w, "dashboard: could not render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = buf.WriteTo(w)
+}
+
+// add is POST /notes: it keeps the form's text under the caller's name and
+// sends the browser back to the page with 303 to /, an absolute path that
+// addon-proxy puts under its prefix.
+func (d *dashboard) add(w http.ResponseWriter, r *http.Request, who identity) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+			http.Error(w, "dashboard: the form is too large: a note is at most 1 KiB", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "dashboard: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	text := r.PostForm.Get("text")
+	switch {
+	case strings.TrimSpace(text) == "":
+		http.Error(w, "dashboard: the note is empty", http.StatusBadRequest)
+		return
+	case len(text) > maxText:
+		http.Error(w, "dashboard: the note is longer than 1 KiB", http.StatusBadRequest)
+		return
+	}
+	d.mu.Lock()
+	d.notes = append(d.notes, note{Author: who.User, Text: text})
+	if over := len(d.notes) - maxNotes; over > 0 {
+		d.notes = append(d.notes[:0], d.notes[over:]...)
+	}
+	d.mu.Unlock()
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}

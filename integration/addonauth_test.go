@@ -230,6 +230,13 @@ var _ = Describe("addonauth against the API server", func() {
 // and its ops address once /readyz answers. It is stopped with SIGTERM at
 // the end of the spec, and must exit cleanly.
 func startAddonProxy(ctx context.Context, args ...string) (string, string) {
+	addr, ops, _ := startAddonProxyLogged(ctx, args...)
+	return addr, ops
+}
+
+// startAddonProxyLogged is startAddonProxy that also returns what the
+// proxy has logged so far.
+func startAddonProxyLogged(ctx context.Context, args ...string) (string, string, func() string) {
 	dir := GinkgoT().TempDir()
 	bin := filepath.Join(dir, "addon-proxy")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/addon-proxy")
@@ -262,7 +269,11 @@ func startAddonProxy(ctx context.Context, args ...string) (string, string) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(200))
-	return "http://" + listen, ops
+	return "http://" + listen, ops, func() string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logs.String()
+	}
 }
 
 func freeAddr() string {

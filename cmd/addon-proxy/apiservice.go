@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -48,33 +50,62 @@ func apiService(gv schema.GroupVersion, next http.Handler) http.Handler {
 }
 
 // keepUnderPrefix rewrites a redirect of the upstream's to stay under
-// prefix: a Location that is a path of the upstream's ("/x", or the
-// upstream's own URL) becomes prefix+"/x", the address the browser knows
-// the app by. Relative ones ("x", "../x") resolve under it already; one
-// to another host is left as it is.
-func keepUnderPrefix(h http.Header, prefix string, upstream *url.URL) {
+// prefix: a Location that is a path of the upstream's ("/x", "x",
+// "../x", or the upstream's own URL), resolved against the upstream's
+// request (whose paths start at "/", so ".." climbs no higher), becomes
+// prefix+"/x", the address the browser knows the app by. One to another
+// host, or another scheme, is left as it is. It returns the Location
+// when it is now a path under prefix.
+func keepUnderPrefix(h http.Header, prefix string, upstream, request *url.URL) (string, bool) {
 	loc := h.Get("Location")
 	if loc == "" {
-		return
+		return "", false
 	}
 	u, err := url.Parse(loc)
 	if err != nil {
-		return
+		return "", false
 	}
 	if u.Host != "" {
 		if !strings.EqualFold(u.Host, upstream.Host) || (u.Scheme != "" && u.Scheme != upstream.Scheme) {
-			return
+			return "", false
 		}
-		u.Scheme, u.Host, u.User = "", "", nil
-	} else if u.Scheme != "" || !strings.HasPrefix(u.Path, "/") {
-		return // relative, or another scheme (mailto:)
+	} else if u.Scheme != "" || u.Opaque != "" {
+		return "", false // another scheme (mailto:)
 	}
+	u.Scheme, u.Host, u.User = "", "", nil
 	if u.Path == prefix || strings.HasPrefix(u.Path, prefix+"/") {
-		return // the upstream knows its prefix
+		return u.String(), true // the upstream knows its prefix
 	}
+	u = (&url.URL{Path: request.Path, RawPath: request.RawPath}).ResolveReference(u)
 	u.Path = prefix + u.Path
 	if u.RawPath != "" {
 		u.RawPath = prefix + u.RawPath
 	}
 	h.Set("Location", u.String())
+	return u.String(), true
+}
+
+// sendOn replaces a redirect that stays under the prefix with a page that
+// sends the browser on (a Refresh header, and a meta refresh and a link
+// for what ignores it): the aggregation layer answers every 3xx with a
+// Location with 502 (kube-apiserver's --aggregator-reject-forwarding-redirect,
+// on by default), so that no client follows an aggregated server's
+// redirect with its credentials. A browser behind kubectl proxy holds
+// none, and the page sends it to a path of the same app. A redirect
+// elsewhere is left for the aggregator to refuse.
+func sendOn(resp *http.Response, prefix string, upstream *url.URL) {
+	loc, ok := keepUnderPrefix(resp.Header, prefix, upstream, resp.Request.URL)
+	if !ok || resp.StatusCode < 300 || resp.StatusCode > 399 {
+		return
+	}
+	_ = resp.Body.Close()
+	escaped := html.EscapeString(loc)
+	body := `<!doctype html><meta http-equiv="refresh" content="0; url=` + escaped + `"><title>Moved</title><a href="` + escaped + `">` + escaped + "</a>\n"
+	resp.Header.Del("Location")
+	resp.Header.Del("Content-Length")
+	resp.Header.Set("Refresh", "0; url="+loc)
+	resp.Header.Set("Content-Type", "text/html; charset=utf-8")
+	resp.Header.Set("Cache-Control", "no-store")
+	resp.StatusCode, resp.Status = http.StatusOK, "200 OK"
+	resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
 }

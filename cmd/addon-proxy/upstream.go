@@ -13,7 +13,8 @@ import (
 )
 
 // newProxy forwards to upstream through transport. With a prefix (an
-// APIService's), the upstream's redirects are kept under it.
+// APIService's), the upstream's redirects are kept under it, as pages
+// that send the browser on (see sendOn).
 func newProxy(upstream *url.URL, prefix string, transport http.RoundTripper, log logr.Logger) *httputil.ReverseProxy {
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -30,7 +31,7 @@ func newProxy(upstream *url.URL, prefix string, transport http.RoundTripper, log
 	}
 	if prefix != "" {
 		p.ModifyResponse = func(resp *http.Response) error {
-			keepUnderPrefix(resp.Header, prefix, upstream)
+			sendOn(resp, prefix, upstream)
 			return nil
 		}
 	}

@@ -44,7 +44,12 @@ type dashboard struct {
 
 func newDashboard() *dashboard {
 	d := &dashboard{mux: http.NewServeMux()}
+	// The page at /notes too: through the API server, /apis/G/V/notes is
+	// the resource "notes" (list), which RBAC grants to some, where the
+	// root /apis/G/V/ is a non-resource URL every authenticated user may
+	// GET (system:discovery).
 	d.mux.HandleFunc("GET /{$}", d.identified(d.page))
+	d.mux.HandleFunc("GET /notes", d.identified(d.page))
 	d.mux.HandleFunc("POST /notes", d.identified(d.add))
 	d.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -131,8 +136,8 @@ func (d *dashboard) page(w http.ResponseWriter, _ *http.Request, who identity) {
 }
 
 // add is POST /notes: it keeps the form's text under the caller's name and
-// sends the browser back to the page with 303 to /, an absolute path that
-// addon-proxy puts under its prefix.
+// sends the browser back to the page with 303 to /notes, an absolute path
+// that addon-proxy puts under its prefix.
 func (d *dashboard) add(w http.ResponseWriter, r *http.Request, who identity) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
@@ -158,5 +163,5 @@ func (d *dashboard) add(w http.ResponseWriter, r *http.Request, who identity) {
 		d.notes = append(d.notes[:0], d.notes[over:]...)
 	}
 	d.mu.Unlock()
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, "/notes", http.StatusSeeOther)
 }

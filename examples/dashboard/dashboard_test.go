@@ -137,7 +137,7 @@ func TestNoteIsKeptWithItsAuthor(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("POST /notes: %d %s, want 303", resp.StatusCode, body)
 	}
-	if got, want := resp.Header.Get("Location"), "/"; got != want {
+	if got, want := resp.Header.Get("Location"), "/notes"; got != want {
 		t.Errorf("POST /notes: Location %q, want %q", got, want)
 	}
 	post(t, d, "bob", "thanks")

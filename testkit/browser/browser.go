@@ -32,13 +32,23 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/authvault/authvault/testkit/testwait"
 )
+
+// TB is what the package needs of a test: a *testing.T, or Ginkgo's
+// GinkgoT().
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+	Failed() bool
+}
 
 // Env names the headless Chromium the tests use: make test sets it to what
 // hack/chromium.sh prints. Without it, [Binary] runs hack/chromium.sh itself.
@@ -48,7 +58,7 @@ const Env = "AUTHVAULT_CHROMIUM"
 // it is set, or else what hack/chromium.sh prints, which installs Debian's
 // chromium-headless-shell when none is found (once per test binary). It
 // fails the test (tb.Fatal) when there is no browser, saying how to get one.
-func Binary(tb testing.TB) string {
+func Binary(tb TB) string {
 	tb.Helper()
 	if path := os.Getenv(Env); path != "" {
 		if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
@@ -123,7 +133,7 @@ func findScript() (string, error) {
 // goroutines have ended; the test's cleanup calls it too, and a second
 // call does nothing. Bound each action with a context derived from ctx
 // (context.WithTimeout): a deadline on ctx itself would end the browser.
-func New(tb testing.TB, opts ...chromedp.ExecAllocatorOption) (ctx context.Context, cancel context.CancelFunc) {
+func New(tb TB, opts ...chromedp.ExecAllocatorOption) (ctx context.Context, cancel context.CancelFunc) {
 	tb.Helper()
 	path := Binary(tb)
 	out := &syncBuffer{}

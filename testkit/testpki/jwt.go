@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"testing"
 )
 
 // Signer signs JWTs with an ES256 key of its own, as a ServiceAccount token
@@ -15,7 +14,7 @@ import (
 type Signer struct{ key *ecdsa.PrivateKey }
 
 // NewSigner makes a signer with a fresh key.
-func NewSigner(t testing.TB) *Signer {
+func NewSigner(t TB) *Signer {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -25,7 +24,7 @@ func NewSigner(t testing.TB) *Signer {
 }
 
 // JWT returns a signed token carrying claims.
-func (s *Signer) JWT(t testing.TB, claims map[string]any) string {
+func (s *Signer) JWT(t TB, claims map[string]any) string {
 	t.Helper()
 	enc := base64.RawURLEncoding.EncodeToString
 	header, _ := json.Marshal(map[string]string{"alg": "ES256", "typ": "JWT"})

@@ -13,9 +13,15 @@ import (
 	"math/big"
 	"net"
 	"sync/atomic"
-	"testing"
 	"time"
 )
+
+// TB is what the package needs of a test: a *testing.T, or Ginkgo's
+// GinkgoT().
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // CA is a certificate authority of a test's own, for servers and clients.
 type CA struct {
@@ -30,7 +36,7 @@ type CA struct {
 var serial atomic.Int64
 
 // NewCA makes a CA valid for a day.
-func NewCA(t testing.TB) *CA {
+func NewCA(t TB) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -57,7 +63,7 @@ func NewCA(t testing.TB) *CA {
 
 // Issue signs a certificate for cn: a client certificate, or a server
 // certificate for loopback and the name cn.
-func (ca *CA) Issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byte) {
+func (ca *CA) Issue(t TB, cn string, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -90,7 +96,7 @@ func (ca *CA) Issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byt
 
 // ServerTLS is a server configuration with a certificate from ca; client
 // certificates from clientCA are verified when it is set.
-func (ca *CA) ServerTLS(t testing.TB, name string, clientCA *CA) *tls.Config {
+func (ca *CA) ServerTLS(t TB, name string, clientCA *CA) *tls.Config {
 	t.Helper()
 	certPEM, keyPEM := ca.Issue(t, name, true)
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
@@ -106,6 +112,6 @@ func (ca *CA) ServerTLS(t testing.TB, name string, clientCA *CA) *tls.Config {
 }
 
 // KeyPair is a self-signed client certificate and its key, as PEM.
-func KeyPair(t testing.TB) (certPEM, keyPEM []byte) {
+func KeyPair(t TB) (certPEM, keyPEM []byte) {
 	return NewCA(t).Issue(t, "test-user", false)
 }

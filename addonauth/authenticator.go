@@ -12,7 +12,8 @@ import (
 )
 
 // Authenticator verifies the callers of a service. Create it with New; it
-// is safe for concurrent use and starts no goroutine of its own.
+// is safe for concurrent use and starts no goroutine of its own, but in
+// Start (which follows a FrontProxy's configuration).
 type Authenticator struct {
 	opts          Options
 	identityNames []string // see isIdentityHeader

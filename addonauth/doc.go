@@ -95,6 +95,35 @@
 // connection closes, so a body trickled a byte at a time holds nothing and
 // one already on its way does not turn the refusal into a reset.
 //
+// # Front proxy
+//
+// A person behind kubectl proxy brings no token: the API server deletes
+// Authorization once it has authenticated them. For a service registered
+// as an APIService, its aggregation layer forwards them instead, in
+// X-Remote-User, X-Remote-Uid, X-Remote-Group and X-Remote-Extra-*, over
+// TLS with its front-proxy client certificate. With Options.FrontProxy, a
+// request is taken as the API server's word only when its client
+// certificate verifies against the requestheader client CA, for client
+// authentication, and its common name is among the allowed names (any,
+// when they are empty): k8s.io/apiserver's x509 verifier and requestheader
+// authenticator decide, as in every aggregated API server. The CA, the
+// names and the header names come from ConfigMap
+// kube-system/extension-apiserver-authentication, watched while Start
+// runs (a CA added is trusted and one removed refused at once), or from
+// FrontProxy's file and fields. Such a caller reaches the upstream as a
+// bearer caller does (the headers, UserFrom, the rate limit and
+// Authorization), costs no API call, and is not reviewed again while its
+// request lasts: the API server vouched for that request alone, and
+// MaxRequestDuration still bounds it. Every other request, a client
+// certificate of another CA or name among them, has those headers removed
+// (the ConfigMap's names too, whatever they are) and is a bearer caller,
+// on the same listener; the server must ask for client certificates
+// (tls.RequestClientCert) without verifying them. While the configuration
+// is not loaded (before Start has read it, or while the ConfigMap is
+// missing, unreadable or malformed; deleted, it is no longer trusted), a
+// request with a client certificate and no token gets 503, and the reason
+// is logged when it changes.
+//
 // # Paths
 //
 // Options.AllowPaths, when set, are the only paths served (404 for others,

@@ -2,6 +2,7 @@ package addonauth_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log"
 	"net/http"
@@ -40,4 +41,45 @@ func serveGreeter(cfg *rest.Config, greeter http.Handler) error {
 	}
 	http.Handle("/", a.Middleware(greeter)) // 401/403/404/429/503 answered here; UserFrom(r.Context()) in greeter
 	return http.ListenAndServeTLS(":8443", "/tls/tls.crt", "/tls/tls.key", nil)
+}
+
+// A service behind the API server's aggregation layer, as
+// docs/addonauth.md's browser section shows it: a person behind kubectl
+// proxy reaches it through its APIService, and it learns who they are
+// from the API server's front proxy; callers with a token are served on
+// the same listener. Compiled, not run: it needs the cluster.
+func ExampleFrontProxy() {
+	v := vault.New(vault.Options{})
+	defer v.Close()
+	cfg, err := v.RESTConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	dashboard := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, _ := addonauth.UserFrom(r.Context())
+		fmt.Fprintf(w, "signed in as %s (groups %v)\n", user.Name, user.Groups)
+	})
+	if err := serveDashboard(context.Background(), cfg, dashboard); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// serveDashboard serves dashboard to people behind kubectl proxy and to
+// callers with a token.
+func serveDashboard(ctx context.Context, cfg *rest.Config, dashboard http.Handler) error {
+	a, err := addonauth.New(addonauth.Options{
+		Audience:   "dashboard.kube-system.svc",
+		Config:     cfg,                     // reads kube-system/extension-apiserver-authentication too
+		FrontProxy: &addonauth.FrontProxy{}, // the ConfigMap's CA and names, followed while Start runs
+	})
+	if err != nil {
+		return err
+	}
+	go func() { _ = a.Start(ctx) }() // or mgr.Add(a)
+	srv := &http.Server{
+		Addr:      ":8443",
+		Handler:   a.Middleware(dashboard),
+		TLSConfig: &tls.Config{ClientAuth: tls.RequestClientCert}, // the middleware verifies the front proxy's
+	}
+	return srv.ListenAndServeTLS("/tls/tls.crt", "/tls/tls.key")
 }

@@ -379,3 +379,5 @@ func canceled() context.Context {
 	cancel()
 	return ctx
 }
+
+func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o600) }

@@ -181,6 +181,62 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 		Expect(addonLog()).NotTo(ContainSubstring("forged"))
 	})
 
+	It("trusts a CA added to the API server's ConfigMap without a restart, and refuses it once removed", func(ctx SpecContext) {
+		added := testpki.NewCA(GinkgoT())
+		certPEM, keyPEM := added.Issue(GinkgoT(), "front-proxy-client", false)
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		Expect(err).NotTo(HaveOccurred())
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pair}}}}
+		DeferCleanup(client.CloseIdleConnections)
+		as := func(user string) int {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, addon+prefix+"/notes", nil)
+			req.Header.Set("X-Remote-User", user)
+			resp, err := client.Do(req)
+			if err != nil {
+				return 0
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && !strings.Contains(string(body), `id="user">`+user+`<`) {
+				return -1 // served as someone else
+			}
+			return resp.StatusCode
+		}
+		Expect(as("dave")).To(Equal(http.StatusUnauthorized), "a CA the API server does not publish")
+
+		cms := admin.CoreV1().ConfigMaps("kube-system")
+		const key = "requestheader-client-ca-file"
+		setBundle := func(ctx context.Context, bundle string) time.Time {
+			GinkgoHelper()
+			Eventually(func() error {
+				cm, err := cms.Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cm.Data[key] = bundle
+				_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+				return err // a conflict with the API server's own controller: again
+			}).WithTimeout(testwait.Hang).Should(Succeed())
+			return time.Now()
+		}
+		cm, err := cms.Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		original := cm.Data[key]
+		DeferCleanup(func(ctx SpecContext) { setBundle(ctx, original) })
+
+		start := setBundle(ctx, strings.TrimRight(original, "\n") + "\n" + string(added.PEM))
+		Eventually(func() int { return as("dave") }).WithTimeout(testwait.Hang).WithPolling(10 * time.Millisecond).Should(Equal(200))
+		report("addon-proxy: a CA added to kube-system/extension-apiserver-authentication trusted %v after the update", time.Since(start).Round(time.Millisecond))
+		code, _, _ := get(proxies["alice"]+prefix+"/notes", "", nil)
+		Expect(code).To(Equal(200), "the API server's own front proxy, still trusted")
+
+		start = setBundle(ctx, original)
+		Eventually(func() int { return as("dave") }).WithTimeout(testwait.Hang).WithPolling(10 * time.Millisecond).Should(Equal(http.StatusUnauthorized))
+		report("addon-proxy: the CA removed from it refused %v after the update", time.Since(start).Round(time.Millisecond))
+		code, _, _ = get(proxies["alice"]+prefix+"/notes", "", nil)
+		Expect(code).To(Equal(200))
+	})
+
 	It("in a real browser: shows the user's name, keeps a note under it; another site can neither post one nor read the page", func(ctx SpecContext) {
 		page := proxies["alice"] + prefix + "/notes"
 		run, cancel := browser.New(GinkgoT())

@@ -224,7 +224,7 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 		original := cm.Data[key]
 		DeferCleanup(func(ctx SpecContext) { setBundle(ctx, original) })
 
-		start := setBundle(ctx, strings.TrimRight(original, "\n") + "\n" + string(added.PEM))
+		start := setBundle(ctx, strings.TrimRight(original, "\n")+"\n"+string(added.PEM))
 		Eventually(func() int { return as("dave") }).WithTimeout(testwait.Hang).WithPolling(10 * time.Millisecond).Should(Equal(200))
 		report("addon-proxy: a CA added to kube-system/extension-apiserver-authentication trusted %v after the update", time.Since(start).Round(time.Millisecond))
 		code, _, _ := get(proxies["alice"]+prefix+"/notes", "", nil)

@@ -90,8 +90,8 @@ func TestInABrowserUnderAPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Status != http.StatusOK || resp.URL != page {
-		t.Errorf("the submit loaded %s with status %d, want %s with 200 (the 303 under the prefix)", resp.URL, resp.Status, page)
+	if resp.Status != http.StatusOK || resp.URL != front.URL+prefix+"/notes" {
+		t.Errorf("the submit loaded %s with status %d, want %s/notes with 200 (the 303 under the prefix)", resp.URL, resp.Status, front.URL+prefix)
 	}
 	notes, err := chromedp.Run(run, chromedp.Text(chromedp.CSSAll("#notes li")))
 	if err != nil {

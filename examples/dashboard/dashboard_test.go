@@ -212,7 +212,8 @@ func TestRoutes(t *testing.T) {
 	}{
 		{http.MethodGet, "/", http.StatusOK},
 		{http.MethodHead, "/", http.StatusOK},
-		{http.MethodGet, "/notes", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/notes", http.StatusOK},
+		{http.MethodDelete, "/notes", http.StatusMethodNotAllowed},
 		{http.MethodPost, "/", http.StatusMethodNotAllowed},
 		{http.MethodGet, "/other", http.StatusNotFound},
 		{http.MethodGet, "/healthz", http.StatusOK},

@@ -3,6 +3,7 @@ package side
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -98,22 +99,55 @@ func (f *inFlight) wrap(rt http.RoundTripper) http.RoundTripper {
 
 // counted is a transport whose requests an inFlight counts; it unwraps as
 // client-go's own wrappers do, so that its idle connections can be closed.
+//
+// A request is in flight until its response's body is closed, not only
+// until the transport below returns: client-go's exec wrapper, which sits
+// outside this one (rest.Config adds it after WrapTransport), answers a 401
+// by running the plugin before it hands the response on. Counted only to
+// RoundTrip's return, that run was outside every request, and a shutdown
+// that found 1 s of quiet returned while it went on: beside busy cores a
+// run of the plugin (this side's own binary) takes seconds, and the
+// goroutine waiting on it outlived Run (TestRevokedPluginTokens).
 type counted struct {
 	rt http.RoundTripper
 	f  *inFlight
 }
 
 func (c *counted) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.f.mu.Lock()
-	c.f.n++
-	c.f.mu.Unlock()
-	defer func() {
-		c.f.mu.Lock()
-		c.f.n--
-		c.f.last = time.Now()
-		c.f.mu.Unlock()
-	}()
-	return c.rt.RoundTrip(r)
+	c.f.begin()
+	resp, err := c.rt.RoundTrip(r)
+	if err != nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		// An upgrade's connection is the stream's, which ends with the
+		// operation that opened it; its body must stay what it is.
+		c.f.end()
+		return resp, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, end: sync.OnceFunc(c.f.end)}
+	return resp, nil
+}
+
+func (f *inFlight) begin() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+}
+
+func (f *inFlight) end() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	f.last = time.Now()
+}
+
+// countedBody ends its request's count when it is closed, once.
+type countedBody struct {
+	io.ReadCloser
+	end func()
+}
+
+func (b *countedBody) Close() error {
+	defer b.end()
+	return b.ReadCloser.Close()
 }
 
 func (c *counted) WrappedRoundTripper() http.RoundTripper { return c.rt }

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // The fleet reads a profile's arguments as the real aws-iam-authenticator
@@ -42,10 +42,15 @@ func TestAWSIAMAuthenticatorReadsProfileArgsAsTheFleetDoes(t *testing.T) {
 	pf.put(t, "last", "iam", testEndpoint, "-i", testCluster)
 	pf.added(t, "last") // after the others: the watch has seen them
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	var taken int
 	for i, extra := range cases {
+		// Each run of the plugin has its own bound on a hang: one 60-s
+		// deadline over all eleven runs (a process start, TLS through the
+		// proxy and AssumeRole each) was a budget for the machine's speed,
+		// and the cases it would fail first are the last, those the fleet
+		// takes.
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+		defer cancel()
 		before := len(s.roles())
 		if pf.fleet.Vault(fmt.Sprint("inventory/p", i)) != nil {
 			taken++

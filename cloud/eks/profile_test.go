@@ -19,6 +19,7 @@ import (
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/testkit/fakewatch"
 	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // otherRole is a role a ClusterProfile tries to have this process assume in
@@ -86,9 +87,11 @@ func (p *profileFleet) put(t *testing.T, name, provider, server string, args ...
 // added waits until the cluster of profile name is in the fleet.
 func (p *profileFleet) added(t *testing.T, name string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); p.fleet.Vault("inventory/"+name) == nil; time.Sleep(5 * time.Millisecond) {
+	// Bounded by testwait.Hang: what the informer takes to add twelve
+	// profiles is the machine's pace, and 20 s was a budget for it.
+	for deadline := time.Now().Add(testwait.Hang); p.fleet.Vault("inventory/"+name) == nil; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("profile %s: its cluster was not added within 20 s; logs:\n%s", name, p.logs)
+			t.Fatalf("profile %s: its cluster was not added within %v; logs:\n%s", name, testwait.Hang, p.logs)
 		}
 	}
 }

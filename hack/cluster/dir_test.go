@@ -34,7 +34,7 @@ func TestClusterLeavesOtherFilesAlone(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // were it to start, it would stop at once
 			var out strings.Builder
-			err := run(ctx, dir, nil, &out)
+			err := run(ctx, options{dir: dir}, nil, &out)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("run with %s in its directory = %v, want an error that names %q", tc.name, err, tc.want)
 			}

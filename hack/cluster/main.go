@@ -19,6 +19,16 @@
 // The token's user is in system:masters. Everything lives on loopback and in
 // temporary directories; SIGINT, SIGTERM or SIGHUP stop the API server and
 // etcd and remove what the program wrote. It prints no token.
+//
+// # The browser walk-through
+//
+// With --dashboard (`make dashboard`) the cluster also serves a person in a
+// browser: the program builds addon-proxy and examples/dashboard, runs them
+// on loopback with the dashboard as the APIService v1.dashboard.authvault.dev
+// (addon-proxy --apiservice, on an ExternalName Service of localhost), and
+// runs kubectl proxy on 127.0.0.1:8001 (--proxy-port) with the kubeconfig;
+// then it prints the page's URL. The signals stop these processes first,
+// then the cluster (dashboard.go).
 package main
 
 import (
@@ -44,7 +54,10 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "bin/cluster", "the directory to write the kubeconfig, its token and the pid file in")
+	var opts options
+	flag.StringVar(&opts.dir, "dir", "bin/cluster", "the directory to write the kubeconfig, its token and the pid file in")
+	flag.BoolVar(&opts.dashboard, "dashboard", false, "also run the browser walk-through (make dashboard): addon-proxy and examples/dashboard as an APIService, behind kubectl proxy")
+	flag.IntVar(&opts.proxyPort, "proxy-port", 8001, "with --dashboard: the port of kubectl proxy on 127.0.0.1 (DASHBOARD_PROXY_PORT)")
 	flag.Parse()
 	// envtest's own lines are for its developers.
 	ctrllog.SetLogger(logr.Discard())
@@ -55,17 +68,29 @@ func main() {
 	revoke := make(chan os.Signal, 1)
 	signal.Notify(revoke, syscall.SIGUSR1)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	err := run(ctx, *dir, revoke, os.Stdout)
+	err := run(ctx, opts, revoke, os.Stdout)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cluster:", err)
+		name := "cluster"
+		if opts.dashboard {
+			name = "dashboard"
+		}
+		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
 }
 
-// run starts the cluster, writes the files into dir, and serves revocations
-// until ctx ends.
-func run(ctx context.Context, dir string, revoke <-chan os.Signal, out io.Writer) (err error) {
+// options are the program's flags.
+type options struct {
+	dir       string // the kubeconfig's, the token's and the pid file's
+	dashboard bool   // also the browser walk-through
+	proxyPort int    // kubectl proxy's, with dashboard
+}
+
+// run starts the cluster, writes the files into opts.dir, starts the
+// walk-through with opts.dashboard, and serves revocations until ctx ends.
+func run(ctx context.Context, opts options, revoke <-chan os.Signal, out io.Writer) (err error) {
+	dir := opts.dir
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -74,9 +99,19 @@ func run(ctx context.Context, dir string, revoke <-chan os.Signal, out io.Writer
 	if err := checkDir(abs); err != nil {
 		return err
 	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return errors.New("KUBEBUILDER_ASSETS is not set: start it with make cluster, which builds the API server first")
+	target := "cluster"
+	if opts.dashboard {
+		target = "dashboard"
+		// Before the minutes of a first build: the port is kubectl proxy's.
+		if err := checkProxyPort(opts.proxyPort); err != nil {
+			return err
+		}
 	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return fmt.Errorf("KUBEBUILDER_ASSETS is not set: start it with make %s, which builds the API server first", target)
+	}
+	// The walk-through's processes write their lines here too.
+	out = &lockedWriter{w: out}
 	fmt.Fprintln(out, "starting kube-apiserver and etcd (a few seconds) ...")
 	c, err := testcluster.Start()
 	if err != nil {
@@ -107,6 +142,49 @@ func run(ctx context.Context, dir string, revoke <-chan os.Signal, out io.Writer
 	}
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
+	var exited <-chan *proc // a walk-through's process that ended before its stop
+	if opts.dashboard {
+		var w *walkThrough
+		w, err = startWalkThrough(ctx, c, kubeconfig, opts.proxyPort, out)
+		if w != nil {
+			defer func() { err = errors.Join(err, w.stop()) }()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintln(out, "stopping")
+				return nil // Ctrl-C while it started
+			}
+			return err
+		}
+		exited = w.exited
+		w.printGuide(out, kubeconfig)
+	} else {
+		printQuickstart(out, c, dir, kubeconfig)
+	}
+
+	for revoked := 1; ; revoked++ {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(out, "stopping: %d token reviews answered, %d refused\n", c.Issuer.Reviews(), c.Issuer.Rejected())
+			return nil
+		case p := <-exited:
+			return fmt.Errorf("%s exited (%v): the walk-through cannot go on without it; its lines above say why", p.name, p.err)
+		case <-revoke:
+			// The new token first: whoever meets the old one's 401 finds
+			// the new one in the file.
+			next := c.Issuer.Issue(0)
+			if err := writeFile(abs, "token", []byte(next+"\n")); err != nil {
+				return err
+			}
+			c.Issuer.Revoke(token)
+			token = next
+			fmt.Fprintf(out, "revoked the token (%d so far); a new one is in the token file\n", revoked)
+		}
+	}
+}
+
+// printQuickstart says what the cluster is and how to try authvault on it.
+func printQuickstart(out io.Writer, c *testcluster.Cluster, dir, kubeconfig string) {
 	fmt.Fprintf(out, `
 kube-apiserver is up at %s, with a token issuer of its own (user %s,
 in system:masters). The kubeconfig is %s, its token in %s.
@@ -124,24 +202,6 @@ refuses the old one within %v, and a vault logs in again and goes on):
 
 Ctrl-C stops the cluster.
 `, strings.TrimSuffix(c.Server, "/"), testcluster.User, kubeconfig, filepath.Join(dir, "token"), kubeconfig, kubeconfig, testcluster.ReviewCacheTTL)
-
-	for revoked := 1; ; revoked++ {
-		select {
-		case <-ctx.Done():
-			fmt.Fprintf(out, "stopping: %d token reviews answered, %d refused\n", c.Issuer.Reviews(), c.Issuer.Rejected())
-			return nil
-		case <-revoke:
-			// The new token first: whoever meets the old one's 401 finds
-			// the new one in the file.
-			next := c.Issuer.Issue(0)
-			if err := writeFile(abs, "token", []byte(next+"\n")); err != nil {
-				return err
-			}
-			c.Issuer.Revoke(token)
-			token = next
-			fmt.Fprintf(out, "revoked the token (%d so far); a new one is in the token file\n", revoked)
-		}
-	}
 }
 
 // files are what the program writes in its directory, and removes when it

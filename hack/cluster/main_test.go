@@ -35,14 +35,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // process group) that stops the API server and etcd with it.
 func TestClusterServesRevokesAndStops(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(t.TempDir(), "authvault-cluster")
+	bin := buildProgram(t)
 	start := time.Now()
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the program: %v\n%s", err, out)
-	}
-	t.Logf("built in %v", time.Since(start).Round(time.Millisecond))
-	start = time.Now()
 
 	var out testlog.Writer
 	cmd := exec.Command(bin, "--dir", dir)

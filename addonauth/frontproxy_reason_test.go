@@ -1,0 +1,40 @@
+package addonauth
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// Once the ConfigMap can be read, the reason front-proxy callers get 503
+// is the one now true: an operator who bound the Role and sees "cannot be
+// read: forbidden" still in the log would look for the wrong fault.
+func TestFrontProxyMissingConfigMapIsReportedOnceReadable(t *testing.T) {
+	client := fake.NewClientset()
+	var forbid atomic.Bool
+	forbid.Store(true)
+	client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if forbid.Load() {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "extension-apiserver-authentication", nil)
+		}
+		return false, nil, nil
+	})
+	s := newFrontSetup(t, FrontProxy{}, Options{frontProxyClient: client})
+	waitFor(t, "the log to say it cannot be read", func() bool { return strings.Contains(s.log(), "cannot be read") })
+	forbid.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.log(), "does not exist") {
+		if time.Now().After(deadline) {
+			st := s.auth.front.current.Load()
+			t.Fatalf("10s after the ConfigMap became readable (and missing), the state is %v; log:\n%s", st.err, s.log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,7 +78,7 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 	if z == nil {
 		return nil
 	}
-	spec := authzv1.SubjectAccessReviewSpec{User: u.Name, UID: u.UID, Groups: u.Groups}
+	spec := authzv1.SubjectAccessReviewSpec{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: sarExtra(u.Extra)}
 	verb := verbs[r.Method]
 	if verb == "" {
 		verb = strings.ToLower(r.Method)
@@ -229,6 +231,15 @@ func specKey(s authzv1.SubjectAccessReviewSpec) [sha256.Size]byte {
 	for _, g := range s.Groups {
 		add(g)
 	}
+	keys := slices.Sorted(maps.Keys(s.Extra))
+	add(fmt.Sprint(len(keys)))
+	for _, k := range keys {
+		add(k)
+		add(fmt.Sprint(len(s.Extra[k])))
+		for _, v := range s.Extra[k] {
+			add(v)
+		}
+	}
 	if a := s.ResourceAttributes; a != nil {
 		for _, v := range []string{"resource", a.Namespace, a.Verb, a.Group, a.Version, a.Resource, a.Subresource, a.Name} {
 			add(v)
@@ -242,4 +253,18 @@ func specKey(s authzv1.SubjectAccessReviewSpec) [sha256.Size]byte {
 	var k [sha256.Size]byte
 	h.Sum(k[:0])
 	return k
+}
+
+// sarExtra is a caller's extra attributes as a SubjectAccessReview asks
+// with them: an authorizer may narrow what the caller may do by them
+// (scoped tokens), as the API server's own reviews do.
+func sarExtra(extra map[string][]string) map[string]authzv1.ExtraValue {
+	if len(extra) == 0 {
+		return nil
+	}
+	out := make(map[string]authzv1.ExtraValue, len(extra))
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
 }

@@ -88,6 +88,7 @@ type frontProxy struct {
 	log     logr.Logger
 	started atomic.Bool // Start has run
 	mu      sync.Mutex  // orders the sets
+	known   atomic.Pointer[knownHeaders]
 }
 
 // frontProxyState is the configuration in force: either settings, or
@@ -96,7 +97,9 @@ type frontProxyState struct {
 	ca                             dynamiccertificates.CAContentProvider
 	allowed, user, uid, group, ext []string
 	err                            error // set: front-proxy callers get 503
-	deleted                        bool  // the ConfigMap was deleted
+	// unknown: no version of the ConfigMap has been read (not yet, or
+	// it cannot be read): a later list may say what is true.
+	unknown bool
 }
 
 // errFrontProxyUnavailable is why a front proxy's caller gets 503.
@@ -104,13 +107,14 @@ var errFrontProxyUnavailable = errors.New("addonauth: the front proxy's configur
 
 func newFrontProxy(fp FrontProxy, client kubernetes.Interface, log logr.Logger) (*frontProxy, error) {
 	f := &frontProxy{log: log}
+	f.known.Store(&knownHeaders{})
 	if fp.ClientCAFile == "" {
 		if len(fp.AllowedNames)+len(fp.UsernameHeaders)+len(fp.UIDHeaders)+len(fp.GroupHeaders)+len(fp.ExtraHeaderPrefixes) > 0 {
 			return nil, errors.New("addonauth: FrontProxy's names and headers go with ClientCAFile: without it, the ConfigMap gives them")
 		}
 		f.source = "ConfigMap " + authConfigMapNamespace + "/" + authConfigMapName
 		f.client = client
-		f.current.Store(&frontProxyState{err: fmt.Errorf("%w: %s not read yet (Authenticator.Start reads and follows it)", errFrontProxyUnavailable, f.source)})
+		f.current.Store(&frontProxyState{unknown: true, err: fmt.Errorf("%w: %s not read yet (Authenticator.Start reads and follows it)", errFrontProxyUnavailable, f.source)})
 	} else {
 		f.source = "requestheader client CA file " + fp.ClientCAFile
 		f.file = fp.ClientCAFile
@@ -121,9 +125,11 @@ func newFrontProxy(fp FrontProxy, client kubernetes.Interface, log logr.Logger) 
 		if err != nil {
 			return nil, err
 		}
-		f.current.Store(&frontProxyState{ca: ca, allowed: fp.AllowedNames, uid: fp.UIDHeaders,
+		st := &frontProxyState{ca: ca, allowed: fp.AllowedNames, uid: fp.UIDHeaders,
 			user: orDefault(fp.UsernameHeaders, "X-Remote-User"), group: orDefault(fp.GroupHeaders, "X-Remote-Group"),
-			ext: orDefault(fp.ExtraHeaderPrefixes, "X-Remote-Extra-")})
+			ext: orDefault(fp.ExtraHeaderPrefixes, "X-Remote-Extra-")}
+		f.current.Store(st)
+		f.remember(st)
 	}
 	state := func(pick func(*frontProxyState) []string) headerrequest.StringSliceProvider {
 		return headerrequest.StringSliceProviderFunc(func() []string { return pick(f.current.Load()) })
@@ -181,23 +187,47 @@ func (f *frontProxy) authenticate(r *http.Request) (User, bool, error) {
 	return u, true, nil
 }
 
-// isHeader tells whether name is one the front proxy's configuration
-// reads the identity from (any spelling): a caller must not bring one.
+// isHeader tells whether name is one a front proxy's configuration has
+// read the identity from since New (any spelling): a caller must not
+// bring one, even while no configuration is in force.
 func (f *frontProxy) isHeader(name string) bool {
-	s := f.current.Load()
-	for _, list := range [][]string{s.user, s.uid, s.group} {
-		for _, n := range list {
-			if strings.EqualFold(name, n) {
-				return true
-			}
+	k := f.known.Load()
+	for _, n := range k.names {
+		if strings.EqualFold(name, n) {
+			return true
 		}
 	}
-	for _, p := range s.ext {
+	for _, p := range k.prefixes {
 		if hasPrefixFold(name, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// knownHeaders are the header names and prefixes of every configuration
+// in force since New.
+type knownHeaders struct{ names, prefixes []string }
+
+// remember adds s's header names to those isHeader refuses.
+func (f *frontProxy) remember(s *frontProxyState) {
+	if s.err != nil {
+		return
+	}
+	k := *f.known.Load()
+	for _, list := range [][]string{s.user, s.uid, s.group} {
+		for _, n := range list {
+			if !slices.ContainsFunc(k.names, func(m string) bool { return strings.EqualFold(m, n) }) {
+				k.names = append(slices.Clip(k.names), strings.ReplaceAll(n, "_", "-"))
+			}
+		}
+	}
+	for _, p := range s.ext {
+		if !slices.ContainsFunc(k.prefixes, func(m string) bool { return strings.EqualFold(m, p) }) {
+			k.prefixes = append(slices.Clip(k.prefixes), strings.ReplaceAll(p, "_", "-"))
+		}
+	}
+	f.known.Store(&k)
 }
 
 // run follows the configuration until ctx ends.
@@ -215,7 +245,7 @@ func (f *frontProxy) run(ctx context.Context) {
 	}
 	s := *f.current.Load()
 	s.ca = ca
-	f.set(nil, &s)
+	f.set(&s)
 	ca.Run(ctx, 1)
 }
 
@@ -234,7 +264,6 @@ func loadCAFile(path string) (dynamiccertificates.CAContentProvider, error) {
 
 // followConfigMap watches the ConfigMap and takes each version of it.
 func (f *frontProxy) followConfigMap(ctx context.Context) {
-	unread := f.current.Load()
 	// One ConfigMap, by name: what the Role extension-apiserver-authentication-reader
 	// allows (a list or watch with its name as field selector).
 	inf := informers.NewSharedInformerFactoryWithOptions(f.client, 0, informers.WithNamespace(authConfigMapNamespace),
@@ -242,16 +271,15 @@ func (f *frontProxy) followConfigMap(ctx context.Context) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", authConfigMapName).String()
 		})).Core().V1().ConfigMaps().Informer()
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		// Only while nothing is loaded: later, the last version read stays
-		// in force through an outage, as it does in the API server's own
-		// aggregated servers.
-		if s := f.current.Load(); s.ca == nil && !s.deleted {
-			f.set(s, &frontProxyState{err: fmt.Errorf("%w: %s cannot be read: %w", errFrontProxyUnavailable, f.source, err)})
-		}
+		// Only while no version has been read: later, the last version
+		// read stays in force through an outage, as it does in the API
+		// server's own aggregated servers.
+		f.setIf(func(prev *frontProxyState) bool { return prev.unknown },
+			&frontProxyState{unknown: true, err: fmt.Errorf("%w: %s cannot be read: %w", errFrontProxyUnavailable, f.source, err)})
 	})
 	take := func(obj any) {
 		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == authConfigMapName {
-			f.set(nil, f.parse(cm))
+			f.set(f.parse(cm))
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -263,18 +291,21 @@ func (f *frontProxy) followConfigMap(ctx context.Context) {
 			}
 			// The cluster no longer publishes the CA: it is no longer
 			// trusted.
-			f.set(nil, &frontProxyState{deleted: true, err: fmt.Errorf("%w: %s was deleted", errFrontProxyUnavailable, f.source)})
+			f.set(&frontProxyState{err: fmt.Errorf("%w: %s was deleted", errFrontProxyUnavailable, f.source)})
 		},
 	})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		// A list that finds nothing is a missing ConfigMap. Only the state
-		// from before it is replaced: an Add that came since stands.
+		// A list that finds nothing is a missing ConfigMap. Only a state
+		// from before any version was read is replaced (a failed list's
+		// too: the reason logged must be the one now true); an Add that
+		// came since stands.
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return
 		}
 		if _, exists, _ := inf.GetStore().GetByKey(authConfigMapNamespace + "/" + authConfigMapName); !exists {
-			f.set(unread, &frontProxyState{err: fmt.Errorf("%w: %s does not exist (kube-apiserver publishes it when run with --requestheader-client-ca-file)", errFrontProxyUnavailable, f.source)})
+			f.setIf(func(prev *frontProxyState) bool { return prev.unknown },
+				&frontProxyState{err: fmt.Errorf("%w: %s does not exist (kube-apiserver publishes it when run with --requestheader-client-ca-file)", errFrontProxyUnavailable, f.source)})
 		}
 	})
 	inf.RunWithContext(ctx)
@@ -311,15 +342,20 @@ func (f *frontProxy) parse(cm *corev1.ConfigMap) *frontProxyState {
 	return s
 }
 
-// set puts s in force, if the state is still old (any, when nil),
-// logging what changed.
-func (f *frontProxy) set(old, s *frontProxyState) {
+// set puts s in force, logging what changed.
+func (f *frontProxy) set(s *frontProxyState) {
+	f.setIf(func(*frontProxyState) bool { return true }, s)
+}
+
+// setIf puts s in force if the state in force is one replace accepts.
+func (f *frontProxy) setIf(replace func(prev *frontProxyState) bool, s *frontProxyState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prev := f.current.Load()
-	if old != nil && prev != old {
+	if !replace(prev) {
 		return
 	}
+	f.remember(s)
 	f.current.Store(s)
 	switch {
 	case s.err != nil && (prev.err == nil || prev.err.Error() != s.err.Error()):

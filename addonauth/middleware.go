@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Middleware verifies the caller of each request and hands the request to
@@ -146,7 +148,12 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 		for k, values := range u.Extra {
 			name := hd.Extra + escapeExtraKey(k)
 			for _, v := range values {
-				out.Add(name, v)
+				// A value no header may hold (CR, LF, NUL: a webhook's or
+				// an OIDC claim's) is left out: set, it would split the
+				// header or make the proxy to the upstream refuse it.
+				if httpguts.ValidHeaderFieldValue(v) {
+					out.Add(name, v)
+				}
 			}
 		}
 	}

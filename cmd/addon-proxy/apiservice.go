@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,12 +42,31 @@ func apiService(gv schema.GroupVersion, next http.Handler) http.Handler {
 		case r.URL.Path == prefix && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(discovery)
-		case strings.HasPrefix(r.URL.Path, prefix+"/"):
+		case strings.HasPrefix(r.URL.Path, prefix+"/") && !ambiguous(r.URL):
 			strip.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
 	})
+}
+
+// ambiguous tells whether an app may read u's path as another than the
+// one the API server authorized: a dot segment (the API server resolves
+// none, and reads ".." as a resource's name, where most apps resolve it),
+// an encoded slash or backslash, or a backslash.
+func ambiguous(u *url.URL) bool {
+	if strings.Contains(u.Path, "\\") {
+		return true
+	}
+	if raw := strings.ToLower(u.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
+		return true
+	}
+	for seg := range strings.SplitSeq(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // keepUnderPrefix rewrites a redirect of the upstream's to stay under
@@ -73,14 +93,27 @@ func keepUnderPrefix(h http.Header, prefix string, upstream, request *url.URL) (
 		return "", false // another scheme (mailto:)
 	}
 	u.Scheme, u.Host, u.User = "", "", nil
-	if u.Path == prefix || strings.HasPrefix(u.Path, prefix+"/") {
-		return u.String(), true // the upstream knows its prefix
+	if u.Path != prefix && !strings.HasPrefix(u.Path, prefix+"/") {
+		u = (&url.URL{Path: request.Path, RawPath: request.RawPath}).ResolveReference(u)
+		u.Path = prefix + u.Path
+		if u.RawPath != "" {
+			u.RawPath = prefix + u.RawPath
+		}
 	}
-	u = (&url.URL{Path: request.Path, RawPath: request.RawPath}).ResolveReference(u)
-	u.Path = prefix + u.Path
-	if u.RawPath != "" {
-		u.RawPath = prefix + u.RawPath
+	// Where the browser will go: its dot segments resolved, the encoded
+	// ones too ("%2e%2e"). Out of the app, or to a path the app may read
+	// as another, it is left for the aggregator to refuse.
+	if raw := strings.ToLower(u.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") || strings.Contains(u.Path, "\\") {
+		return "", false
 	}
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != prefix && !strings.HasPrefix(clean, prefix+"/") {
+		return "", false
+	}
+	u.Path, u.RawPath = clean, ""
 	h.Set("Location", u.String())
 	return u.String(), true
 }

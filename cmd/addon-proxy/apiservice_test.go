@@ -58,14 +58,13 @@ func TestAPIServiceAnswersDiscoveryAndStripsItsPrefix(t *testing.T) {
 	for path, want := range map[string]string{
 		"/apis/dashboard.example.com/v1/":             "path / raw ",
 		"/apis/dashboard.example.com/v1/notes":        "path /notes raw ",
-		"/apis/dashboard.example.com/v1/a%2Fb/c":      "path /a/b/c raw /a%2Fb/c",
 		"/apis/dashboard.example.com/v1/static/x.css": "path /static/x.css raw ",
 	} {
 		if code, body, _ := get(path); code != 200 || body != want {
 			t.Errorf("GET %s = %d %q, want %q", path, code, body, want)
 		}
 	}
-	for _, path := range []string{"/", "/apis", "/apis/dashboard.example.com", "/apis/dashboard.example.com/v1beta1/x", "/apis/dashboard.example.com/v1x", "/notes"} {
+	for _, path := range []string{"/apis/dashboard.example.com/v1/a%2Fb/c", "/", "/apis", "/apis/dashboard.example.com", "/apis/dashboard.example.com/v1beta1/x", "/apis/dashboard.example.com/v1x", "/notes"} {
 		if code, body, _ := get(path); code != http.StatusNotFound {
 			t.Errorf("GET %s = %d %q, want 404: not the APIService's", path, code, body)
 		}
@@ -86,7 +85,6 @@ func TestRedirectsStayUnderThePrefix(t *testing.T) {
 		up.String() + "/done":     prefix + "/done",
 		"notes":                   prefix + "/notes",
 		"../../../api/v1/secrets": prefix + "/api/v1/secrets", // resolved in the app's paths: no climbing out
-		"/a%2Fb":                  prefix + "/a%2Fb",
 	} {
 		resp, err := http.Get(srv.URL + prefix + "/go?to=" + url.QueryEscape(to))
 		if err != nil {
@@ -100,7 +98,7 @@ func TestRedirectsStayUnderThePrefix(t *testing.T) {
 		}
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for _, to := range []string{"https://elsewhere.test/x", "//elsewhere.test/x", "mailto:someone@example.com"} {
+	for _, to := range []string{"/a%2Fb", "https://elsewhere.test/x", "//elsewhere.test/x", "mailto:someone@example.com"} {
 		resp, err := client.Get(srv.URL + prefix + "/go?to=" + url.QueryEscape(to))
 		if err != nil {
 			t.Fatal(err)

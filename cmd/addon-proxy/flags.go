@@ -173,10 +173,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, err
 	}
 	c.csrf = http.NewCrossOriginProtection()
-	for _, o := range c.trustedOrigins {
-		if err := c.csrf.AddTrustedOrigin(o); err != nil {
+	for i, o := range c.trustedOrigins {
+		norm, err := browserOrigin(o)
+		if err == nil {
+			err = c.csrf.AddTrustedOrigin(norm)
+		}
+		if err != nil {
 			return c, fmt.Errorf("--trusted-origins %q: %w", o, err)
 		}
+		c.trustedOrigins[i] = norm
 	}
 	return c, nil
 }
@@ -289,4 +294,23 @@ func (l *list) Set(s string) error {
 		}
 	}
 	return nil
+}
+
+// browserOrigin is origin as a browser sends it in Origin: scheme and
+// host in lower case, without the scheme's default port. Trusted origins
+// are compared as they are spelled.
+func browserOrigin(origin string) (string, error) {
+	u, err := url.Parse(origin)
+	scheme := strings.ToLower(u.Scheme)
+	if err != nil || (scheme != "http" && scheme != "https") || u.Host == "" {
+		return "", errors.New("not scheme://host[:port] with scheme http or https")
+	}
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); (scheme == "http" && p == "80") || (scheme == "https" && p == "443") {
+		host = strings.ToLower(u.Hostname())
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+	}
+	return scheme + "://" + host + origin[len(u.Scheme)+3+len(u.Host):], nil
 }

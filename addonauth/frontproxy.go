@@ -33,9 +33,11 @@ import (
 // headers (X-Remote-User, X-Remote-Uid, X-Remote-Group, X-Remote-Extra-*).
 // It is how the API server forwards a person behind kubectl proxy to an
 // APIService's backend. The server must ask for client certificates
-// (tls.Config.ClientAuth tls.RequestClientCert): the middleware verifies
-// them, so a caller with another certificate, or none, is still served as
-// a bearer caller on the same listener.
+// without verifying them (tls.Config.ClientAuth tls.RequestClientCert):
+// the middleware verifies them, so a caller with another certificate, or
+// none, is still served as a bearer caller on the same listener. A server
+// that verifies them itself against other CAs (VerifyClientCertIfGiven
+// with its own ClientCAs) refuses the API server's in the handshake.
 //
 // With no ClientCAFile, everything comes from the ConfigMap the API server
 // publishes, kube-system/extension-apiserver-authentication, read through
@@ -44,7 +46,8 @@ import (
 // it needs the Role extension-apiserver-authentication-reader in
 // kube-system. While the ConfigMap is missing, unreadable or malformed,
 // callers with a client certificate and no bearer token get 503, and the
-// reason is logged: never trusted on a guess.
+// reason is logged: never trusted on a guess. Without Start, they get 503
+// for good.
 type FrontProxy struct {
 	// ClientCAFile is a PEM bundle of the requestheader client CA, as
 	// kube-apiserver's --requestheader-client-ca-file, reread when it

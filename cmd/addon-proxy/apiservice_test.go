@@ -148,6 +148,7 @@ func TestFrontProxyFlags(t *testing.T) {
 		{append(tls, "--requestheader-allowed-names", "front-proxy-client"), "go with --requestheader-client-ca-file"},
 		{append(tls, "--apiservice", "dashboard.example.com/v1", "--authentication-skip-lookup"), "needs --requestheader-client-ca-file"},
 		{[]string{"--audience", "a", "--trusted-origins", "localhost:8001"}, "--trusted-origins"},
+		{[]string{"--audience", "a", "--authentication-skip-lookup"}, "goes with --apiservice"},
 		{[]string{"--audience", "a", "--trusted-origins", "http://localhost:8001/path"}, "--trusted-origins"},
 	} {
 		if _, err := parse(bad.args...); err == nil || !strings.Contains(err.Error(), bad.says) {

@@ -81,7 +81,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.auth.BurstPerUser, "burst-per-user", 0, "bucket size per user (default: the rate, at least 1)")
 	fs.DurationVar(&c.auth.MaxRequestDuration, "max-request-duration", 0, "end every request after this long (default 1h; negative: none)")
 	fs.DurationVar(&c.verifyTimeout, "verify-timeout", 30*time.Second, "how long a request may take to be verified (and authorized) before it is forwarded; its connection's reads end then, and it gets 503 (a request for an ignored path, with no verified caller, must also send its body within it)")
-	fs.BoolVar(&requestHeaders, "requestheader-names", false, "set X-Remote-User, X-Remote-Group and X-Remote-Uid instead of X-Authenticated-*")
+	fs.BoolVar(&requestHeaders, "requestheader-names", false, "on the way to the upstream, set X-Remote-User, X-Remote-Group, X-Remote-Uid and X-Remote-Extra-* instead of X-Authenticated-* (the --requestheader-*-headers flags name what a front proxy's requests are read from)")
 	fs.BoolVar(&authorize, "authorize", false, "also require the caller to be allowed the request's path and verb (SubjectAccessReview, non-resource URL); paths some upstream would read as another path, and method overrides, get 403")
 	fs.StringVar(&authorizeResource, "authorize-resource", "", "also require the caller to be allowed this resource (SubjectAccessReview; replaces --authorize),\n"+
 		"with the request's verb (method overrides get 403) unless verb= is given:\n"+
@@ -102,7 +102,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&skipLookup, "authentication-skip-lookup", false, "do not read the requestheader configuration from ConfigMap kube-system/extension-apiserver-authentication: --requestheader-client-ca-file must give it")
 	c.trustedOrigins = []string{"http://localhost:8001", "http://127.0.0.1:8001"}
 	fs.Var(&origins{list: &c.trustedOrigins}, "trusted-origins", "origins (scheme://host[:port]) whose pages may send unsafe requests (POST, PUT, PATCH, DELETE) to the service; other cross-site ones get 403\n"+
-		"(repeat or separate with commas; default http://localhost:8001,http://127.0.0.1:8001, the pages of kubectl proxy; \"\" for none)")
+		"(repeat or separate with commas; the default is the pages of kubectl proxy; \"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -199,6 +199,8 @@ func (c *config) frontProxy(apiService string, fp addonauth.FrontProxy, skipLook
 	switch {
 	case fp.ClientCAFile == "" && names > 0:
 		return errors.New("--requestheader-allowed-names and the --requestheader-*-headers flags go with --requestheader-client-ca-file: without it, the ConfigMap gives them")
+	case c.apiService.Empty() && fp.ClientCAFile == "" && skipLookup:
+		return errors.New("--authentication-skip-lookup goes with --apiservice: without a front proxy there is nothing to look up")
 	case c.apiService.Empty() && fp.ClientCAFile == "":
 		return nil // bearer callers only
 	case fp.ClientCAFile == "" && skipLookup:

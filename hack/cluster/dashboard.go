@@ -3,16 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -137,7 +131,7 @@ func startWalkThrough(ctx context.Context, c *testcluster.Cluster, kubeconfig st
 	// The aggregator dials the Service's name, localhost by its
 	// ExternalName, and verifies the name it dialed in the certificate.
 	host := dashService + "." + dashNamespace + ".svc"
-	ca, err := servingCert(tmp, host)
+	ca, err := testcluster.WriteCertificate(host, x509.ExtKeyUsageServerAuth, filepath.Join(tmp, "tls.crt"), filepath.Join(tmp, "tls.key"))
 	if err != nil {
 		return w, err
 	}
@@ -480,55 +474,6 @@ func checkPage(ctx context.Context, url string) error {
 		return fmt.Errorf("GET %s: %s, not the page signed in as %s:\n%s", url, resp.Status, testcluster.User, bytes.TrimSpace(body))
 	}
 	return nil
-}
-
-// servingCert writes tls.crt and tls.key into dir: a serving certificate
-// for host from a CA of its own, valid for a week; it returns the CA
-// (PEM), the APIService's caBundle.
-func servingCert(dir, host string) ([]byte, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "authvault dashboard CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	for name, block := range map[string]*pem.Block{
-		"tls.crt": {Type: "CERTIFICATE", Bytes: der},
-		"tls.key": {Type: "PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
 }
 
 // freeAddr is an address of 127.0.0.1 with a port free a moment ago.

@@ -24,59 +24,74 @@ const FrontProxyClientName = "front-proxy-client"
 // then publishes in ConfigMap kube-system/extension-apiserver-authentication,
 // and the certificate it presents to an APIService's backend.
 func frontProxyFlags(dir string) (map[string]string, []byte, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certFile, keyFile, caFile := filepath.Join(dir, "front-proxy-client.crt"), filepath.Join(dir, "front-proxy-client.key"), filepath.Join(dir, "front-proxy-ca.crt")
+	caPEM, err := WriteCertificate(FrontProxyClientName, x509.ExtKeyUsageClientAuth, certFile, keyFile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("testcluster: the front-proxy PKI: %w", err)
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "authvault front-proxy CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: FrontProxyClientName},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	files := map[string][]byte{
-		"front-proxy-ca.crt":     caPEM,
-		"front-proxy-client.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		"front-proxy-client.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return nil, nil, fmt.Errorf("testcluster: writing the front-proxy PKI: %w", err)
-		}
+	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
+		return nil, nil, fmt.Errorf("testcluster: the front-proxy PKI: %w", err)
 	}
 	return map[string]string{
-		"requestheader-client-ca-file":       filepath.Join(dir, "front-proxy-ca.crt"),
+		"requestheader-client-ca-file":       caFile,
 		"requestheader-allowed-names":        FrontProxyClientName,
 		"requestheader-username-headers":     "X-Remote-User",
 		"requestheader-uid-headers":          "X-Remote-Uid",
 		"requestheader-group-headers":        "X-Remote-Group",
 		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
-		"proxy-client-cert-file":             filepath.Join(dir, "front-proxy-client.crt"),
-		"proxy-client-key-file":              filepath.Join(dir, "front-proxy-client.key"),
+		"proxy-client-cert-file":             certFile,
+		"proxy-client-key-file":              keyFile,
 	}, caPEM, nil
+}
+
+// WriteCertificate makes a CA of its own and a certificate of it for cn,
+// valid for a week, for usage (a server's is also for the DNS name cn),
+// writes the certificate and its key as PEM to certFile and keyFile, and
+// returns the CA's certificate (PEM): what a client of the server, or a
+// server of the client, trusts.
+func WriteCertificate(cn string, usage x509.ExtKeyUsage, certFile, keyFile string) ([]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "authvault CA for " + cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.DNSNames = []string{cn}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	for file, block := range map[string]*pem.Block{certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
 }

@@ -112,17 +112,21 @@
 // runs (a CA added is trusted and one removed refused at once), or from
 // FrontProxy's file and fields. Such a caller reaches the upstream as a
 // bearer caller does (the headers, UserFrom, the rate limit and
-// Authorization), costs no API call, and is not reviewed again while its
-// request lasts: the API server vouched for that request alone, and
+// Authorization), costs no TokenReview (with Options.Authorization, a
+// SubjectAccessReview still, with its extras), and is not reviewed again
+// while its request lasts: the API server vouched for that request alone, and
 // MaxRequestDuration still bounds it. Every other request, a client
 // certificate of another CA or name among them, has those headers removed
-// (the ConfigMap's names too, whatever they are) and is a bearer caller,
+// (and every header name a configuration read since New named, even once
+// it is gone) and is a bearer caller,
 // on the same listener; the server must ask for client certificates
 // (tls.RequestClientCert) without verifying them. While the configuration
 // is not loaded (before Start has read it, or while the ConfigMap is
 // missing, unreadable or malformed; deleted, it is no longer trusted), a
 // request with a client certificate and no token gets 503, and the reason
-// is logged when it changes.
+// is logged when it changes. A caller whose identity holds a value that no
+// header carries as it is (CR, LF, NUL, or blanks a transport trims: a
+// group " system:masters") is refused with 403, whoever vouched for it.
 //
 // # Paths
 //

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -46,8 +48,9 @@ import (
 // it needs the Role extension-apiserver-authentication-reader in
 // kube-system. While the ConfigMap is missing, unreadable or malformed,
 // callers with a client certificate and no bearer token get 503, and the
-// reason is logged: never trusted on a guess. Without Start, they get 503
-// for good.
+// reason is logged: never trusted on a guess. Without Start, the
+// ConfigMap is never read and they get 503 for good (with ClientCAFile,
+// the CA New read is used, never reread).
 type FrontProxy struct {
 	// ClientCAFile is a PEM bundle of the requestheader client CA, as
 	// kube-apiserver's --requestheader-client-ca-file, reread when it
@@ -100,8 +103,10 @@ type frontProxyState struct {
 	ca                             dynamiccertificates.CAContentProvider
 	allowed, user, uid, group, ext []string
 	err                            error // set: front-proxy callers get 503
-	// unknown: no version of the ConfigMap has been read (not yet, or
-	// it cannot be read): a later list may say what is true.
+	// unknown: no version of the ConfigMap is in force (not read yet,
+	// unreadable, missing or deleted): a later list or a failed one may
+	// say what is now true. A version read, good or malformed, stands
+	// until the next.
 	unknown bool
 }
 
@@ -277,6 +282,9 @@ func (f *frontProxy) followConfigMap(ctx context.Context) {
 		// Only while no version has been read: later, the last version
 		// read stays in force through an outage, as it does in the API
 		// server's own aggregated servers.
+		if errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return // a watch that ended, to be made again: no news
+		}
 		f.setIf(func(prev *frontProxyState) bool { return prev.unknown },
 			&frontProxyState{unknown: true, err: fmt.Errorf("%w: %s cannot be read: %w", errFrontProxyUnavailable, f.source, err)})
 	})
@@ -294,7 +302,7 @@ func (f *frontProxy) followConfigMap(ctx context.Context) {
 			}
 			// The cluster no longer publishes the CA: it is no longer
 			// trusted.
-			f.set(&frontProxyState{err: fmt.Errorf("%w: %s was deleted", errFrontProxyUnavailable, f.source)})
+			f.set(&frontProxyState{unknown: true, err: fmt.Errorf("%w: %s was deleted", errFrontProxyUnavailable, f.source)})
 		},
 	})
 	var wg sync.WaitGroup
@@ -308,7 +316,7 @@ func (f *frontProxy) followConfigMap(ctx context.Context) {
 		}
 		if _, exists, _ := inf.GetStore().GetByKey(authConfigMapNamespace + "/" + authConfigMapName); !exists {
 			f.setIf(func(prev *frontProxyState) bool { return prev.unknown },
-				&frontProxyState{err: fmt.Errorf("%w: %s does not exist (kube-apiserver publishes it when run with --requestheader-client-ca-file)", errFrontProxyUnavailable, f.source)})
+				&frontProxyState{unknown: true, err: fmt.Errorf("%w: %s does not exist (kube-apiserver publishes it when run with --requestheader-client-ca-file)", errFrontProxyUnavailable, f.source)})
 		}
 	})
 	inf.RunWithContext(ctx)

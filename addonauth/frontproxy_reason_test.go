@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -37,4 +38,32 @@ func TestFrontProxyMissingConfigMapIsReportedOnceReadable(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A missing ConfigMap's reason gives way to the outage that follows it.
+func TestFrontProxyReasonFollowsAnOutageOfAMissingConfigMap(t *testing.T) {
+	client := fake.NewClientset()
+	var forbid atomic.Bool
+	w := watch.NewFake()
+	deny := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "extension-apiserver-authentication", nil)
+	client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if forbid.Load() {
+			return true, nil, deny
+		}
+		return false, nil, nil
+	})
+	client.PrependWatchReactor("configmaps", func(k8stesting.Action) (bool, watch.Interface, error) {
+		if forbid.Load() {
+			return true, nil, deny
+		}
+		return true, w, nil
+	})
+	s := newFrontSetup(t, FrontProxy{}, Options{frontProxyClient: client})
+	waitFor(t, "the log to say it does not exist", func() bool { return strings.Contains(s.log(), "does not exist") })
+	forbid.Store(true)
+	w.Stop() // the watch ends; the next watch and list are forbidden
+	waitFor(t, "the log to say, after that, that it cannot be read", func() bool {
+		l := s.log()
+		return strings.Contains(l[strings.LastIndex(l, "does not exist"):], "cannot be read")
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,12 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		u, fromProxy, err := a.identify(r)
+		if err == nil && !forwardable(u) {
+			// A transport trims a value's blanks and refuses CR, LF and
+			// NUL: forwarded, " system:masters" would reach the upstream
+			// as a group the API server never gave.
+			err = fmt.Errorf("%w: the caller's identity cannot be forwarded as it is", errForbidden)
+		}
 		if err != nil {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 			a.refuse(w, r, err)
@@ -148,16 +155,34 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 		for k, values := range u.Extra {
 			name := hd.Extra + escapeExtraKey(k)
 			for _, v := range values {
-				// A value no header may hold (CR, LF, NUL: a webhook's or
-				// an OIDC claim's) is left out: set, it would split the
-				// header or make the proxy to the upstream refuse it.
-				if httpguts.ValidHeaderFieldValue(v) {
-					out.Add(name, v)
-				}
+				out.Add(name, v)
 			}
 		}
 	}
 	return out
+}
+
+// forwardable tells whether every value of u reaches the upstream as it
+// is: a header value (no CR, LF, NUL) without the blanks a sender or a
+// reader trims. The middleware refuses a caller whose identity is not.
+func forwardable(u User) bool {
+	ok := func(v string) bool { return httpguts.ValidHeaderFieldValue(v) && textproto.TrimString(v) == v }
+	if !ok(u.Name) || !ok(u.UID) {
+		return false
+	}
+	for _, g := range u.Groups {
+		if !ok(g) {
+			return false
+		}
+	}
+	for _, values := range u.Extra {
+		for _, v := range values {
+			if !ok(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // escapeExtraKey percent-escapes what may not stand in a header name, and

@@ -53,7 +53,7 @@ func apiService(gv schema.GroupVersion, next http.Handler) http.Handler {
 // ambiguous tells whether an app may read u's path as another than the
 // one the API server authorized: a dot segment (the API server resolves
 // none, and reads ".." as a resource's name, where most apps resolve it),
-// an encoded slash or backslash, or a backslash.
+// an encoded slash or backslash, a backslash, or an empty segment.
 func ambiguous(u *url.URL) bool {
 	if strings.Contains(u.Path, "\\") {
 		return true
@@ -61,8 +61,13 @@ func ambiguous(u *url.URL) bool {
 	if raw := strings.ToLower(u.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
 		return true
 	}
+	if strings.Contains(u.Path, "//") {
+		return true // an app that merges slashes shifts RBAC's RESOURCE/NAME/SUBRESOURCE
+	}
 	for seg := range strings.SplitSeq(u.Path, "/") {
-		if seg == "." || seg == ".." {
+		// Servlet containers (Tomcat, Jetty) drop a segment's ";params"
+		// before they resolve dot segments: "..;x" is "..".
+		if name, _, _ := strings.Cut(seg, ";"); name == "." || name == ".." {
 			return true
 		}
 	}
@@ -86,7 +91,7 @@ func keepUnderPrefix(h http.Header, prefix string, upstream, request *url.URL) (
 		return "", false
 	}
 	if u.Host != "" {
-		if !strings.EqualFold(u.Host, upstream.Host) || (u.Scheme != "" && u.Scheme != upstream.Scheme) {
+		if !sameHost(u, upstream) || (u.Scheme != "" && u.Scheme != upstream.Scheme) {
 			return "", false
 		}
 	} else if u.Scheme != "" || u.Opaque != "" {
@@ -107,8 +112,8 @@ func keepUnderPrefix(h http.Header, prefix string, upstream, request *url.URL) (
 		return "", false
 	}
 	clean := path.Clean(u.Path)
-	if strings.HasSuffix(u.Path, "/") && clean != "/" {
-		clean += "/"
+	if (strings.HasSuffix(u.Path, "/") || strings.HasSuffix(u.Path, "/.") || strings.HasSuffix(u.Path, "/..")) && clean != "/" {
+		clean += "/" // where a browser goes: "x/.." is "x/../", a directory
 	}
 	if clean != prefix && !strings.HasPrefix(clean, prefix+"/") {
 		return "", false
@@ -134,11 +139,31 @@ func sendOn(resp *http.Response, prefix string, upstream *url.URL) {
 	_ = resp.Body.Close()
 	escaped := html.EscapeString(loc)
 	body := `<!doctype html><meta http-equiv="refresh" content="0; url=` + escaped + `"><title>Moved</title><a href="` + escaped + `">` + escaped + "</a>\n"
-	resp.Header.Del("Location")
-	resp.Header.Del("Content-Length")
+	for _, h := range []string{"Location", "Content-Length", "Content-Encoding", "Content-Range", "Etag"} {
+		resp.Header.Del(h) // the redirect's body is gone: nothing of it stays
+	}
 	resp.Header.Set("Refresh", "0; url="+loc)
 	resp.Header.Set("Content-Type", "text/html; charset=utf-8")
 	resp.Header.Set("Cache-Control", "no-store")
 	resp.StatusCode, resp.Status = http.StatusOK, "200 OK"
 	resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+}
+
+// sameHost tells whether u names upstream's host and port, a port left
+// out being its scheme's default.
+func sameHost(u, upstream *url.URL) bool {
+	port := func(v *url.URL, scheme string) string {
+		if p := v.Port(); p != "" {
+			return p
+		}
+		if scheme == "https" {
+			return "443"
+		}
+		return "80"
+	}
+	scheme := u.Scheme
+	if scheme == "" {
+		scheme = upstream.Scheme
+	}
+	return strings.EqualFold(u.Hostname(), upstream.Hostname()) && port(u, scheme) == port(upstream, upstream.Scheme)
 }

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -172,6 +174,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := c.frontProxy(apiService, frontProxy, skipLookup); err != nil {
 		return c, err
 	}
+	if !c.apiService.Empty() && strings.Trim(c.upstream.Path, "/") != "" {
+		return c, fmt.Errorf("--upstream %q: with --apiservice the upstream's paths start at /: a base path would be doubled in its redirects", upstream)
+	}
 	c.csrf = http.NewCrossOriginProtection()
 	for i, o := range c.trustedOrigins {
 		norm, err := browserOrigin(o)
@@ -298,21 +303,37 @@ func (l *list) Set(s string) error {
 	return nil
 }
 
-// browserOrigin is origin as a browser sends it in Origin: scheme and
-// host in lower case, without the scheme's default port. Trusted origins
-// are compared as they are spelled.
+// browserOrigin is origin as a browser sends it in Origin: scheme and host
+// in lower case, the port without leading zeros or the scheme's default,
+// an IPv6 address in its shortest form. Anything but scheme://host[:port]
+// is refused: no browser sends it, so it would never match.
 func browserOrigin(origin string) (string, error) {
+	bad := errors.New("not scheme://host[:port] with scheme http or https")
 	u, err := url.Parse(origin)
-	scheme := strings.ToLower(u.Scheme)
-	if err != nil || (scheme != "http" && scheme != "https") || u.Host == "" {
-		return "", errors.New("not scheme://host[:port] with scheme http or https")
+	if err != nil {
+		return "", bad
 	}
-	host := strings.ToLower(u.Host)
-	if p := u.Port(); (scheme == "http" && p == "80") || (scheme == "https" && p == "443") {
-		host = strings.ToLower(u.Hostname())
-		if strings.Contains(host, ":") {
-			host = "[" + host + "]"
+	scheme := strings.ToLower(u.Scheme)
+	if (scheme != "http" && scheme != "https") || u.Host == "" {
+		return "", bad
+	}
+	// Only the host after "://": no userinfo, path, query, fragment, or
+	// escape (Parse decodes those into u.Host).
+	if origin[len(u.Scheme)+len("://"):] != u.Host {
+		return "", bad
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
+		host = "[" + a.String() + "]"
+	}
+	if port != "" {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			return "", bad
+		}
+		if (scheme != "http" || n != 80) && (scheme != "https" || n != 443) {
+			host += ":" + strconv.FormatUint(n, 10)
 		}
 	}
-	return scheme + "://" + host + origin[len(u.Scheme)+3+len(u.Host):], nil
+	return scheme + "://" + host, nil
 }

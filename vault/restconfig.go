@@ -27,8 +27,8 @@ import (
 // and never use Transport; its WrapTransport hands each upgrade the vault's
 // current credential (token, basic auth or client certificate), that
 // credential's CA, server name and proxy, and its server; a 401 on the
-// upgrade invalidates the credential and the upgrade is sent once more with
-// the next one. A stream opened after a rotation uses the new credential;
+// upgrade invalidates the credential and the upgrade is sent again with the
+// next one, through at most one login, as an ordinary request. A stream opened after a rotation uses the new credential;
 // one already open keeps the connection it has. What a server answers to
 // an upgrade it refuses reaches the caller (client-go's error) with the
 // credential's token and password masked.

@@ -20,10 +20,6 @@ import (
 	"github.com/authvault/authvault/redact"
 )
 
-// upgradeAttempts bounds how often one upgrade is sent: a 401 invalidates
-// the credential and the upgrade goes once more with the next one.
-const upgradeAttempts = 2
-
 // ErrStreamOwnTransport is why an upgrade fails when the credential selected
 // for it authenticates through a Transport of its own (an auth provider or
 // a client-go round tripper a piggyback handler kept): an upgrade dials by
@@ -137,10 +133,14 @@ type upgrader struct {
 // vault's Transport does, gives the inner round tripper the TLS settings of
 // the credential's identity (CA, client certificate, server name, proxy) and
 // sends the upgrade. A 401 invalidates the credential and the upgrade goes
-// once more with the next one; an upgrade has no body to replay.
+// again with the next one, through at most one login, as an ordinary
+// request does (an upgrade has no body to replay): two credentials that
+// both fail at once (a revoked plugin token, a token file's token past its
+// life) must not fail an exec that the login after them serves.
 func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 	v := u.v
 	ownAuth := hasAuthorization(req.Header)
+	relogged := false
 	for attempt := 1; ; attempt++ {
 		cred, err := v.Select(req.Context())
 		if err != nil {
@@ -204,9 +204,13 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 				Server: cred.Info.Server, Status: "401 Unauthorized", StatusCode: http.StatusUnauthorized,
 			}, by401)
 		}
-		if attempt >= upgradeAttempts {
+		// The next Select logs in when no credential is left; one login
+		// per upgrade at most.
+		needsLogin := v.snap.Load().pick() == nil
+		if attempt >= maxAttempts || (needsLogin && relogged) {
 			return resp, err
 		}
+		relogged = relogged || needsLogin
 		// The refused answer (SPDY's; WebSocket's is an error) is left
 		// unread: its connection serves no retry, and its body comes
 		// from a bare connection without deadline, where reading it, or

@@ -752,3 +752,51 @@ func TestStreamUserWrapTransport(t *testing.T) {
 		client.CloseIdleConnections()
 	})
 }
+
+// TestStreamBothCredentialsStaleReloginServes holds two handlers' tokens
+// that the server rejects at once (a revoked plugin token, a token file's
+// token past its life): the upgrade meets both 401s and goes once more
+// after the one login they call for, which serves, as an ordinary request
+// would. Before, an upgrade gave up after its second attempt.
+func TestStreamBothCredentialsStaleReloginServes(t *testing.T) {
+	noGoroutineLeft(t)
+	for _, e := range executorCases[:2] {
+		t.Run(e.name, func(t *testing.T) {
+			ca := testpki.NewCA(t)
+			srv := newStreamServer(t, ca, nil)
+			plugin, file := newMinter(srv, ca), newMinter(srv, ca)
+			var stopped atomic.Bool // the plugin's issuer: issuing no more
+			pluginLogin := func(ctx context.Context) (*login.ConnectionInfo, error) {
+				if stopped.Load() {
+					return nil, errors.New("not issuing")
+				}
+				return plugin.login(ctx)
+			}
+			v := New(Options{NoFallback: true})
+			t.Cleanup(v.Close)
+			v.OnLogin(pluginLogin, login.Backoff(10*time.Millisecond, time.Second))
+			v.OnLogin(file.login, login.Backoff(10*time.Millisecond, time.Second))
+			ctx, cancel := context.WithTimeout(context.Background(), streamWait)
+			defer cancel()
+			cfg, err := v.RESTConfig(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "both credentials to be published", func() bool {
+				n := 0
+				for _, g := range v.snap.Load().groups {
+					n += len(g)
+				}
+				return n == 2
+			})
+			stopped.Store(true)
+			for _, tok := range append(plugin.tokens(), file.tokens()...) {
+				srv.revoke(tok)
+			}
+			mustExec(t, e.new(t, cfg, execTarget(cfg)))
+			if got := srv.upgrades401(); got != 2 {
+				t.Errorf("server answered %d upgrades with 401, want 2: one per stale credential", got)
+			}
+		})
+	}
+}

@@ -657,8 +657,10 @@ func (c *shardCore) dropOthers(now time.Time, e *shardEffects) {
 		if owner == c.self {
 			return false, "", ""
 		}
-		if owner == "" {
-			return true, "", "this replica stands by: " + c.standby
+		if owner == "" || c.standby != "" {
+			// Standing by, it gives its share up for its own reason: a
+			// replica cut from the hub cannot know where the clusters go.
+			return true, owner, "this replica stands by: " + c.standby
 		}
 		return true, owner, "moved to replica " + owner
 	})

@@ -18,12 +18,8 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/authvault/authvault/testkit/testpki"
 )
@@ -218,14 +214,7 @@ func TestFrontProxyConfigMapRecreatedAndBecomesReadable(t *testing.T) {
 	})
 	t.Run("unreadable then readable", func(t *testing.T) {
 		client := fake.NewClientset(authConfigMap(ca.PEM, `["front-proxy-client"]`))
-		var forbid atomic.Bool
-		forbid.Store(true)
-		client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-			if forbid.Load() {
-				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "extension-apiserver-authentication", nil)
-			}
-			return false, nil, nil
-		})
+		forbid := forbidLists(client)
 		s := newFrontSetup(t, FrontProxy{}, Options{frontProxyClient: client})
 		waitFor(t, "the log to say it cannot be read", func() bool { return strings.Contains(s.log(), "cannot be read") })
 		if resp, _ := s.get(t, s.client(t, ca, "front-proxy-client"), aggregator); resp.StatusCode != 503 {

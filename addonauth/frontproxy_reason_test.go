@@ -19,14 +19,7 @@ import (
 // read: forbidden" still in the log would look for the wrong fault.
 func TestFrontProxyMissingConfigMapIsReportedOnceReadable(t *testing.T) {
 	client := fake.NewClientset()
-	var forbid atomic.Bool
-	forbid.Store(true)
-	client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if forbid.Load() {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "extension-apiserver-authentication", nil)
-		}
-		return false, nil, nil
-	})
+	forbid := forbidLists(client)
 	s := newFrontSetup(t, FrontProxy{}, Options{frontProxyClient: client})
 	waitFor(t, "the log to say it cannot be read", func() bool { return strings.Contains(s.log(), "cannot be read") })
 	forbid.Store(false)
@@ -66,4 +59,19 @@ func TestFrontProxyReasonFollowsAnOutageOfAMissingConfigMap(t *testing.T) {
 		l := s.log()
 		return strings.Contains(l[strings.LastIndex(l, "does not exist"):], "cannot be read")
 	})
+}
+
+// forbidLists makes client's lists of ConfigMaps answer 403 while the flag
+// it returns is set (it starts set), as the API server does for a proxy
+// without the reader Role.
+func forbidLists(client *fake.Clientset) *atomic.Bool {
+	var forbid atomic.Bool
+	forbid.Store(true)
+	client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if forbid.Load() {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "extension-apiserver-authentication", nil)
+		}
+		return false, nil, nil
+	})
+	return &forbid
 }

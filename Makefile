@@ -20,7 +20,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # start (tools), beside vet and staticcheck, and gotest waits for them;
 # compat's builds start in the background before gotest (compat-build); at
 # the end, stages prints each stage's time beside its budget.
-test: stages-reset tools fmt-check vet staticcheck compat-build gotest compat-and-soak stages
+test: stages-reset tools compat-build fmt-check vet staticcheck gotest compat-and-soak stages
 
 TIMED := bash hack/timed.sh
 

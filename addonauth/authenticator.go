@@ -23,6 +23,7 @@ type Authenticator struct {
 	authz         *authorizer // nil without Options.Authorization
 	front         *frontProxy // nil without Options.FrontProxy
 	metrics       *metrics
+	refusals      refusalLog
 }
 
 // New checks opts and makes an Authenticator. It does not reach the API

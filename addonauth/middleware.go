@@ -42,7 +42,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		if err != nil {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
-			a.refuse(w, r, err)
+			a.refuse(w, r, u, err)
 			return
 		}
 		// The limit before the review: a caller over its rate must not
@@ -57,7 +57,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		if err := a.authz.authorize(r.Context(), u, r); err != nil {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
-			a.refuse(w, r, err)
+			a.refuse(w, r, u, err)
 			return
 		}
 		authorization := r.Header.Get("Authorization")
@@ -111,8 +111,9 @@ func (a *Authenticator) authenticateRequest(r *http.Request) (User, error) {
 }
 
 // refuse answers a request whose caller could not be verified, or is not
-// allowed the request, without reading its body.
-func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error) {
+// allowed the request, without reading its body. u is the caller when it
+// was verified (a refusal of what it asked), else the zero User.
+func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, u User, err error) {
 	closeUnread(w, r)
 	if errors.Is(err, errUnavailable) {
 		a.metrics.requests.WithLabelValues("unavailable").Inc()
@@ -125,12 +126,14 @@ func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, err error
 	}
 	if errors.Is(err, errForbidden) {
 		a.metrics.requests.WithLabelValues("forbidden").Inc()
-		a.opts.Logger.V(1).Info("caller not allowed", "reason", err.Error(), "path", r.URL.Path, "remote", r.RemoteAddr)
+		a.opts.Logger.V(1).Info("caller not allowed", "user", u.Name, "reason", err.Error(), "path", r.URL.Path, "remote", r.RemoteAddr)
+		a.refusals.note(a.opts.Logger, a.opts.now(), "forbidden", err.Error())
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
 	}
 	a.metrics.requests.WithLabelValues("unauthenticated").Inc()
 	a.opts.Logger.V(1).Info("caller refused", "reason", err.Error(), "path", r.URL.Path, "remote", r.RemoteAddr)
+	a.refusals.note(a.opts.Logger, a.opts.now(), "unauthenticated", err.Error())
 	if errors.Is(err, errMissing) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+a.opts.Audience+`"`)
 	} else {

@@ -2,7 +2,10 @@ package addonauth
 
 import (
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // refusalDrain is how long, after a refusal is written, the rest of the
@@ -41,4 +44,47 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusalDrain))
+}
+
+// refusalSummaryEvery is how often at most a burst of refusals is logged
+// at INFO: each refusal is at V(1), with its reason.
+const refusalSummaryEvery = time.Minute
+
+// refusalLog is the INFO line for refused callers: the first refusal is
+// logged at once, those that follow within refusalSummaryEvery are
+// counted, and the first one after that logs the count. A burst of a
+// thousand refused tokens is so one or two lines, not a thousand, and a
+// proxy that refuses nobody says nothing.
+type refusalLog struct {
+	mu     sync.Mutex
+	last   time.Time      // of the last line; zero before the first
+	counts map[string]int // refusals since, by result
+}
+
+// note counts a refusal of result (unauthenticated, forbidden) for reason
+// at now, and logs the line when it is due.
+func (l *refusalLog) note(log logr.Logger, now time.Time, result, reason string) {
+	l.mu.Lock()
+	if l.counts == nil {
+		l.counts = map[string]int{}
+	}
+	l.counts[result]++
+	if !l.last.IsZero() && now.Sub(l.last) < refusalSummaryEvery {
+		l.mu.Unlock()
+		return
+	}
+	counts, since := l.counts, l.last
+	l.counts, l.last = nil, now
+	l.mu.Unlock()
+	kv := []any{}
+	for _, k := range []string{"unauthenticated", "forbidden"} {
+		if n := counts[k]; n > 0 {
+			kv = append(kv, k, n)
+		}
+	}
+	kv = append(kv, "lastReason", reason)
+	if !since.IsZero() {
+		kv = append(kv, "since", since.UTC().Format(time.RFC3339))
+	}
+	log.Info("callers refused (each one logged at V(1); this line at most once a minute)", kv...)
 }

@@ -30,7 +30,8 @@ var (
 // Options configure a Fleet. The zero value is valid.
 type Options struct {
 	// Logger receives every cluster's vault events, each with the key
-	// "cluster". Default: the zero logr.Logger, which discards.
+	// "cluster". Default: the zero logr.Logger, which discards: a fleet
+	// without one says nothing, not even which replica took a cluster.
 	Logger logr.Logger
 	// Registerer receives every cluster's vault metrics (authvault_*),
 	// each with the label cluster="<name>", unregistered when the cluster

@@ -58,7 +58,9 @@ func (m *Member) Name() string { return m.name }
 func (m *Member) Vault() *vault.Vault { return m.vault }
 
 // RESTConfig returns the cluster's client-go config, waiting within ctx for
-// its first credential (see vault.Vault.RESTConfig): a cluster's vault logs
+// its first credential (see vault.Vault.RESTConfig); a first login that
+// gives none returns its error (a LoginError naming the cluster), not a
+// config on vault.PendingServer as the vault's does. A cluster's vault logs
 // in when its config is first asked for, so call it from what OnAdd starts,
 // not from OnAdd. Every call returns the same *rest.Config for as long as
 // the cluster is in the fleet: its credentials rotate underneath it, so
@@ -86,7 +88,13 @@ func (m *Member) RESTConfig(ctx context.Context) (*rest.Config, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(m.ctx, func() { cancel(context.Cause(m.ctx)) })()
-	cfg, err := m.vault.RESTConfig(ctx)
+	// Select first: a cluster whose first login fails gets its error here
+	// (its OnAdd decides what to do with it), where the vault's RESTConfig
+	// would give a config that waits for a login (vault.PendingServer).
+	_, err := m.vault.Select(ctx)
+	if err == nil {
+		cfg, err = m.vault.RESTConfig(ctx)
+	}
 	if m.ctx.Err() != nil {
 		return nil, context.Cause(m.ctx)
 	}

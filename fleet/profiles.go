@@ -76,7 +76,9 @@ type ProfilesOptions struct {
 	// vault.OnLogin. Default: login's defaults, with a timeout of 30 s.
 	Login []login.Option
 	// EveryReplica makes ProfilesWatcher run on every replica of a
-	// manager, not on the leader only (see SecretsWatcher).
+	// manager, not on the leader only (see SecretsWatcher). Default:
+	// false, the leader only, but for a fleet with Options.Shards, whose
+	// watcher runs on every replica whatever this says.
 	EveryReplica bool
 }
 

@@ -69,7 +69,9 @@ type SecretsOptions struct {
 	// EveryReplica makes SecretsWatcher run on every replica of a
 	// manager, not on the leader only: its NeedLeaderElection is false.
 	// WatchSecrets itself ignores it. Default: false, the leader only
-	// (see SecretsWatcher for why).
+	// (see SecretsWatcher for why), but for a fleet with Options.Shards,
+	// whose watcher runs on every replica whatever this says: each
+	// replica serves its share of the clusters.
 	EveryReplica bool
 }
 

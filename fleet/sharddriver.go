@@ -228,8 +228,14 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 		to[d.to]++
 		why = d.why
 	}
+	// What this replica knows of each cluster it takes: the peer whose
+	// Lease last claimed it (a claim, not a hold: a peer claims what its
+	// view gives it before its holder lets go), itself (given up here, by
+	// a fence or a stand-by, and taken back), or nothing (no Lease it has
+	// listed claimed it: a cluster new to the group, or one let go before
+	// this replica's first list).
 	from := map[string]int{}
-	moved, back := 0, 0
+	moved, back, unclaimed := 0, 0, 0
 	for _, t := range e.takes {
 		seat := f.clusters[t.name]
 		if f.closed || seat == nil || seat.serial != t.seat || seat.member != nil {
@@ -242,6 +248,7 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 		took = append(took, m)
 		switch t.lost.from {
 		case "":
+			unclaimed++
 		case s.cfg.Identity: // given up here (a fence, a stand-by), taken back
 			back++
 			s.metrics.unowned.Observe(s.clock.Since(t.lost.since).Seconds())
@@ -257,6 +264,11 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 			f.opts.Logger.V(1).Info("cluster given up", "cluster", m.name, "cause", context.Cause(m.ctx).Error())
 		}
 	}
+	if s.log.V(1).Enabled() { // a cluster's owner, for whoever looks for it
+		for _, m := range took {
+			s.log.V(1).Info("cluster taken", "cluster", m.name)
+		}
+	}
 	if n := len(dropped); n > 0 && !fenceIn(e.notes) {
 		delete(to, "")
 		s.metrics.moves.WithLabelValues("out", "view changed").Add(float64(n))
@@ -266,7 +278,17 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 		s.metrics.moves.WithLabelValues("in", "taken").Add(float64(moved))
 	}
 	if len(took) > 0 {
-		s.log.Info("took clusters", "clusters", len(took), "moved", moved, "from", from, "back", back)
+		kv := []any{"clusters", len(took)}
+		if moved > 0 {
+			kv = append(kv, "lastClaimedBy", from)
+		}
+		if back > 0 {
+			kv = append(kv, "takenBack", back)
+		}
+		if unclaimed > 0 {
+			kv = append(kv, "claimedByNoListedLease", unclaimed)
+		}
+		s.log.Info("took clusters", kv...)
 	}
 	return dropped, took
 }

@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 )
@@ -19,7 +20,13 @@ import (
 // The group's Leases: labelled with the group, each holding its replica's
 // identity and, in an annotation, the view its share is computed over.
 const (
-	groupLabel     = "fleet.authvault.dev/group"
+	groupLabel = "fleet.authvault.dev/group"
+	// replicaLabel and clustersLabel are for a person, not the protocol:
+	// the replica's identity (when it is a valid label value) and how many
+	// clusters it owns, as of its last write, so that kubectl get leases
+	// -L shows who owns how much (the Lease's name is a hash).
+	replicaLabel   = "fleet.authvault.dev/replica"
+	clustersLabel  = "fleet.authvault.dev/clusters"
 	viewAnnotation = "fleet.authvault.dev/view"
 	// releasedAnnotation marks the Lease of a replica that holds nothing:
 	// it stopped cleanly, or stands by. Its peers take its clusters at once.
@@ -161,6 +168,12 @@ func (s *sharding) fill(l *coordinationv1.Lease, content leaseContent, now metav
 		l.Labels = map[string]string{}
 	}
 	l.Labels[groupLabel] = s.cfg.Group
+	if len(validation.IsValidLabelValue(s.cfg.Identity)) == 0 {
+		l.Labels[replicaLabel] = s.cfg.Identity
+	} else {
+		delete(l.Labels, replicaLabel) // the holder says it
+	}
+	l.Labels[clustersLabel] = strconv.Itoa(s.ownedCount())
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
@@ -254,4 +267,19 @@ func (s *sharding) release(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// ownedCount is how many of the fleet's clusters this replica owns now
+// (has a member for), for clustersLabel.
+func (s *sharding) ownedCount() int {
+	f := s.fleet
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, seat := range f.clusters {
+		if seat.member != nil {
+			n++
+		}
+	}
+	return n
 }

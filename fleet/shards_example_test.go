@@ -34,6 +34,7 @@ func ExampleShards() {
 // clusters until ctx ends. docs/fleet.md shows its lines.
 func runShardedFleet(ctx context.Context, mgr manager.Manager) error {
 	f := fleet.New(fleet.Options{
+		Logger:     ctrl.Log.WithName("fleet"), // takeovers and handovers: without it, none is logged
 		Registerer: metrics.Registry,
 		OnAdd: func(ctx context.Context, m *fleet.Member) {
 			go runControllers(ctx, m) // ctx also ends when the cluster moves to another replica

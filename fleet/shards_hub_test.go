@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/testkit/testwait"
 )
 
@@ -460,5 +462,68 @@ func TestShardsFenceOnRemoveReturnsBeforeTheNextOnAdd(t *testing.T) {
 	defer mu.Unlock()
 	if most > 1 {
 		t.Errorf("a cluster's OnAdd ran before the OnRemove of its previous member returned (%d at once)", most)
+	}
+}
+
+// What a person reads of a sharded fleet says what happened and who owns
+// what: each replica's Lease carries its identity and how many clusters it
+// owns as labels (its name is a hash), the counts add up to the fleet,
+// the V(1) line "cluster taken" names each cluster's owner, no replica
+// calls itself a peer, and "took clusters" leaves out what did not happen
+// (before: "moved":0,"from":{} beside the peer's "gave clusters up").
+func TestShardsSayWhoOwnsWhat(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	names := clusterNames(20)
+	logs := map[string]*testlog.Buffer{}
+	for _, id := range []string{"replica-a", "replica-b"} {
+		buf := &testlog.Buffer{}
+		logs[id] = buf
+		f := New(Options{Logger: buf.Logger(1), OnAdd: func(ctx context.Context, m *Member) {
+			n, _ := alive.LoadOrStore(m.Name(), new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+			context.AfterFunc(ctx, func() { n.(*atomic.Int32).Add(-1) })
+		}})
+		shardOn(t, f, &hubClient{hub: hub}, id)
+		for _, n := range names {
+			if err := f.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if most, orphans := watchOwners(&alive, names, time.Second); most > 1 || len(orphans) > 0 {
+		t.Fatalf("most owners at once %d, orphans %v", most, orphans)
+	}
+	counts := func() map[string]string {
+		hub.mu.Lock()
+		defer hub.mu.Unlock()
+		out := map[string]string{}
+		for _, l := range hub.leases {
+			out[l.Labels[replicaLabel]] = l.Labels[clustersLabel]
+		}
+		return out
+	}
+	testwait.For(t, "the Leases' labels to count every cluster once", func() bool {
+		c := counts()
+		a, errA := strconv.Atoi(c["replica-a"])
+		b, errB := strconv.Atoi(c["replica-b"])
+		return len(c) == 2 && errA == nil && errB == nil && a+b == len(names) && a > 0 && b > 0
+	})
+
+	taken := 0
+	for id, buf := range logs {
+		for _, line := range strings.Split(buf.String(), "\n") {
+			switch {
+			case strings.Contains(line, `"peer"="`+id+`"`):
+				t.Errorf("%s names itself as a peer: %s", id, line)
+			case strings.Contains(line, `"msg"="took clusters"`) && (strings.Contains(strings.Replace(line, `"level"=0`, "", 1), "=0") || strings.Contains(line, "={}")):
+				t.Errorf("%s logs what did not happen: %s", id, line)
+			case strings.Contains(line, `"msg"="cluster taken"`):
+				taken++
+			}
+		}
+	}
+	if taken < len(names) {
+		t.Errorf("%d \"cluster taken\" lines, want one at least for each of the %d clusters", taken, len(names))
 	}
 }

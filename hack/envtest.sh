@@ -43,6 +43,9 @@ work=$(mktemp -d "$cache/envtest.XXXXXX" 2>/dev/null || { mkdir -p "$cache" && m
 trap 'rm -rf "$work"' EXIT
 
 # build NAME PACKAGE [LDFLAGS]: go build with a progress line every 20 s,
+# without debug information (no DWARF compiled or linked, no symbol table:
+# nobody debugs these programs, and on a fresh machine they are the
+# longest builds there are; panics still print their stacks),
 # with Go's default cgo setting, not the CGO_ENABLED=0 make exports for
 # the repository's own builds: the binaries are the same whoever builds
 # them (make test or a hand), and one of them (kubelogin) needs cgo on
@@ -51,7 +54,7 @@ build() {
   local name=$1 pkg=$2 ldflags=${3:-}
   local start=$SECONDS
   echo "envtest: building $name ($pkg) ..." >&2
-  (cd "$here/envtest" && env -u CGO_ENABLED go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
+  (cd "$here/envtest" && env -u CGO_ENABLED go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $ldflags" -o "$work/$name" "$pkg") &
   local pid=$!
   local waited=0
   while kill -0 "$pid" 2>/dev/null; do

@@ -45,6 +45,9 @@ work=$(mktemp -d "$cache/peers.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # build NAME PACKAGE [LDFLAGS]: go build with a progress line every 20 s,
+# without debug information (no DWARF compiled or linked, no symbol table:
+# nobody debugs these programs, and on a fresh machine they are the
+# longest builds there are; panics still print their stacks),
 # with Go's default cgo setting, not the CGO_ENABLED=0 make exports for
 # the repository's own builds: the binaries are the same whoever builds
 # them (make test or a hand), and one of them (kubelogin) needs cgo on
@@ -53,7 +56,7 @@ build() {
   local name=$1 pkg=$2 ldflags=${3:-}
   local start=$SECONDS
   echo "peers: building $name ($pkg) ..." >&2
-  (cd "$here/peers" && env -u CGO_ENABLED go build -trimpath -ldflags "$ldflags" -o "$work/$name" "$pkg") &
+  (cd "$here/peers" && env -u CGO_ENABLED go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $ldflags" -o "$work/$name" "$pkg") &
   local pid=$!
   local waited=0
   while kill -0 "$pid" 2>/dev/null; do
@@ -68,9 +71,9 @@ build() {
 # -s -w: the binaries are run, never debugged; the version stamps are what
 # each prints for `version`.
 build aws-iam-authenticator sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator \
-  "-s -w -X sigs.k8s.io/aws-iam-authenticator/pkg.Version=$IAM_VERSION"
+  "-X sigs.k8s.io/aws-iam-authenticator/pkg.Version=$IAM_VERSION"
 build kubelogin github.com/Azure/kubelogin \
-  "-s -w -X main.gitTag=$KUBELOGIN_VERSION"
+  "-X main.gitTag=$KUBELOGIN_VERSION"
 
 mkdir -p "$(dirname "$dir")"
 rm -rf "$dir"

@@ -145,3 +145,30 @@ current-context: prod
 	// https://prod.example:6443 team-a true
 	// handlers: kubeconfig of tenant a: user "robot": tokenFile names a file of this machine (/var/run/secrets/kubernetes.io/serviceaccount/token); a kubeconfig from elsewhere (a Secret, a ClusterProfile, one given without its loading rules) must carry it inline (token)
 }
+
+// A kubeconfig's cluster (its server and CA) with the token from
+// somewhere else, here a file beside it: a handler of one's own that
+// composes TokenFile with the cluster, both read again at every login (a
+// rotated CA, a new token). docs/vault.md quotes it; compiled, not run.
+func Example_kubeconfigClusterWithATokenElsewhere() {
+	v := vault.New(vault.Options{})
+	defer v.Close()
+	kubeconfigPath, tokenPath := "/etc/prod/kubeconfig", "/etc/prod/token"
+
+	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+		kc, err := clientcmd.LoadFromFile(kubeconfigPath)
+		if err != nil {
+			return nil, err
+		}
+		if err := clientcmd.ResolveLocalPaths(kc); err != nil { // a relative certificate-authority
+			return nil, err
+		}
+		current := kc.Contexts[kc.CurrentContext]
+		if current == nil || kc.Clusters[current.Cluster] == nil {
+			return nil, login.Permanent(fmt.Errorf("%s: no cluster for its current context %q", kubeconfigPath, kc.CurrentContext))
+		}
+		c := kc.Clusters[current.Cluster]
+		return handlers.TokenFile(tokenPath, login.ConnectionInfo{Server: c.Server, CAPath: c.CertificateAuthority,
+			CAData: c.CertificateAuthorityData, TLSServerName: c.TLSServerName, Insecure: c.InsecureSkipTLSVerify})(ctx)
+	}, login.ID("kubeconfig cluster, token file"))
+}

@@ -79,6 +79,37 @@ var _ = Describe("The README's operator main", func() {
 		quickstart(ctx, []string{"SECRET_STORE=" + store, "KUBECONFIG=" + kubeconfig, "HOME=" + filepath.Dir(kubeconfig)}, "default", "secret-store")
 	}, NodeTimeout(2*time.Minute))
 
+	// A first login that fails (the kubeconfig is not there yet) leaves the
+	// operator up and unready, its readiness check naming the file; once
+	// the file is there the vault logs in again by itself and the operator
+	// becomes ready and takes its lease, without a restart. Before, it
+	// exited 1 in the second it started.
+	It("stays up, unready, through a first login that fails, and becomes ready once it can log in", func(ctx SpecContext) {
+		kubeconfig := writeKubeconfig(fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))
+		later := kubeconfig + ".later"
+		Expect(os.Rename(kubeconfig, later)).To(Succeed())
+		probe := freeAddress()
+		cmd := exec.Command(buildExample("quickstart"), "--metrics-bind-address", "0", "--health-probe-bind-address", probe)
+		cmd.Env = append(os.Environ(), "SECRET_STORE=", "KUBECONFIG="+kubeconfig, "HOME="+filepath.Dir(kubeconfig))
+		out := gbytes.NewBuffer()
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(out, GinkgoWriter), io.MultiWriter(out, GinkgoWriter)
+		Expect(cmd.Start()).To(Succeed())
+		defer func() { _ = cmd.Process.Kill() }()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+
+		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(testwait.Hang).
+			Should(And(HavePrefix("500 "), ContainSubstring(kubeconfig), ContainSubstring("no such file")), "unready, and says which file is missing")
+		Consistently(exited).WithTimeout(2*time.Second).ShouldNot(Receive(), "still running after its first login failed")
+
+		Expect(os.Rename(later, kubeconfig)).To(Succeed())
+		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(testwait.Hang).Should(Equal("200 ok"), "ready once the kubeconfig is there, without a restart")
+		Eventually(out).WithTimeout(testwait.Hang).Should(gbytes.Say("(?i)successfully acquired lease"), "the lease, taken through the vault's late credential")
+		Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+		Eventually(exited).WithTimeout(testwait.Hang).Should(Receive(BeNil()), "exit status 0 after SIGTERM")
+		Expect(string(out.Contents())).NotTo(ContainSubstring("operator stopped"))
+	}, NodeTimeout(3*time.Minute))
+
 	It("falls back on the kubeconfig, and takes its namespace for the lease", func(ctx SpecContext) {
 		ns := newNamespace("quickstart")
 		kubeconfig := writeKubeconfigIn(ns, fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))

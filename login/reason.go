@@ -29,6 +29,10 @@ const (
 	FirstLogin ReasonKind = "first login"
 	// Refresh: its credential still serves but expires soon.
 	Refresh ReasonKind = "refresh before expiry"
+	// Reread: its credential still serves and does not expire soon; the
+	// handler asked to be called again by now (ConnectionInfo.RefreshAfter),
+	// to read its source again.
+	Reread ReasonKind = "reread as RefreshAfter asked"
 	// Rejected: the server rejected its credential (an HTTP 401).
 	Rejected ReasonKind = "rejected by the server"
 	// Expired: its credential expired before a refresh replaced it.

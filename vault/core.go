@@ -559,7 +559,7 @@ func (c *core) tick(now time.Time) (e effects) {
 	}
 	for _, h := range c.all() {
 		if h.refreshDue(now) {
-			c.begin(h, login.Reason{Kind: login.Refresh}, &e)
+			c.begin(h, h.refreshReason(now), &e)
 		}
 		c.retryAbove(now, h, &e)
 	}

@@ -334,6 +334,16 @@ func (h *handlerState) refreshDue(now time.Time) bool {
 	return h.cred != nil && !h.running && !h.refreshAt.IsZero() && !h.refreshAt.After(now)
 }
 
+// refreshReason is why h's refresh due at now runs: its credential's
+// expiry draws near (Refresh), or only the recheck it asked for has come
+// (Reread): a token file read again every minute expires never.
+func (h *handlerState) refreshReason(now time.Time) login.Reason {
+	if !h.renewAt.IsZero() && !h.renewAt.After(now) {
+		return login.Reason{Kind: login.Refresh}
+	}
+	return login.Reason{Kind: login.Reread}
+}
+
 // served notes that h's credential got an answer other than 401 for the
 // first time. When h had strikes or a TLS failure against it, they and
 // their backoff are cleared: h gives credentials that work, so the next

@@ -57,25 +57,13 @@ func (v *Vault) Invalidate(ctx context.Context, cred *Credential, cause error) e
 // invalidate the same credential, exactly one does. A 401 counts against
 // its handler when it never served (see handlerState.rejected).
 func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, by invalidation) bool {
-	// Outside the lock, what reads the cause.
+	// Outside the lock, what reads the cause, and the logger: the caller's
+	// when its context has one (named, so the line says where it comes
+	// from). A credential the server rejected (revoked, most often) is an
+	// event its owner wants to see: at INFO, once, since a credential is
+	// invalidated once. The others (by the caller, a TLS failure, which the
+	// handler's backoff logs) at V(1).
 	loss, why := rejection(cause, cred), causeText(cause)
-	v.mu.Lock()
-	e, ok, struck := v.core.invalidated(v.clock.Now(), cred, cause, by, loss)
-	if !ok {
-		v.mu.Unlock()
-		return false
-	}
-	v.metrics.invalidations.WithLabelValues(cred.owner.settings.Label).Inc()
-	v.applyLocked(e)
-	h := cred.owner
-	left, retryAt, strikes := len(e.creds), h.retryAt, h.strikes
-	v.mu.Unlock()
-
-	// Through the caller's logger when its context has one (named, so the
-	// line says where it comes from). A credential the server rejected
-	// (revoked, most often) is an event its owner wants to see: at INFO,
-	// once, since a credential is invalidated once. The others (by the
-	// caller, a TLS failure, which the handler's backoff logs) at V(1).
 	log := v.log
 	if l, err := logr.FromContext(ctx); err == nil {
 		log = l.WithName("authvault")
@@ -83,8 +71,22 @@ func (v *Vault) invalidate(ctx context.Context, cred *Credential, cause error, b
 	if by != by401 {
 		log = log.V(1)
 	}
+	v.mu.Lock()
+	e, ok, struck := v.core.invalidated(v.clock.Now(), cred, cause, by, loss)
+	if !ok {
+		v.mu.Unlock()
+		return false
+	}
+	v.metrics.invalidations.WithLabelValues(cred.owner.settings.Label).Inc()
+	// Before applyLocked, which logs what serves from now on (a fallback,
+	// another handler): the loss comes first in the log, as it did.
 	log.Info("credential invalidated", "handler", cred.Handler, "fingerprint", cred.fingerprint,
-		"server", cred.Info.Server, "cause", why, "left", left)
+		"server", cred.Info.Server, "cause", why, "left", len(e.creds))
+	v.applyLocked(e)
+	h := cred.owner
+	retryAt, strikes := h.retryAt, h.strikes
+	v.mu.Unlock()
+
 	if struck {
 		// What the handler does from now on, not what one request met:
 		// the vault's own logger. The error is the 401, which says why.

@@ -316,3 +316,38 @@ func loginErrorText(v *Vault) string {
 	defer v.mu.Unlock()
 	return v.core.loginError(v.clock.Now(), nil).Error()
 }
+
+// When the registered handler's only credential is revoked and a fallback
+// serves meanwhile, the log says the credential was invalidated before it
+// says the fallback serves: before, "using a fallback" came first, and
+// read as if the fallback had been chosen for no reason.
+func TestRevocationIsLoggedBeforeTheFallbackThatServes(t *testing.T) {
+	var logs testlog.Buffer
+	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
+	v, _ := testVault(t, Options{KeepFallback: true, Logger: logs.Logger(0),
+		Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
+	mine := &counter{server: "https://mine.example"}
+	v.OnLogin(mine.login, login.ID("mine"))
+	first := mustSelect(t, v)
+	if first.Handler != "mine" {
+		t.Fatalf("Select() = %v, want mine's credential", first)
+	}
+	eventually(t, "every first login's end", func() bool { return idle(v) })
+	block := errors.New("store unreachable")
+	mine.fail.Store(&block) // its re-login fails: the fallback serves
+	before := len(logs.String())
+	reject(v, first)
+	eventually(t, "the fallback serving", func() bool { return strings.Contains(logs.String()[before:], "using a fallback") })
+	invalidated, fallback := -1, -1
+	for i, line := range strings.Split(logs.String()[before:], "\n") {
+		switch {
+		case invalidated < 0 && strings.Contains(line, `"msg"="credential invalidated"`):
+			invalidated = i
+		case fallback < 0 && strings.Contains(line, "using a fallback"):
+			fallback = i
+		}
+	}
+	if invalidated < 0 || fallback < invalidated {
+		t.Errorf("\"credential invalidated\" at line %d, \"using a fallback\" at %d: want the loss first\n%s", invalidated, fallback, logs.String())
+	}
+}

@@ -40,7 +40,7 @@ func (l *loginRun) run(reason login.Reason) {
 	log := v.log.WithValues("handler", h.settings.ID, "reason", reason.String())
 	v.mu.Lock()
 	floor := h.untilFloor(v.clock.Now())
-	quiet := reason.Kind == login.Refresh || errors.Is(h.outcome, errNoCredential) || v.core.offstage(h)
+	quiet := reason.Kind == login.Refresh || reason.Kind == login.Reread || errors.Is(h.outcome, errNoCredential) || v.core.offstage(h)
 	v.mu.Unlock()
 	if quiet {
 		// A routine refresh (its end is at INFO), a handler asked again
@@ -76,6 +76,7 @@ func (l *loginRun) run(reason login.Reason) {
 					log = log.V(1)
 				}
 				l.loggedIn(cred, unsound, e.renewed, log)
+				v.emptyHanded = false
 				v.applyLocked(e)
 				v.mu.Unlock()
 				return
@@ -86,6 +87,7 @@ func (l *loginRun) run(reason login.Reason) {
 		e, retry, delay, again := v.core.attemptFailed(v.clock.Now(), h, n, err)
 		if !retry {
 			l.endLocked(err, again).log(log)
+			v.logEmptyHandedLocked()
 		}
 		outranked := v.core.outranked(h)
 		v.applyLocked(e)
@@ -209,6 +211,7 @@ func (l *loginRun) stop(log logr.Logger, err error) {
 	v.mu.Lock()
 	e, again := v.core.stopped(v.clock.Now(), l.h, err)
 	l.endLocked(err, again).log(log) // before the callers it wakes look
+	v.logEmptyHandedLocked()
 	v.applyLocked(e)
 	v.mu.Unlock()
 }
@@ -219,6 +222,7 @@ type loginEnd struct {
 	err                error
 	again, closed      bool
 	offstage           bool // a fallback's routine line at V(1) (core.offstage)
+	fallback           bool // a fallback's "gave nothing" is at V(1) too
 	outranked          bool // a fallback's failure at V(1) too (core.outranked)
 	retryAt, refreshAt time.Time
 	serving            []any // what serves meanwhile: the handler's credential, if a refresh failed
@@ -230,7 +234,7 @@ type loginEnd struct {
 // login left sees its line too.
 func (l *loginRun) endLocked(err error, again bool) loginEnd {
 	h := l.h
-	end := loginEnd{err: err, again: again, closed: l.v.core.closed, offstage: l.v.core.offstage(h), outranked: l.v.core.outranked(h),
+	end := loginEnd{err: err, again: again, closed: l.v.core.closed, offstage: l.v.core.offstage(h), outranked: l.v.core.outranked(h), fallback: h.fallback,
 		retryAt: h.retryAt, refreshAt: h.refreshAt}
 	if c := h.cred; c != nil {
 		end.serving = []any{"fingerprint", c.fingerprint, "servesUntil", expirationValue(c.usableUntil)}
@@ -250,7 +254,10 @@ func (end loginEnd) log(log logr.Logger) {
 	case errors.Is(err, errNoCredential):
 		// Once at INFO: a handler that gives nothing for good (its store
 		// is not set up, and a fallback serves) is asked every BackoffMax.
-		if end.again {
+		// A fallback that gives nothing is at V(1): most of them do (no
+		// in-cluster service account beside a kubeconfig), and when all
+		// of them do, logEmptyHandedLocked says so.
+		if end.again || end.fallback {
 			log = log.V(1)
 		}
 		if errors.As(err, &none) {

@@ -2,6 +2,8 @@ package vault
 
 import (
 	"errors"
+	"fmt"
+	"regexp"
 	"slices"
 	"time"
 
@@ -81,6 +83,12 @@ func action(err error) string {
 		return "replace the credential where the handler reads it: the server rejected this one"
 	case errors.Is(err, errExpired):
 		return "renew the credential where the handler reads it: it has expired"
+	case errors.As(err, &unauthorized) && bearerRealm(unauthorized.Challenge) != "":
+		// kube-apiserver answers a 401 with no Bearer realm; a service
+		// behind addonauth or addon-proxy names its audience as one.
+		realm := bearerRealm(unauthorized.Challenge)
+		return fmt.Sprintf("the server is a service that takes tokens for the audience %q (its realm), not an API server: log in with a token for that audience "+
+			"(handlers.TokenRequest with Audiences: []string{%q}, Cluster.Server the service's URL); the vault logs in again by itself", realm, realm)
 	case errors.As(err, &unauthorized):
 		return "check the identity the handler logs in as, and the cluster's authenticator; the vault logs in again by itself"
 	default:
@@ -131,3 +139,46 @@ func servedLast(h *handlerState) bool {
 func (c *core) outranked(h *handlerState) bool {
 	return h.fallback && slices.ContainsFunc(c.handlers, func(r *handlerState) bool { return r.cred != nil })
 }
+
+// emptyHanded tells that no handler holds or is getting a credential and
+// every one gave nothing (none failed): the vault has nothing to log in
+// with, and no failure's line has said so.
+func (c *core) emptyHanded() bool {
+	active := c.active()
+	if len(active) == 0 || c.loggingIn() {
+		return false
+	}
+	for _, h := range active {
+		if h.cred != nil || !errors.Is(h.outcome, errNoCredential) {
+			return false
+		}
+	}
+	return true
+}
+
+// logEmptyHandedLocked says once at INFO, when the last login of a round
+// ends with nothing from any handler, what the vault lacks: a fallback's
+// "gave nothing" is at V(1) (a kubeconfig beside no in-cluster service
+// account is not news), so without this line a vault with nothing at all
+// to log in with would say nothing. Said again only after a credential
+// has come and gone.
+func (v *Vault) logEmptyHandedLocked() {
+	if v.emptyHanded || !v.core.emptyHanded() {
+		return
+	}
+	v.emptyHanded = true
+	v.log.Info("no usable credential", "error", v.core.loginError(v.clock.Now(), nil).Error(),
+		"action", "provide what the error names; the vault looks again by itself")
+}
+
+// bearerRealm is the realm of a Bearer challenge (a WWW-Authenticate
+// header), or "".
+func bearerRealm(challenge string) string {
+	m := bearerRealmRE.FindStringSubmatch(challenge)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+var bearerRealmRE = regexp.MustCompile(`(?i)^\s*bearer\s+(?:.*[\s,])?realm="([^"]{1,253})"`)

@@ -329,3 +329,34 @@ func TestKeepFallbackLogsTheFallbackAtInfoWhenItServes(t *testing.T) {
 		t.Errorf("INFO says the fallback serves: %t, and its refresh: %t; want both:\n%s", served, refreshed, logs.String())
 	}
 }
+
+// A 401 from a service behind addonauth (a Bearer challenge whose realm is
+// the service's audience) gets an action for a service's caller: a token
+// for that audience, and the service's URL as the server. An API server's
+// 401, which names no realm, keeps the words for an API server.
+func TestActionForAServicesRefusalNamesItsAudience(t *testing.T) {
+	service := &UnauthorizedError{Server: "https://reports.team-a.svc", Status: "401 Unauthorized", StatusCode: 401,
+		Challenge: `Bearer realm="reports", error="invalid_token", error_description="addonauth: the token is not for this audience"`}
+	got := action(service)
+	for _, want := range []string{`"reports"`, "audience", "handlers.TokenRequest", "Cluster.Server"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("action(a service's 401) = %q, want it to say %q", got, want)
+		}
+	}
+	apiServer := &UnauthorizedError{Server: "https://api.example:6443", Status: "401 Unauthorized", StatusCode: 401}
+	if got := action(apiServer); !strings.Contains(got, "authenticator") || strings.Contains(got, "audience") {
+		t.Errorf("action(an API server's 401) = %q, want the API server's words", got)
+	}
+	for challenge, want := range map[string]string{
+		`Bearer realm="a"`:                "a",
+		`bearer error="x", realm="svc"`:   "svc",
+		`Basic realm="kubernetes-master"`: "",
+		`Bearer error="invalid_token"`:    "",
+		`Bearer realm=""`:                 "",
+		`Bearer notrealm="x"`:             "",
+	} {
+		if got := bearerRealm(challenge); got != want {
+			t.Errorf("bearerRealm(%q) = %q, want %q", challenge, got, want)
+		}
+	}
+}

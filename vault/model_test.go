@@ -370,7 +370,10 @@ func (m *model) tick() (effects, error) {
 	e := m.core.tick(m.now)
 	for _, h := range e.start {
 		a, ok := m.answered[h]
-		if h.reason.Kind != login.Refresh || !ok || a.cred != h.cred || !h.cred.usableUntil.IsZero() {
+		if h.reason.Kind == login.Reread && !h.cred.usableUntil.IsZero() && !m.now.Before(h.renewAt) {
+			return e, fmt.Errorf("%s: %s refreshed for a reread once its expiry's refresh was due", h.settings.ID, h.cred.Info.Token)
+		}
+		if (h.reason.Kind != login.Refresh && h.reason.Kind != login.Reread) || !ok || a.cred != h.cred || !h.cred.usableUntil.IsZero() {
 			continue
 		}
 		if a.recheck <= 0 {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,5 +219,46 @@ func TestUnchangedCredentialIsLoggedAtV1(t *testing.T) {
 	lines := logLines(&logs, "logged in: the credential is unchanged")
 	if len(lines) != 1 || !strings.Contains(lines[0], `"level"=1`) || !strings.Contains(lines[0], `"expiration"="2026-01-01 01:01:00 +0000 UTC"`) {
 		t.Errorf("lines = %q, want one at V(1) with the new expiration", lines)
+	}
+}
+
+// A credential that never expires, read again because its handler asked
+// (RefreshAfter), is logged with the reason "reread as RefreshAfter asked"
+// and its handler is told so: before, such a reread said "refresh before
+// expiry" beside "expiration":"never". One whose expiry draws near is
+// still a refresh before expiry.
+func TestRereadIsNotARefreshBeforeExpiry(t *testing.T) {
+	var logs testlog.Buffer
+	v, clk := testVault(t, Options{Logger: logs.Logger(0)})
+	v.core.jitter = func(int64) int64 { return 0 }
+	r := newRereader("t0", time.Minute)
+	var reasons []login.Reason
+	var mu sync.Mutex
+	v.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+		reason, _ := login.ReasonFrom(ctx)
+		mu.Lock()
+		reasons = append(reasons, reason)
+		mu.Unlock()
+		return r.login(ctx)
+	}, login.ID("reread"))
+	mustSelect(t, v)
+	next := "t1"
+	r.token.Store(&next)
+	clk.Step(time.Minute)
+	settled(t, v, clk)
+	mu.Lock()
+	got := slices.Clone(reasons)
+	mu.Unlock()
+	if len(got) != 2 || got[1].Kind != login.Reread {
+		t.Fatalf("the handler's reasons = %v, want the first login's and a reread", got)
+	}
+	lines := logLines(&logs, "logged in")
+	if len(lines) != 2 || !strings.Contains(lines[1], `"reason"="reread as RefreshAfter asked"`) || !strings.Contains(lines[1], `"expiration"="never"`) {
+		t.Errorf("INFO lines \"logged in\" = %q, want the reread's with its reason", lines)
+	}
+	for _, line := range logLines(&logs, "") {
+		if strings.Contains(line, "refresh before expiry") {
+			t.Errorf("a credential that never expires was logged as refreshed before expiry: %s", line)
+		}
 	}
 }

@@ -2,16 +2,26 @@ package vault
 
 import (
 	"context"
+	"errors"
 	"net/url"
 
 	"k8s.io/client-go/rest"
 )
 
-// RESTConfig waits for the first usable credential (within ctx and
-// Options.MaxWait, as Select does) and returns a client-go config whose
-// every request goes through the vault: its Host is that credential's
-// server and its Transport is the vault's, with no CA, certificate or auth
-// fields of its own (client-go refuses those beside a Transport).
+// RESTConfig waits for the first login (within ctx and Options.MaxWait, as
+// Select does) and returns a client-go config whose every request goes
+// through the vault: its Host is the first credential's server and its
+// Transport is the vault's, with no CA, certificate or auth fields of its
+// own (client-go refuses those beside a Transport).
+//
+// A first login that gives no credential does not fail it: an operator
+// whose kubeconfig is missing or whose plugin fails at start stays up,
+// its readiness check (Ready) says why, and the vault logs in again by
+// itself. The config's Host is then PendingServer, a name that resolves
+// nowhere, and the transport sends its requests to the server of the
+// credential that serves once one arrives; until then they get the
+// vault's LoginError, as any request that finds no credential does. RESTConfig fails only when ctx ends first
+// (a LoginError wrapping its cause) or the vault is closed (ErrClosed).
 //
 // Use it for client-go clientsets, controller-runtime clients and managers
 // (leader election included, which copies it). Settings made on it that do
@@ -52,13 +62,21 @@ import (
 //     makes them: one built per executor or dialer, as client-go's
 //     constructors do.
 func (v *Vault) RESTConfig(ctx context.Context) (*rest.Config, error) {
+	server := PendingServer
 	cred, err := v.Select(ctx)
-	if err != nil {
+	switch {
+	case err == nil:
+		server = cred.Info.Server
+	case ctx.Err() != nil, errors.Is(err, ErrClosed):
 		return nil, err
+	default: // the login goes on: requests to PendingServer wait for it
+		v.mu.Lock()
+		v.addBaseLocked(pendingBase)
+		v.mu.Unlock()
 	}
-	name := serverName(cred.Info.Server)
+	name := serverName(server)
 	return &rest.Config{
-		Host:          cred.Info.Server,
+		Host:          server,
 		Transport:     v.Transport(),
 		WrapTransport: v.streamWrapper(name),
 		Proxy:         streamProxy,
@@ -72,6 +90,15 @@ func (v *Vault) RESTConfig(ctx context.Context) (*rest.Config, error) {
 		TLSClientConfig: rest.TLSClientConfig{ServerName: name},
 	}, nil
 }
+
+// PendingServer is the Host of a config that RESTConfig returned before the
+// vault had any credential: a name of the reserved .invalid domain, so that
+// a request that leaves the vault's transport (a transport built from the
+// config's TLS fields) goes nowhere. The transport routes it to the server
+// of the credential it sends.
+const PendingServer = "https://authvault.invalid"
+
+var pendingBase = base{scheme: "https", host: "authvault.invalid"}
 
 // serverName is the host of the server URL s, without its port: the name
 // TLS verifies by default.

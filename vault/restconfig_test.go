@@ -2,8 +2,11 @@ package vault
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testpki"
+	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // A clientset and a controller-runtime client built from RESTConfig send
@@ -81,5 +86,70 @@ func TestNamespace(t *testing.T) {
 	eventually(t, "both", func() bool { return v.snap.Load().size() == 2 })
 	if got := v.Namespace(); got != "team-a" {
 		t.Errorf("Namespace() = %q, want the highest priority's team-a", got)
+	}
+}
+
+// A first login that gives no credential (within MaxWait) does not fail
+// RESTConfig: the config names PendingServer, its requests get the vault's LoginError while
+// the handler fails, and reach the credential's server once it heals,
+// under the server's path prefix. Only a context that ends first and a
+// closed vault fail RESTConfig.
+func TestRESTConfigAfterAFailedFirstLogin(t *testing.T) {
+	ca := testpki.NewCA(t)
+	srv := newAPIServer(t, ca, nil, "/k8s/clusters/c-1")
+	srv.allow("late")
+	var healed atomic.Bool
+	// A handler that retries without end holds the first Select for
+	// MaxWait: then RESTConfig returns, and the login goes on.
+	v := New(Options{MaxWait: 200 * time.Millisecond, ReadyGrace: -1})
+	t.Cleanup(v.Close)
+	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+		if !healed.Load() {
+			return nil, errors.New("secret store unreachable")
+		}
+		return &login.ConnectionInfo{Server: srv.URL(), CAData: ca.PEM, Token: "late"}, nil
+	}, login.ID("store"), login.Backoff(10*time.Millisecond, 50*time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+	defer cancel()
+	cfg, err := v.RESTConfig(ctx)
+	if err != nil {
+		t.Fatalf("RESTConfig() after a failed first login: %v, want a config", err)
+	}
+	if cfg.Host != PendingServer {
+		t.Fatalf("RESTConfig().Host = %q, want PendingServer", cfg.Host)
+	}
+	if err := v.Ready(nil); err == nil || !strings.Contains(err.Error(), "secret store unreachable") {
+		t.Errorf("Ready() = %v, want the failure", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	var le *LoginError
+	if !errors.As(err, &le) {
+		t.Fatalf("List() before a credential = %v, want the vault's LoginError", err)
+	}
+
+	healed.Store(true)
+	testwait.For(t, "a List() served once the handler healed", func() bool {
+		_, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		return err == nil
+	})
+	// The server serves nothing outside its prefix, which it strips.
+	if seen := srv.seen(); len(seen) == 0 || seen[len(seen)-1].Path != "/api/v1/namespaces/default/configmaps" || seen[len(seen)-1].Status != 200 {
+		t.Errorf("the server saw %+v, want the list under its prefix", seen)
+	}
+
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	empty := New(Options{NoFallback: true})
+	if _, err := empty.RESTConfig(done); err == nil {
+		t.Error("RESTConfig() with an ended context returned a config")
+	}
+	empty.Close()
+	if _, err := empty.RESTConfig(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("RESTConfig() on a closed vault = %v, want ErrClosed", err)
 	}
 }

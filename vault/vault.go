@@ -194,7 +194,10 @@ type Vault struct {
 	core    *core         // the handlers and the rules between them
 	changed chan struct{} // closed and replaced when a waiter should look again
 	timers  timers        // the core's next deadline, and the snapshot's expiry
-	serving []string      // the handlers last logged as handed out (see logServingLocked)
+	// emptyHanded is set once the vault has said that every handler gave
+	// nothing (logEmptyHandedLocked), until a credential arrives.
+	emptyHanded bool
+	serving     []string // the handlers last logged as handed out (see logServingLocked)
 
 	waits waitCounts // callers blocked on a login; atomic
 	drain drain      // requests counted while Shutdown waits

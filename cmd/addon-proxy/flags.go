@@ -23,6 +23,7 @@ import (
 
 type config struct {
 	version                              bool // print it, and nothing else
+	verbosity                            int  // -v: 1 logs each refused caller
 	listen, opsListen, certFile, keyFile string
 	tlsMinVersion                        uint16   // the least served; VersionTLS12 by default
 	tlsCiphers                           []uint16 // TLS 1.2's served; nil: Go's
@@ -67,10 +68,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.keyFile, "tls-key-file", "", "serving key (PEM), reread when it changes")
 	fs.StringVar(&tlsMinVersion, "tls-min-version", "", "the oldest TLS version served, VersionTLS12 or VersionTLS13 (default VersionTLS12)")
 	fs.Var((*list)(&tlsCiphers), "tls-cipher-suites", "the TLS 1.2 cipher suites served, by IANA name (repeat or separate with commas; default: Go's; TLS 1.3's are Go's).\n"+
-		"Preferred: "+strings.Join(cliflag.PreferredTLSCipherNames(), ", ")+".\nInsecure: "+strings.Join(cliflag.InsecureTLSCipherNames(), ", "))
+		"Preferred: "+strings.Join(tls12Only(cliflag.PreferredTLSCipherNames()), ", ")+".\nInsecure: "+strings.Join(tls12Only(cliflag.InsecureTLSCipherNames()), ", "))
 	fs.StringVar(&c.upstreamCertFile, "upstream-client-cert-file", "", "client certificate (PEM) presented to an https upstream, reread when it changes; with --upstream-client-key-file")
 	fs.StringVar(&c.upstreamKeyFile, "upstream-client-key-file", "", "key (PEM) of --upstream-client-cert-file, reread when it changes")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	fs.IntVar(&c.verbosity, "v", 0, "log verbosity, as Kubernetes components take it: 1 logs each refused caller (its user when known, and why; never a token); 0 logs a burst of refusals as one line a minute")
 	fs.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
 	fs.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
 	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted, and so how long a revoked token keeps access (default 10s; negative: none, every request is reviewed)")
@@ -145,11 +147,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	case c.upstreamCertFile != "" && u.Scheme != "https":
 		return c, errors.New("--upstream-client-cert-file needs an https:// --upstream")
 	}
+	if c.verbosity < 0 || c.verbosity > 10 {
+		return c, fmt.Errorf("-v=%d: a verbosity from 0 to 10", c.verbosity)
+	}
 	if c.tlsMinVersion, err = minVersion(tlsMinVersion); err != nil {
 		return c, err
 	}
 	if c.tlsCiphers, err = cliflag.TLSCipherSuites(tlsCiphers); err != nil {
 		return c, fmt.Errorf("--tls-cipher-suites: %w (the names are IANA's, as --help lists them)", err)
+	}
+	if only13 := slices.DeleteFunc(slices.Clone(tlsCiphers), func(n string) bool { return len(tls12Only([]string{n})) == 1 }); len(only13) > 0 {
+		return c, fmt.Errorf("--tls-cipher-suites: %s: a TLS 1.3 suite, which Go chooses by itself and no setting changes (name TLS 1.2 suites only)", strings.Join(only13, ", "))
 	}
 	// net/http's HTTP/2 refuses to serve without one of these, and the
 	// server would fail only once it starts.
@@ -336,4 +344,20 @@ func browserOrigin(origin string) (string, error) {
 		}
 	}
 	return scheme + "://" + host, nil
+}
+
+// tls12Only keeps the names of cipher suites that TLS 1.2 uses: crypto/tls
+// picks TLS 1.3's by itself, whatever a config lists, and k8s.io's lists
+// of names hold both.
+func tls12Only(names []string) []string {
+	var out []string
+	for _, n := range names {
+		for _, cs := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
+			if cs.Name == strings.TrimSpace(n) && slices.Contains(cs.SupportedVersions, tls.VersionTLS12) {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -49,7 +50,7 @@ func run() error {
 		fmt.Println(versionLine(debug.ReadBuildInfo()))
 		return nil
 	}
-	log := zap.New(zap.UseDevMode(false)).WithName("addon-proxy")
+	log := zap.New(zap.UseDevMode(false), zap.Level(zapcore.Level(-c.verbosity))).WithName("addon-proxy")
 	// k8s.io/apiserver's CA follower and client-go log through klog: in
 	// the same JSON lines, under a name of their own.
 	klog.SetLogger(log.WithName("k8s"))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -133,6 +134,7 @@ func TestTLSFlagErrors(t *testing.T) {
 		"none HTTP/2 can use":   {append(files, "--tls-cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"), []string{"--tls-cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "HTTP/2"}},
 		"version without TLS":   {[]string{"--tls-min-version", "VersionTLS13"}, []string{"--tls-min-version", "--tls-cert-file"}},
 		"ciphers without TLS":   {[]string{"--tls-cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}, []string{"--tls-cipher-suites", "--tls-cert-file"}},
+		"a TLS 1.3 suite":       {append(files, "--tls-cipher-suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256"), []string{"--tls-cipher-suites", "TLS_AES_128_GCM_SHA256", "TLS 1.3"}},
 		"client cert, no key":   {[]string{"--upstream", "https://127.0.0.1:8443", "--upstream-client-cert-file", "c.crt"}, []string{"--upstream-client-key-file"}},
 		"client cert over http": {[]string{"--upstream-client-cert-file", "c.crt", "--upstream-client-key-file", "c.key"}, []string{"--upstream-client-cert-file", "https://"}},
 	} {
@@ -291,4 +293,27 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version = %q, want %q followed by the Go version %s", got, want, goVersion)
 	}
 	t.Logf("--version: %s", got)
+}
+
+// --help lists under --tls-cipher-suites only suites that TLS 1.2 uses:
+// TLS 1.3's are not chosen by any setting, and once they were listed as
+// preferred among the TLS 1.2 ones.
+func TestCipherSuitesHelpListsTLS12Only(t *testing.T) {
+	fs := flag.NewFlagSet("addon-proxy", flag.ContinueOnError)
+	var out strings.Builder
+	fs.SetOutput(&out)
+	if _, err := parseFlags(fs, []string{"--help"}); err == nil {
+		t.Fatal("--help parsed as a run")
+	}
+	help := out.String()
+	for _, tls13 := range []string{"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"} {
+		if strings.Contains(help, tls13+",") || strings.Contains(help, tls13+".") || strings.HasSuffix(strings.TrimSpace(help), tls13) {
+			t.Errorf("--help lists the TLS 1.3 suite %s", tls13)
+		}
+	}
+	for _, tls12 := range []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_AES_128_CBC_SHA"} {
+		if !strings.Contains(help, tls12) {
+			t.Errorf("--help does not list the TLS 1.2 suite %s", tls12)
+		}
+	}
 }

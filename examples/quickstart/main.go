@@ -51,9 +51,12 @@ func run(ctx context.Context, metricsAddr, probeAddr string) error {
 	defer v.Shutdown(context.Background())
 	v.OnLogin(fromSecretStore, login.ID("secret-store"), login.Retries(3), login.Timeout(30*time.Second))
 
-	cfg, err := v.RESTConfig(ctx) // blocks until the first login; every request goes through the vault
+	// Waits for the first login; one that fails leaves the manager up and
+	// unready, and the vault logs in again by itself. Every request goes
+	// through the vault.
+	cfg, err := v.RESTConfig(ctx)
 	if err != nil {
-		return err
+		return err // ctx ended first
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		LeaderElection:   true,

@@ -99,7 +99,7 @@ var _ = Describe("The README's operator main", func() {
 		go func() { exited <- cmd.Wait() }()
 
 		Eventually(func() (string, error) { return readyz(probe) }).WithTimeout(testwait.Hang).
-			Should(And(HavePrefix("500 "), ContainSubstring(kubeconfig), ContainSubstring("no such file")), "unready, and says which file is missing")
+			Should(And(HavePrefix("500 "), ContainSubstring("no file of $KUBECONFIG ("+kubeconfig+")")), "unready, and says which file is missing")
 		Consistently(exited).WithTimeout(2*time.Second).ShouldNot(Receive(), "still running after its first login failed")
 
 		Expect(os.Rename(later, kubeconfig)).To(Succeed())

@@ -27,7 +27,7 @@ var (
 	errForeignIssuer = errors.New("the token is not from the cluster's service-account issuer")
 	errUnknownIssuer = errors.New("the token names an issuer the cluster's discovery does not, and no review can vouch for it")
 	errBadSignature  = errors.New("the token's signature does not verify")
-	errAudience      = errors.New("the token is not meant for this service")
+	errAudience      = errors.New("the token is not meant for this service: its audience is another")
 	errExpired       = errors.New("the token has expired")
 	errNotYetValid   = errors.New("the token is not valid yet")
 	errBadClaims     = errors.New("the token's claims are not a service account's")

@@ -125,8 +125,10 @@ type Options struct {
 	// is followed while Start runs. Default: bearer callers only.
 	FrontProxy *FrontProxy
 
-	// Logger receives refusals (at V(1)) and failures to verify, never a
-	// token. Default: discard.
+	// Logger receives refusals (each at V(1), with the caller's user when it
+	// was verified; at INFO, a burst of them as one line at once, and its
+	// count with the first refusal a minute or more later) and failures to
+	// verify, never a token. Default: discard.
 	Logger logr.Logger
 	// Registerer receives the metrics (addonauth_*). Default: none.
 	Registerer prometheus.Registerer

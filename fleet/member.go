@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -94,6 +95,14 @@ func (m *Member) RESTConfig(ctx context.Context) (*rest.Config, error) {
 	_, err := m.vault.Select(ctx)
 	if err == nil {
 		cfg, err = m.vault.RESTConfig(ctx)
+	}
+	if err == nil && cfg.Host == vault.PendingServer {
+		// Its credential went between the two, and the login after it
+		// failed: that login's error, never a config to keep.
+		if _, err = m.vault.Select(ctx); err == nil {
+			err = errors.New("its credential was invalidated while its config was made: ask again")
+		}
+		cfg = nil
 	}
 	if m.ctx.Err() != nil {
 		return nil, context.Cause(m.ctx)

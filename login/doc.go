@@ -52,11 +52,12 @@
 // # Why a handler runs
 //
 // The vault calls a handler with a context that says why ([ReasonFrom]): its
-// first login, a refresh before expiry, an expired credential, a TLS
-// verification failure against its server (a rotated CA: give the new one),
-// or a credential the server rejected, with the response's status code and
-// WWW-Authenticate header. A handler that caches can skip its cache after a
-// rejection or a TLS failure; the vault logs the reason with each login.
+// first login, a refresh before expiry, a reread its RefreshAfter asked
+// for, an expired credential, a TLS verification failure against its
+// server (a rotated CA: give the new one), or a credential the server
+// rejected, with the response's status code and WWW-Authenticate header.
+// A handler that caches can skip its cache after a rejection or a TLS
+// failure; the vault logs the reason with each login.
 //
 // # Secrets
 //

@@ -68,9 +68,15 @@ func TestRefreshKeepsServingWhileLateHandlersLogIn(t *testing.T) {
 	slow.failWith(errors.New("store down"))
 	v.OnLogin(fast.login, login.ID("fast"), login.Retries(0))
 	v.OnLogin(slow.login, login.ID("slow"), login.Retries(0))
-	clk.Step(9 * time.Minute) // the fallback's refresh: both log in above it, and fail
-	eventually(t, "the first logins", func() bool {
-		return fallback.calls.Load() == 2 && fast.calls.Load() == 1 && slow.calls.Load() == 1 && idle(v)
+	// Registered above what serves, both log in at once, and fail. The
+	// clock moves only once they are done: a login that ended after the
+	// step below (its backoff counted from then) was not asked again at
+	// the refresh, one that ended before it was, and the test timed out
+	// waiting for one call each on a loaded machine.
+	eventually(t, "the first logins", func() bool { return fast.calls.Load() == 1 && slow.calls.Load() == 1 && idle(v) })
+	clk.Step(9 * time.Minute) // the fallback's refresh: both log in above it again, and fail
+	eventually(t, "the refresh and the logins above it", func() bool {
+		return fallback.calls.Load() == 2 && fast.calls.Load() == 2 && slow.calls.Load() == 2 && idle(v)
 	})
 
 	fast.heal()

@@ -351,3 +351,22 @@ func TestRevocationIsLoggedBeforeTheFallbackThatServes(t *testing.T) {
 		t.Errorf("\"credential invalidated\" at line %d, \"using a fallback\" at %d: want the loss first\n%s", invalidated, fallback, logs.String())
 	}
 }
+
+// A handler registered while a fallback's credential serves, that gives
+// nothing, does not make the vault say it has no usable credential: the
+// fallback's still serves.
+func TestNoUsableCredentialIsNotSaidWhileOneServes(t *testing.T) {
+	var logs testlog.Buffer
+	kubeconfig := &counter{server: "https://kubeconfig.example", priority: 30}
+	v, _ := testVault(t, Options{FirstLoginWait: -1, Logger: logs.Logger(0), Fallback: fallbackOf([]string{"kubeconfig"}, kubeconfig)})
+	if c := mustSelect(t, v); c.Handler != "kubeconfig" {
+		t.Fatalf("Select() = %v, want the fallback's", c)
+	}
+	var asked atomic.Int32
+	v.OnLogin(func(context.Context) (*login.ConnectionInfo, error) { asked.Add(1); return nil, nil }, login.ID("mine"))
+	v.Refresh()
+	eventually(t, "mine's login to end", func() bool { return asked.Load() > 0 && idle(v) })
+	if strings.Contains(logs.String(), `"msg"="no usable credential"`) {
+		t.Errorf("said no usable credential while the fallback's serves:\n%s", logs.String())
+	}
+}

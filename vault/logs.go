@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -83,10 +84,11 @@ func action(err error) string {
 		return "replace the credential where the handler reads it: the server rejected this one"
 	case errors.Is(err, errExpired):
 		return "renew the credential where the handler reads it: it has expired"
-	case errors.As(err, &unauthorized) && bearerRealm(unauthorized.Challenge) != "":
+	case errors.As(err, &unauthorized) && audienceRefused(unauthorized.Challenge) != "":
 		// kube-apiserver answers a 401 with no Bearer realm; a service
-		// behind addonauth or addon-proxy names its audience as one.
-		realm := bearerRealm(unauthorized.Challenge)
+		// behind addonauth or addon-proxy names its audience as one, and
+		// says when the token was for another.
+		realm := audienceRefused(unauthorized.Challenge)
 		return fmt.Sprintf("the server is a service that takes tokens for the audience %q (its realm), not an API server: log in with a token for that audience "+
 			"(handlers.TokenRequest with Audiences: []string{%q}, Cluster.Server the service's URL); the vault logs in again by itself", realm, realm)
 	case errors.As(err, &unauthorized):
@@ -145,8 +147,8 @@ func (c *core) outranked(h *handlerState) bool {
 // with, and no failure's line has said so.
 func (c *core) emptyHanded() bool {
 	active := c.active()
-	if len(active) == 0 || c.loggingIn() {
-		return false
+	if len(active) == 0 || c.loggingIn() || len(c.creds()) > 0 {
+		return false // a fallback registered handlers replaced may still serve
 	}
 	for _, h := range active {
 		if h.cred != nil || !errors.Is(h.outcome, errNoCredential) {
@@ -169,6 +171,20 @@ func (v *Vault) logEmptyHandedLocked() {
 	v.emptyHanded = true
 	v.log.Info("no usable credential", "error", v.core.loginError(v.clock.Now(), nil).Error(),
 		"action", "provide what the error names; the vault looks again by itself")
+}
+
+// audienceRefused is the realm of a Bearer challenge that refuses a token
+// for its audience (addonauth's error_description names it), or "". A
+// realm that could be an API server's audience (a URL, kubernetes.default)
+// is left out: the advice would be to mint a token the API server takes
+// and send it to the server that asked.
+func audienceRefused(challenge string) string {
+	realm := bearerRealm(challenge)
+	if realm == "" || !strings.Contains(strings.ToLower(challenge), "audience") ||
+		strings.Contains(realm, "://") || strings.Contains(realm, "kubernetes.default") || strings.HasPrefix(realm, "api") {
+		return ""
+	}
+	return realm
 }
 
 // bearerRealm is the realm of a Bearer challenge (a WWW-Authenticate

@@ -336,11 +336,20 @@ func TestKeepFallbackLogsTheFallbackAtInfoWhenItServes(t *testing.T) {
 // 401, which names no realm, keeps the words for an API server.
 func TestActionForAServicesRefusalNamesItsAudience(t *testing.T) {
 	service := &UnauthorizedError{Server: "https://reports.team-a.svc", Status: "401 Unauthorized", StatusCode: 401,
-		Challenge: `Bearer realm="reports", error="invalid_token", error_description="addonauth: the token is not for this audience"`}
+		Challenge: `Bearer realm="reports", error="invalid_token", error_description="the token is not meant for this service: its audience is another"`}
 	got := action(service)
 	for _, want := range []string{`"reports"`, "audience", "handlers.TokenRequest", "Cluster.Server"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("action(a service's 401) = %q, want it to say %q", got, want)
+		}
+	}
+	for _, challenge := range []string{
+		`Bearer realm="reports", error="invalid_token", error_description="addonauth: the token has expired"`, // the right audience
+		`Bearer realm="https://kubernetes.default.svc", error="invalid_token", error_description="wrong audience"`,
+		`Bearer realm="kubernetes.default", error_description="audience"`,
+	} {
+		if got := action(&UnauthorizedError{Server: "https://x", StatusCode: 401, Challenge: challenge}); strings.Contains(got, "TokenRequest") {
+			t.Errorf("action(%s) = %q: advice to mint a token for what the server asks", challenge, got)
 		}
 	}
 	apiServer := &UnauthorizedError{Server: "https://api.example:6443", Status: "401 Unauthorized", StatusCode: 401}

@@ -19,9 +19,12 @@ import (
 // its readiness check (Ready) says why, and the vault logs in again by
 // itself. The config's Host is then PendingServer, a name that resolves
 // nowhere, and the transport sends its requests to the server of the
-// credential that serves once one arrives; until then they get the
-// vault's LoginError, as any request that finds no credential does. RESTConfig fails only when ctx ends first
-// (a LoginError wrapping its cause) or the vault is closed (ErrClosed).
+// credential that serves once one arrives (a request that brings its own
+// Authorization too, without the credential); until then they get the
+// vault's LoginError, as any request that finds no credential does.
+// RESTConfig fails only when ctx ends first (a LoginError wrapping its
+// cause), the vault is closed (ErrClosed), or it has no handler at all
+// (ErrNoHandlers: NoFallback and none registered).
 //
 // Use it for client-go clientsets, controller-runtime clients and managers
 // (leader election included, which copies it). Settings made on it that do
@@ -67,8 +70,8 @@ func (v *Vault) RESTConfig(ctx context.Context) (*rest.Config, error) {
 	switch {
 	case err == nil:
 		server = cred.Info.Server
-	case ctx.Err() != nil, errors.Is(err, ErrClosed):
-		return nil, err
+	case ctx.Err() != nil, errors.Is(err, ErrClosed), errors.Is(err, ErrNoHandlers):
+		return nil, err // no login is coming
 	default: // the login goes on: requests to PendingServer wait for it
 		v.mu.Lock()
 		v.addBaseLocked(pendingBase)

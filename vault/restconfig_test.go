@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -140,6 +141,29 @@ func TestRESTConfigAfterAFailedFirstLogin(t *testing.T) {
 	// The server serves nothing outside its prefix, which it strips.
 	if seen := srv.seen(); len(seen) == 0 || seen[len(seen)-1].Path != "/api/v1/namespaces/default/configmaps" || seen[len(seen)-1].Status != 200 {
 		t.Errorf("the server saw %+v, want the list under its prefix", seen)
+	}
+
+	// A request that brings its own Authorization goes to the same
+	// server, with that Authorization alone.
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, PendingServer+"/api/v1/namespaces/default/pods", nil)
+	req.Header.Set("Authorization", "Bearer my-own")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("a request of its own Authorization on PendingServer: %v", err)
+	}
+	resp.Body.Close()
+	if seen := srv.seen(); seen[len(seen)-1].Path != "/api/v1/namespaces/default/pods" || seen[len(seen)-1].Auth != "Bearer my-own" {
+		t.Errorf("the server saw %+v, want the caller's own Authorization alone", seen[len(seen)-1])
+	}
+
+	none := New(Options{NoFallback: true})
+	defer none.Close()
+	if _, err := none.RESTConfig(ctx); !errors.Is(err, ErrNoHandlers) {
+		t.Errorf("RESTConfig() of a vault with no handler at all = %v, want ErrNoHandlers: no login is coming", err)
 	}
 
 	done, stop := context.WithCancel(context.Background())

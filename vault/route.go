@@ -247,6 +247,16 @@ func (v *Vault) prepare(req *http.Request, cred *Credential, ownAuth bool) (out 
 	switch {
 	case !known:
 		return out, v.pool.plain(), false
+	case ownAuth && b == pendingBase:
+		// PendingServer names no server: the one the config would have
+		// named, had the first login given a credential, is the serving
+		// one's. The caller's Authorization goes there alone.
+		out.URL = r.target(req.URL, rel)
+		out.Host = ""
+		if _, below := r.base.relative(out.URL); !below {
+			return out, v.pool.plain(), false
+		}
+		return out, v.ownAuthTransport(r.base, r), false
 	case ownAuth:
 		return out, v.ownAuthTransport(b, r), false
 	case b != r.base:

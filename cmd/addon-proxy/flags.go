@@ -72,7 +72,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.upstreamCertFile, "upstream-client-cert-file", "", "client certificate (PEM) presented to an https upstream, reread when it changes; with --upstream-client-key-file")
 	fs.StringVar(&c.upstreamKeyFile, "upstream-client-key-file", "", "key (PEM) of --upstream-client-cert-file, reread when it changes")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
-	fs.IntVar(&c.verbosity, "v", 0, "log verbosity, as Kubernetes components take it: 1 logs each refused caller (its user when known, and why; never a token); 0 logs a burst of refusals as one line a minute")
+	fs.IntVar(&c.verbosity, "v", 0, "log verbosity, as Kubernetes components take it (client-go's lines too): 1 logs each refused caller (its user when known, and why; never a token; past 100 lines a second, one in 100); 0 logs a burst of refusals as one line at once and the count at most once a minute")
 	fs.BoolVar(&c.auth.NoReview, "no-review", false, "verify tokens locally only: a revoked token keeps access until it expires")
 	fs.BoolVar(&c.auth.ReviewForeign, "review-foreign", false, "send tokens of other issuers to TokenReview instead of refusing them")
 	fs.DurationVar(&c.auth.SuccessTTL, "success-ttl", 0, "how long a successful review is trusted, and so how long a revoked token keeps access (default 10s; negative: none, every request is reviewed)")
@@ -156,7 +156,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if c.tlsCiphers, err = cliflag.TLSCipherSuites(tlsCiphers); err != nil {
 		return c, fmt.Errorf("--tls-cipher-suites: %w (the names are IANA's, as --help lists them)", err)
 	}
-	if only13 := slices.DeleteFunc(slices.Clone(tlsCiphers), func(n string) bool { return len(tls12Only([]string{n})) == 1 }); len(only13) > 0 {
+	if only13 := slices.DeleteFunc(slices.Clone(tlsCiphers), func(n string) bool { return len(tls12Only([]string{n})) == 1 }); len(only13) > 0 && len(c.tlsCiphers) > 0 {
 		return c, fmt.Errorf("--tls-cipher-suites: %s: a TLS 1.3 suite, which Go chooses by itself and no setting changes (name TLS 1.2 suites only)", strings.Join(only13, ", "))
 	}
 	// net/http's HTTP/2 refuses to serve without one of these, and the
@@ -346,14 +346,19 @@ func browserOrigin(origin string) (string, error) {
 	return scheme + "://" + host, nil
 }
 
-// tls12Only keeps the names of cipher suites that TLS 1.2 uses: crypto/tls
-// picks TLS 1.3's by itself, whatever a config lists, and k8s.io's lists
-// of names hold both.
+// tls12Only keeps the names of cipher suites that TLS 1.2 uses, as
+// k8s.io's flag parser reads them (its older spellings of the ChaCha20
+// suites too): crypto/tls picks TLS 1.3's by itself, whatever a config
+// lists, and k8s.io's lists of names hold both.
 func tls12Only(names []string) []string {
 	var out []string
 	for _, n := range names {
+		ids, err := cliflag.TLSCipherSuites([]string{strings.TrimSpace(n)})
+		if err != nil || len(ids) != 1 {
+			continue
+		}
 		for _, cs := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
-			if cs.Name == strings.TrimSpace(n) && slices.Contains(cs.SupportedVersions, tls.VersionTLS12) {
+			if cs.ID == ids[0] && slices.Contains(cs.SupportedVersions, tls.VersionTLS12) {
 				out = append(out, n)
 				break
 			}

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -54,6 +55,9 @@ func run() error {
 	// k8s.io/apiserver's CA follower and client-go log through klog: in
 	// the same JSON lines, under a name of their own.
 	klog.SetLogger(log.WithName("k8s"))
+	// -v is klog's too, as in Kubernetes components: client-go's V lines.
+	var klogV klog.Level
+	_ = klogV.Set(strconv.Itoa(c.verbosity)) // 0 to 10, checked by parseFlags
 	if weak := insecureCiphers(c.tlsCiphers); len(weak) > 0 {
 		log.Info("--tls-cipher-suites names suites crypto/tls counts as insecure", "suites", weak)
 	}

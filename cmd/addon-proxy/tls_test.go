@@ -152,6 +152,11 @@ func TestTLSFlagErrors(t *testing.T) {
 	if _, err := parse("--audience", "a", "--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", files[0], files[1], files[2], files[3]); err != nil {
 		t.Errorf("two IANA names with a space between: %v", err)
 	}
+	// k8s.io's older spellings of the TLS 1.2 ChaCha20 suites, which
+	// hardening guides list: TLS 1.2 suites, not refused as TLS 1.3's.
+	if _, err := parse("--audience", "a", "--tls-cipher-suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", files[0], files[1], files[2], files[3]); err != nil {
+		t.Errorf("the older ChaCha20 names: %v", err)
+	}
 }
 
 // clientFiles writes a client certificate for cn from ca into dir.

@@ -61,9 +61,8 @@ func run(ctx context.Context, metricsAddr, probeAddr string) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		LeaderElection:   true,
 		LeaderElectionID: "my-operator",
-		// The credential's namespace: outside a cluster, controller-runtime
-		// has none to default to.
-		LeaderElectionNamespace: v.Namespace(),
+		// Outside a cluster controller-runtime has none to default to.
+		LeaderElectionNamespace: leaseNamespace(v),
 		// The process ends when the manager stops: hand the lease on at
 		// once rather than after its 15 s.
 		LeaderElectionReleaseOnCancel: true,
@@ -80,6 +79,17 @@ func run(ctx context.Context, metricsAddr, probeAddr string) error {
 	}
 	// Register your reconcilers with mgr here.
 	return mgr.Start(ctx)
+}
+
+// leaseNamespace is where the replicas' lease is: the pod's namespace
+// (POD_NAMESPACE, from the Downward API), else the credential's, which is
+// "default" before a first login: replicas must agree on it whatever
+// their logins did.
+func leaseNamespace(v *vault.Vault) string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return v.Namespace()
 }
 
 // fromSecretStore is a login handler of your own: here it reads a server,

@@ -59,15 +59,8 @@ func run(ctx context.Context, metricsAddr, probeAddr string) error {
 		return err // ctx ended first
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		LeaderElection:   true,
-		LeaderElectionID: "my-operator",
-		// Outside a cluster controller-runtime has none to default to.
-		LeaderElectionNamespace: leaseNamespace(v),
-		// The process ends when the manager stops: hand the lease on at
-		// once rather than after its 15 s.
-		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:        probeAddr,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
 	})
 	if err != nil {
 		return err
@@ -77,8 +70,11 @@ func run(ctx context.Context, metricsAddr, probeAddr string) error {
 	if err := mgr.AddReadyzCheck("authvault", v.Ready); err != nil {
 		return err
 	}
-	// Register your reconcilers with mgr here.
-	return mgr.Start(ctx)
+	// The reconcilers start once this replica holds the lease, which it
+	// hands on once they have stopped (elect.go).
+	return runElected(ctx, mgr, cfg, leaseNamespace(v), func() error {
+		return nil // Register your reconcilers with mgr here.
+	})
 }
 
 // leaseNamespace is where the replicas' lease is: the pod's namespace

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -13,32 +15,58 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// runElected runs mgr with the replicas' lease "my-operator" in namespace:
-// the manager's servers, caches and readiness check on every replica, the
-// reconcilers that addReconcilers registers only on the one that holds the
-// lease. When ctx ends the manager stops its reconcilers first, then the
-// lease is handed on at once (not after its 15 s) through the vault, which
-// outlives it; a lease lost any other way stops the manager with an error.
+// The lease's timings: controller-runtime's defaults. A replica that has
+// not renewed for renewDeadline stops; another takes the lease once it has
+// not been renewed for leaseDuration.
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
+)
+
+// errLeaseLost is what runElected returns when the lease went to another
+// replica, or could not be renewed, while the manager ran.
+var errLeaseLost = errors.New("leader election lost")
+
+// runElected runs mgr on every replica (its caches, servers and readiness
+// check) and, on the replica that holds the Lease namespace/name, the
+// reconcilers that addReconcilers registers: it calls addReconcilers once
+// this replica is elected, after the caches have synced. When ctx ends the
+// manager stops them, and only then is the lease handed on at once, not
+// after its 15 s, through the vault, which outlives it. It keeps the lease
+// to expire instead when the manager could not stop them (its graceful
+// shutdown timed out). A lease lost while the manager runs stops it and
+// returns errLeaseLost at once, without waiting for the reconcilers:
+// another replica may lead already.
 //
-// This is client-go's leader election beside the manager, not the
-// manager's own (Options.LeaderElection, which stays off, so mgr.Elected
-// says nothing of the lease): controller-runtime reports a lease handed on
-// at a clean stop as "leader election lost", an error with a stack on
-// every deploy (controller-runtime#3535).
-func runElected(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, namespace string, addReconcilers func() error) error {
-	host, _ := os.Hostname()
-	lease, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, namespace, "my-operator",
-		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())}, cfg, 10*time.Second)
+// This is client-go's leader election beside the manager, in place of
+// the manager's own (Options.LeaderElection stays off, so mgr.Elected and
+// NeedLeaderElection no longer say anything about the lease: a runnable for
+// the leader alone goes into addReconcilers). controller-runtime v0.23 to
+// v0.25 report a lease handed on at a clean stop as "leader election lost",
+// an error with a stack on every deploy (controller-runtime#3535); once a
+// release of theirs does not, the manager's own election is the simpler
+// choice again.
+func runElected(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, namespace, name string, addReconcilers func() error) error {
+	host, err := os.Hostname()
 	if err != nil {
 		return err
 	}
+	// The lease's client times out after renewDeadline/2.
+	lease, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, namespace, name,
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())}, cfg, renewDeadline)
+	if err != nil {
+		return err
+	}
+	held := &heldLease{Interface: lease}
 	mgrCtx, stopMgr := context.WithCancelCause(ctx)
 	defer stopMgr(nil)
-	electionCtx, handOn := context.WithCancel(ctrl.LoggerInto(context.WithoutCancel(ctx), ctrl.Log.WithName("leaderelection")))
-	defer handOn()
+	electionCtx, stopElection := context.WithCancel(ctrl.LoggerInto(context.WithoutCancel(ctx), ctrl.Log.WithName("leaderelection")))
+	defer stopElection()
+	lost := make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: finishing{lease}, ReleaseOnCancel: true, Name: "my-operator",
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Lock: held, ReleaseOnCancel: true, Name: name,
+		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
 				if mgrCtx.Err() != nil {
@@ -49,8 +77,8 @@ func runElected(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, namespa
 				}
 			},
 			OnStoppedLeading: func() {
-				if electionCtx.Err() == nil { // not handed on below: another replica may lead
-					stopMgr(fmt.Errorf("leader election lost: lease %s not renewed for 10 s", lease.Describe()))
+				if electionCtx.Err() == nil { // not stopped below: the lease is gone
+					close(lost)
 				}
 			},
 		},
@@ -58,44 +86,75 @@ func runElected(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, namespa
 	if err != nil {
 		return err
 	}
+	managerDone := make(chan error, 1)
+	go func() { managerDone <- mgr.Start(mgrCtx) }()
 	electionDone := make(chan struct{})
-	go func() { defer close(electionDone); elector.Run(electionCtx) }()
-	err = mgr.Start(mgrCtx)
-	handOn() // the reconcilers have stopped
-	<-electionDone
-	if cause := context.Cause(mgrCtx); err == nil && ctx.Err() == nil {
-		err = cause // the lease was lost, or addReconcilers failed
+	go func() {
+		defer close(electionDone)
+		// Stand for election once the caches serve, as the manager's own
+		// election does.
+		if mgr.GetCache().WaitForCacheSync(mgrCtx) {
+			elector.Run(electionCtx)
+		}
+	}()
+	lostErr := fmt.Errorf("%w: lease %s not renewed for %s", errLeaseLost, lease.Describe(), renewDeadline)
+	select {
+	case <-lost:
+		stopMgr(lostErr)
+		return lostErr
+	case err = <-managerDone:
 	}
-	return err
+	stopMgr(nil)
+	if err != nil {
+		held.keep.Store(true) // reconcilers may still be running
+	} else if cause := context.Cause(mgrCtx); cause != context.Cause(ctx) {
+		err = cause // addReconcilers failed
+	}
+	stopElection()
+	<-electionDone
+	select {
+	case <-lost: // during the manager's graceful shutdown
+		return lostErr
+	default:
+		return err
+	}
 }
 
-// finishing lets a request on the lease that is in flight when the stop
-// comes finish, within its deadline, rather than be cut off: client-go
-// logs a renewal cut off as errors ("Failed to update lease
-// optimistically"). The deadline stays, so that a renewal that hangs still
-// ends within RenewDeadline, before the lease can pass to another replica.
-type finishing struct{ resourcelock.Interface }
+// heldLease is the lease as runElected holds it. A request that is in
+// flight when the stop comes finishes, within its deadline, rather than
+// being cut off: client-go logs a renewal cut off as errors ("Failed to
+// update lease optimistically"). The deadline stays, so that a renewal
+// that hangs still ends within RenewDeadline, before the lease can pass
+// to another replica. Once keep is set, the release is not written, and
+// the lease expires after leaseDuration instead.
+type heldLease struct {
+	resourcelock.Interface
+	keep atomic.Bool
+}
 
-func (l finishing) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+func (l *heldLease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	ctx, cancel := uncancelled(ctx)
 	defer cancel()
 	return l.Interface.Get(ctx)
 }
 
-func (l finishing) Create(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+func (l *heldLease) Create(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
 	ctx, cancel := uncancelled(ctx)
 	defer cancel()
 	return l.Interface.Create(ctx, record)
 }
 
-func (l finishing) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+func (l *heldLease) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+	if record.HolderIdentity == "" && l.keep.Load() {
+		return nil // the release: left to expire
+	}
 	ctx, cancel := uncancelled(ctx)
 	defer cancel()
 	return l.Interface.Update(ctx, record)
 }
 
 // uncancelled is ctx without its cancellation but with its deadline, if
-// it has one; the lease's client has a timeout of its own, 10 s.
+// it has one.
 func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
 	if deadline, ok := ctx.Deadline(); ok {
 		return context.WithDeadline(context.WithoutCancel(ctx), deadline)

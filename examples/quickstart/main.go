@@ -70,9 +70,10 @@ func run(ctx context.Context, metricsAddr, probeAddr string) error {
 	if err := mgr.AddReadyzCheck("authvault", v.Ready); err != nil {
 		return err
 	}
-	// The reconcilers start once this replica holds the lease, which it
-	// hands on once they have stopped (elect.go).
-	return runElected(ctx, mgr, cfg, leaseNamespace(v), func() error {
+	// Health checks, webhooks and metrics handlers go above, on every
+	// replica; reconcilers go below, on the replica that holds the lease,
+	// which it hands on once they have stopped (elect.go).
+	return runElected(ctx, mgr, cfg, leaseNamespace(v), "my-operator", func() error {
 		return nil // Register your reconcilers with mgr here.
 	})
 }

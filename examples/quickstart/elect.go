@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,13 +32,16 @@ var errLeaseLost = errors.New("leader election lost")
 // runElected runs mgr on every replica (its caches, servers and readiness
 // check) and, on the replica that holds the Lease namespace/name, the
 // reconcilers that addReconcilers registers: it calls addReconcilers once
-// this replica is elected, after the caches have synced. When ctx ends the
-// manager stops them, and only then is the lease handed on at once, not
-// after its 15 s, through the vault, which outlives it. It keeps the lease
-// to expire instead when the manager could not stop them (its graceful
-// shutdown timed out). A lease lost while the manager runs stops it and
-// returns errLeaseLost at once, without waiting for the reconcilers:
-// another replica may lead already.
+// this replica is elected and the manager's caches have started. When ctx
+// ends the manager stops them, and only then is the lease handed on at
+// once, not after its 15 s, through the vault, which outlives it. The
+// lease is left to expire instead when the manager's Start failed (its
+// graceful shutdown timed out with a reconciler still running, a runnable
+// failed) and when renewals failed. A lease lost while the manager runs
+// stops it and returns errLeaseLost at once, without waiting for the
+// reconcilers: another replica may lead already. Keep the manager's
+// GracefulShutdownTimeout above 0: at 0 its Start returns without waiting
+// for the reconcilers, and the lease would be handed on beside them.
 //
 // This is client-go's leader election beside the manager, in place of
 // the manager's own (Options.LeaderElection stays off, so mgr.Elected and
@@ -59,21 +63,30 @@ func runElected(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, namespa
 		return err
 	}
 	held := &heldLease{Interface: lease}
-	mgrCtx, stopMgr := context.WithCancelCause(ctx)
-	defer stopMgr(nil)
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	defer stopMgr()
 	electionCtx, stopElection := context.WithCancel(ctrl.LoggerInto(context.WithoutCancel(ctx), ctrl.Log.WithName("leaderelection")))
 	defer stopElection()
-	lost := make(chan struct{})
+	var (
+		adding    sync.Mutex // held while addReconcilers runs
+		stopped   bool       // the manager has stopped: add nothing
+		addFailed = make(chan error, 1)
+		lost      = make(chan struct{})
+	)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		// Released only once runElected allows it (see heldLease).
 		Lock: held, ReleaseOnCancel: true, Name: name,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
-				if mgrCtx.Err() != nil {
+				adding.Lock()
+				defer adding.Unlock()
+				if stopped || mgrCtx.Err() != nil {
 					return // elected as the manager stops
 				}
 				if err := addReconcilers(); err != nil {
-					stopMgr(err)
+					addFailed <- err
+					stopMgr()
 				}
 			},
 			OnStoppedLeading: func() {
@@ -91,24 +104,35 @@ func runElected(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, namespa
 	electionDone := make(chan struct{})
 	go func() {
 		defer close(electionDone)
-		// Stand for election once the caches serve, as the manager's own
-		// election does.
+		// Stand for election once the caches have started, as the
+		// manager's own election does.
 		if mgr.GetCache().WaitForCacheSync(mgrCtx) {
 			elector.Run(electionCtx)
 		}
 	}()
+	// addReconcilers is not called again, nor still running, once this
+	// replica stops.
+	noMoreAdding := func() {
+		adding.Lock()
+		stopped = true
+		adding.Unlock()
+	}
 	lostErr := fmt.Errorf("%w: lease %s not renewed for %s", errLeaseLost, lease.Describe(), renewDeadline)
 	select {
 	case <-lost:
-		stopMgr(lostErr)
+		stopMgr()
+		noMoreAdding()
 		return lostErr
 	case err = <-managerDone:
 	}
-	stopMgr(nil)
-	if err != nil {
-		held.keep.Store(true) // reconcilers may still be running
-	} else if cause := context.Cause(mgrCtx); cause != context.Cause(ctx) {
-		err = cause // addReconcilers failed
+	stopMgr()
+	noMoreAdding()
+	if err == nil {
+		select {
+		case err = <-addFailed:
+		default:
+		}
+		held.release.Store(true) // the reconcilers have stopped
 	}
 	stopElection()
 	<-electionDone
@@ -125,11 +149,13 @@ func runElected(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, namespa
 // being cut off: client-go logs a renewal cut off as errors ("Failed to
 // update lease optimistically"). The deadline stays, so that a renewal
 // that hangs still ends within RenewDeadline, before the lease can pass
-// to another replica. Once keep is set, the release is not written, and
-// the lease expires after leaseDuration instead.
+// to another replica. The release (an Update that names no holder) is
+// written only once release is set: client-go also releases a lease whose
+// renewals failed, before it says the lease is lost, while the
+// reconcilers still run; unreleased, a lease expires after leaseDuration.
 type heldLease struct {
 	resourcelock.Interface
-	keep atomic.Bool
+	release atomic.Bool
 }
 
 func (l *heldLease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -145,8 +171,8 @@ func (l *heldLease) Create(ctx context.Context, record resourcelock.LeaderElecti
 }
 
 func (l *heldLease) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
-	if record.HolderIdentity == "" && l.keep.Load() {
-		return nil // the release: left to expire
+	if record.HolderIdentity == "" && !l.release.Load() {
+		return nil // left to expire
 	}
 	ctx, cancel := uncancelled(ctx)
 	defer cancel()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -76,9 +79,11 @@ type group struct {
 	leading, most atomic.Int32
 }
 
+// newGroup is a group whose lease is named after lease, and new to this
+// run (-count=2 would otherwise find the last run's).
 func newGroup(t *testing.T, lease string) *group {
 	_, cs := apiServer(t)
-	return &group{t: t, lease: lease, cs: cs}
+	return &group{t: t, lease: fmt.Sprintf("%s-%d", lease, time.Now().UnixNano()), cs: cs}
 }
 
 // replica is one process's runElected, with a reconciler that stops when
@@ -93,15 +98,20 @@ type replica struct {
 
 type replicaOptions struct {
 	stuck          bool          // the reconciler ignores its ctx
-	gracefulStop   time.Duration // the manager's GracefulShutdownTimeout; 0: its default
+	gracefulStop   time.Duration // the manager's GracefulShutdownTimeout; 0: its default, < 0: no limit
 	addReconcilers error         // what addReconcilers returns
+	leaseConfig    *rest.Config  // the lease's config; nil: the admin's
 }
 
 func (g *group) start(o replicaOptions) *replica {
 	g.t.Helper()
 	mgrOpts := ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
-	if o.gracefulStop > 0 {
+	if o.gracefulStop != 0 {
 		mgrOpts.GracefulShutdownTimeout = &o.gracefulStop
+	}
+	leaseConfig := api.Admin
+	if o.leaseConfig != nil {
+		leaseConfig = o.leaseConfig
 	}
 	mgr, err := ctrl.NewManager(api.Admin, mgrOpts)
 	if err != nil {
@@ -122,7 +132,7 @@ func (g *group) start(o replicaOptions) *replica {
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
 	go func() {
-		r.done <- runElected(ctx, mgr, api.Admin, "default", g.lease, func() error {
+		r.done <- runElected(ctx, mgr, leaseConfig, "default", g.lease, func() error {
 			if o.addReconcilers != nil {
 				return o.addReconcilers
 			}
@@ -152,6 +162,22 @@ func (g *group) holder() string {
 		return ""
 	}
 	return *l.Spec.HolderIdentity
+}
+
+// takeLease writes the lease as "another-replica"'s, as a replica that
+// took it would.
+func (g *group) takeLease() {
+	g.t.Helper()
+	testwait.For(g.t, "the lease taken by another replica", func() bool {
+		l, err := g.cs.CoordinationV1().Leases("default").Get(context.Background(), g.lease, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		other, now := "another-replica", metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = &other, &now, &now
+		_, err = g.cs.CoordinationV1().Leases("default").Update(context.Background(), l, metav1.UpdateOptions{})
+		return err == nil
+	})
 }
 
 // wait is what runElected returned, within Hang.
@@ -201,7 +227,9 @@ func TestLeaseHandedOnOnceTheReconcilersStop(t *testing.T) {
 
 	standby := g.start(replicaOptions{})
 	// A standby that stops: it never led.
-	time.Sleep(2 * retryPeriod) // long enough to have tried for the lease
+	testwait.For(t, "the standby to stand for election", func() bool {
+		return strings.Count(logs.String()[from:], `"Attempting to acquire leader lease...","lock":"default/`+g.lease+`"`) == 2
+	})
 	standby.stop()
 	if err := wait(t, standby); err != nil {
 		t.Fatalf("a standby's clean stop: %v", err)
@@ -262,20 +290,12 @@ func TestLeaseKeptWhileAReconcilerWillNotStop(t *testing.T) {
 // it is.
 func TestLostLeaseEndsAtOnce(t *testing.T) {
 	g := newGroup(t, "lost")
-	a := g.start(replicaOptions{stuck: true})
+	// No limit on the graceful stop: waiting for the reconciler would hang.
+	a := g.start(replicaOptions{stuck: true, gracefulStop: -1})
 	waitFor(t, "reconciler", a.reconcile)
-	testwait.For(t, "the lease taken by another replica", func() bool {
-		l, err := g.cs.CoordinationV1().Leases("default").Get(context.Background(), g.lease, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		other, now := "another-replica", metav1.NewMicroTime(time.Now())
-		l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = &other, &now, &now
-		_, err = g.cs.CoordinationV1().Leases("default").Update(context.Background(), l, metav1.UpdateOptions{})
-		return err == nil
-	})
+	g.takeLease()
 	err := wait(t, a)
-	if !errors.Is(err, errLeaseLost) || !strings.Contains(err.Error(), "default/lost") {
+	if !errors.Is(err, errLeaseLost) || !strings.Contains(err.Error(), "default/"+g.lease) {
 		t.Fatalf("runElected = %v, want errLeaseLost naming the lease", err)
 	}
 	select {
@@ -286,6 +306,71 @@ func TestLostLeaseEndsAtOnce(t *testing.T) {
 	if h := g.holder(); h != "another-replica" {
 		t.Fatalf("the lease names %q: another's lease was released", h)
 	}
+}
+
+// A lease lost while the manager waits for a reconciler to stop is still
+// an error, although ctx has ended.
+func TestLeaseLostDuringTheGracefulStop(t *testing.T) {
+	g := newGroup(t, "lost-in-drain")
+	a := g.start(replicaOptions{stuck: true, gracefulStop: -1})
+	waitFor(t, "reconciler", a.reconcile)
+	a.stop()
+	g.takeLease()
+	if err := wait(t, a); !errors.Is(err, errLeaseLost) {
+		t.Fatalf("runElected = %v, want errLeaseLost", err)
+	}
+	if h := g.holder(); h != "another-replica" {
+		t.Fatalf("the lease names %q: another's lease was released", h)
+	}
+}
+
+// Renewals that fail (an API server that does not answer them) end in a
+// lost lease; client-go then releases it, at once, when the API server
+// answers again: another replica would take it while this one's reconciler
+// still runs. The lease is left to expire instead.
+func TestNoReleaseAfterRenewalsFail(t *testing.T) {
+	g := newGroup(t, "renewals-fail")
+	var holder atomic.Pointer[string]
+	cfg := rest.CopyConfig(api.Admin)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return renewalsFail{rt, &holder} })
+	a := g.start(replicaOptions{stuck: true, gracefulStop: -1, leaseConfig: cfg})
+	waitFor(t, "reconciler", a.reconcile)
+	first := g.holder()
+	holder.Store(&first)
+	if err := wait(t, a); !errors.Is(err, errLeaseLost) {
+		t.Fatalf("runElected = %v, want errLeaseLost", err)
+	}
+	if h := g.holder(); h != first {
+		t.Fatalf("the lease names %q, want %q still: released while its reconciler runs", h, first)
+	}
+}
+
+// renewalsFail fails every write of a lease that names holder (a
+// renewal), once holder is set, whatever the encoding (JSON or protobuf);
+// a read, and a write that names none (a release), go through.
+type renewalsFail struct {
+	http.RoundTripper
+	holder *atomic.Pointer[string]
+}
+
+func (r renewalsFail) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h := r.holder.Load(); h != nil && req.Method == http.MethodPut {
+		if req.GetBody == nil {
+			return nil, errors.New("renewalsFail: a PUT whose body cannot be read again")
+		}
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return nil, err
+		}
+		if strings.Contains(string(data), *h) {
+			return nil, errors.New("renewals fail in this test")
+		}
+	}
+	return r.RoundTripper.RoundTrip(req)
 }
 
 // addReconcilers' error ends runElected with it, once the manager has
@@ -317,8 +402,8 @@ func (f *fakeLease) Update(ctx context.Context, _ resourcelock.LeaderElectionRec
 }
 
 // A renewal in flight when the election's context is cancelled (the
-// stop) goes on, under the deadline it had; a release is not written once
-// keep is set.
+// stop) goes on, under the deadline it had; a release is written only once
+// runElected allows it.
 func TestHeldLeaseFinishesARequestInFlight(t *testing.T) {
 	fake := &fakeLease{requests: make(chan context.Context, 1), finish: make(chan struct{})}
 	held := &heldLease{Interface: fake}
@@ -339,13 +424,23 @@ func TestHeldLeaseFinishesARequestInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	held.keep.Store(true)
+	// The release: not written until runElected allows it, then written.
 	if err := held.Update(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-fake.requests:
-		t.Fatal("the release was written while keep was set")
+		t.Fatal("the release was written before runElected allowed it")
 	default:
+	}
+	held.release.Store(true)
+	go func() { done <- held.Update(context.Background(), resourcelock.LeaderElectionRecord{}) }()
+	select {
+	case <-fake.requests:
+	case <-time.After(testwait.Hang):
+		t.Fatal("the release was not written once allowed")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

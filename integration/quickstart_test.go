@@ -133,7 +133,7 @@ var _ = Describe("The README's operator main", func() {
 		}).WithTimeout(testwait.Hang).Should(Succeed())
 
 		Eventually(p.exited).WithTimeout(testwait.Hang).Should(Receive(HaveOccurred()), "exit status 1 once the lease is another's")
-		Expect(string(p.out.Contents())).To(MatchRegexp(`"operator stopped","error":"leader election lost: lease `+ns+`/my-operator not renewed`))
+		Expect(string(p.out.Contents())).To(MatchRegexp(`"operator stopped","error":"leader election lost: lease ` + ns + `/my-operator not renewed`))
 		Expect(holder(ctx, ns)).To(Equal("another-replica"), "not released: it was not its own")
 	}, NodeTimeout(2*time.Minute))
 })

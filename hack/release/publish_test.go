@@ -100,6 +100,11 @@ func TestPublishedModulesBuildAlone(t *testing.T) {
 					t.Fatal(err)
 				}
 				write(t, filepath.Join(consumer, "main.go"), quickstart+"\n")
+				elect, err := git(ctx, clone, "show", version+":examples/quickstart/elect.go")
+				if err != nil {
+					t.Fatal(err)
+				}
+				write(t, filepath.Join(consumer, "elect.go"), elect+"\n")
 			} else {
 				write(t, filepath.Join(consumer, "main.go"), fmt.Sprintf("package main\n\nimport login %q\n\nfunc main() { _ = login.Login }\n", m.path))
 			}

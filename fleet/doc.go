@@ -9,9 +9,10 @@
 //	f.Add("prod-eu", handlers.KubeconfigSecret(hub.CoreV1(), "capi", "prod-eu-kubeconfig", "value"))
 //	cfg, err := f.RESTConfig(ctx, "prod-eu") // the same object for as long as the cluster is in the fleet
 //
-// The guide docs/fleet.md in the repository walks through a fleet under a
-// controller-runtime manager, from Secrets, from ClusterProfiles and
-// shared among replicas.
+// Here log is a logr.Logger (a fleet's default discards) and hub a
+// kubernetes.Interface of the hub cluster. The guide docs/fleet.md in the
+// repository walks through a fleet under a controller-runtime manager, from
+// Secrets, from ClusterProfiles and shared among replicas.
 //
 // # One config per cluster, for good
 //
@@ -124,7 +125,7 @@
 // a controller-runtime manager's runnables, on the leader only unless told
 // otherwise: the controllers OnAdd starts write to their clusters.
 //
-//	f := fleet.New(fleet.Options{OnAdd: func(ctx context.Context, m *fleet.Member) { go run(ctx, m) }})
+//	f := fleet.New(fleet.Options{Logger: log, OnAdd: func(ctx context.Context, m *fleet.Member) { go run(ctx, m) }})
 //	err := mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: mgr.GetConfig()}))
 //
 // # Shards
@@ -136,7 +137,7 @@
 // [Shards.Group] share the fleet's clusters on coordination.k8s.io/v1
 // Leases in [Shards.Namespace] of the hub.
 //
-//	f := fleet.New(fleet.Options{OnAdd: start, Shards: &fleet.Shards{Config: mgr.GetConfig(), Namespace: "my-operator", Group: "clusters"}})
+//	f := fleet.New(fleet.Options{Logger: log, OnAdd: start, Shards: &fleet.Shards{Config: mgr.GetConfig(), Namespace: "my-operator", Group: "clusters"}})
 //	err := mgr.Add(f.SecretsWatcher(fleet.SecretsOptions{Config: mgr.GetConfig()})) // on every replica
 //
 // Every replica runs the watches (their NeedLeaderElection is false) and

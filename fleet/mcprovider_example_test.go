@@ -53,7 +53,10 @@ func (p *fleetProvider) Start(ctx context.Context, a aware) error {
 	p.mu.Lock()
 	p.aware, p.clusters = a, map[clusterName]cluster.Cluster{}
 	p.mu.Unlock()
-	f := fleet.New(fleet.Options{OnAdd: func(ctx context.Context, m *fleet.Member) { go p.run(ctx, m) }})
+	f := fleet.New(fleet.Options{
+		Logger: logr.FromContextOrDiscard(ctx), // a fleet's default logger discards
+		OnAdd:  func(ctx context.Context, m *fleet.Member) { go p.run(ctx, m) },
+	})
 	defer f.Close()
 	return f.WatchClusterProfiles(ctx, p.opts)
 }

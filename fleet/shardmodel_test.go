@@ -65,6 +65,7 @@ type modelReplica struct {
 	cfg     Shards
 	rate    float64 // local seconds per real second
 	dead    bool
+	reborn  bool          // dead, and restarted as a new replica of its identity
 	cut     bool          // every request fails at once
 	noList  bool          // lists fail at once
 	stalled time.Duration // real time until which it does nothing
@@ -226,6 +227,9 @@ func (m *shardModel) deliver(r *modelReplica, what string, ev func(*shardEffects
 
 func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 	for _, n := range e.notes {
+		if (n.kind == noteJoined || n.kind == noteLeft) && n.peer == r.id {
+			panic(fmt.Sprintf("%s notes itself as a peer that joined or left (kind %d)", r.id, n.kind))
+		}
 		if n.kind == noteFenced {
 			m.fencedAt[r.id] = m.now
 		}
@@ -594,7 +598,7 @@ func (m *shardModel) owners() map[string][]string {
 func (m *shardModel) scheduleFaults() {
 	for range 3 + m.rnd.IntN(8) {
 		at := time.Duration(m.rnd.IntN(19000)) * time.Millisecond
-		switch m.rnd.IntN(5) {
+		switch m.rnd.IntN(6) {
 		case 0, 1:
 			m.at(at, "", func() {
 				names := slices.Sorted(maps.Keys(m.hub))
@@ -637,6 +641,19 @@ func (m *shardModel) scheduleFaults() {
 			m.at(at, "", func() {
 				if len(m.replicas) < 6 {
 					m.addReplica()
+				}
+			})
+		case 5:
+			// kill -9 and a restart: a new process of the same identity,
+			// whose Lease the old one left behind.
+			m.at(at, "", func() {
+				for _, r := range m.replicas {
+					if r.dead && !r.reborn {
+						r.reborn = true
+						m.say("%s restarts", r.id)
+						m.addReplicaWith(r.cfg, r.rate, r.core.rules != coreRules)
+						return
+					}
 				}
 			})
 		}

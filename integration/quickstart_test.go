@@ -35,9 +35,9 @@ var _ = Describe("The README's operator main", func() {
 		exited chan error
 		probe  string
 	}
-	start := func(env []string) process {
+	start := func(env []string, args ...string) process {
 		p := process{out: gbytes.NewBuffer(), exited: make(chan error, 1), probe: freeAddress()}
-		p.cmd = exec.Command(buildExample("quickstart"), "--metrics-bind-address", "0", "--health-probe-bind-address", p.probe)
+		p.cmd = exec.Command(buildExample("quickstart"), append([]string{"--metrics-bind-address", "0", "--health-probe-bind-address", p.probe}, args...)...)
 		p.cmd.Env = append(os.Environ(), env...)
 		p.cmd.Stdout, p.cmd.Stderr = io.MultiWriter(p.out, GinkgoWriter), io.MultiWriter(p.out, GinkgoWriter)
 		Expect(p.cmd.Start()).To(Succeed())
@@ -87,14 +87,23 @@ var _ = Describe("The README's operator main", func() {
 	// operator up and unready, its readiness check naming the file; once
 	// the file is there the vault logs in again by itself and the operator
 	// becomes ready and takes its lease, without a restart. Before, it
-	// exited 1 in the second it started.
-	It("stays up, unready, through a first login that fails, and becomes ready once it can log in", func(ctx SpecContext) {
+	// exited 1 in the second it started. The kubeconfig is named by
+	// $KUBECONFIG or by --kubeconfig, as the issue's new user did.
+	staysUp := func(viaFlag bool) {
 		kubeconfig := writeKubeconfig(fmt.Sprintf("{token: %q}", cluster.Issuer.Issue(0)))
 		later := kubeconfig + ".later"
 		Expect(os.Rename(kubeconfig, later)).To(Succeed())
-		p := start([]string{"SECRET_STORE=", "KUBECONFIG=" + kubeconfig, "HOME=" + filepath.Dir(kubeconfig)})
+		env := []string{"SECRET_STORE=", "HOME=" + filepath.Dir(kubeconfig)}
+		var args []string
+		says := "no file of $KUBECONFIG (" + kubeconfig + ")"
+		if viaFlag {
+			env, args, says = append(env, "KUBECONFIG="), []string{"--kubeconfig", kubeconfig}, kubeconfig
+		} else {
+			env = append(env, "KUBECONFIG="+kubeconfig)
+		}
+		p := start(env, args...)
 		Eventually(func() (string, error) { return readyz(p.probe) }).WithTimeout(testwait.Hang).
-			Should(And(HavePrefix("500 "), ContainSubstring("no file of $KUBECONFIG ("+kubeconfig+")")), "unready, and says which file is missing")
+			Should(And(HavePrefix("500 "), ContainSubstring(says)), "unready, and says which file is missing")
 		Consistently(p.exited).WithTimeout(2*time.Second).ShouldNot(Receive(), "still running after its first login failed")
 
 		Expect(os.Rename(later, kubeconfig)).To(Succeed())
@@ -103,6 +112,12 @@ var _ = Describe("The README's operator main", func() {
 		Expect(p.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 		Eventually(p.exited).WithTimeout(testwait.Hang).Should(Receive(BeNil()), "exit status 0 after SIGTERM")
 		Expect(string(p.out.Contents())).NotTo(ContainSubstring("operator stopped"))
+	}
+	It("stays up, unready, through a first login that fails, and becomes ready once it can log in", func(ctx SpecContext) {
+		staysUp(false)
+	}, NodeTimeout(3*time.Minute))
+	It("stays up, unready, with a --kubeconfig that is not there yet, and becomes ready once it is", func(ctx SpecContext) {
+		staysUp(true)
 	}, NodeTimeout(3*time.Minute))
 
 	It("falls back on the kubeconfig, and takes its namespace for the lease", func(ctx SpecContext) {

@@ -455,7 +455,7 @@ func (c *core) invalidated(now time.Time, cred *Credential, cause error, by inva
 	if by == byTLSFailure {
 		h.tlsFailed(now, cause, c.jitter)
 	} else {
-		backsOff = h.rejected(now, cred, loss, c.opts.InvalidatedRefused, by == by401, c.jitter)
+		backsOff = h.rejected(now, cred, loss, cause, c.opts.InvalidatedRefused, by == by401, c.jitter)
 	}
 	e.dropped = append(e.dropped, cred)
 	c.changed(now, &e)

@@ -70,6 +70,15 @@ func (e *noCredentialError) Error() string {
 
 func (e *noCredentialError) Is(target error) bool { return target == errNoCredential }
 
+// reofferedError is errInvalidated for a credential a server's 401
+// invalidated: its text is errInvalidated's, and errors.As finds the 401
+// (an UnauthorizedError), whose challenge tells the log's action what to
+// advise (a service's audience).
+type reofferedError struct{ rejection error }
+
+func (e *reofferedError) Error() string   { return errInvalidated.Error() }
+func (e *reofferedError) Unwrap() []error { return []error{errInvalidated, e.rejection} }
+
 // LoginError is what callers get when the vault has no usable credential and
 // logging in did not give one. Its message says what failed and when the
 // vault logs in again, or, when every handler had nothing to offer, what is

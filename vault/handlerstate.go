@@ -44,6 +44,10 @@ type handlerState struct {
 	// gave, taken or unchanged: h is asked again that long after.
 	recheck     time.Duration
 	invalidated [][sha256.Size]byte // digests of its recently invalidated credentials
+	// rejections are the servers' 401s that invalidated them, each at its
+	// digest's index (nil for another cause): offered again, a credential's
+	// error carries the answer, whose challenge may say what to do.
+	rejections []error
 	// strikes counts its credentials in a row that the server rejected
 	// before they served a request; one that serves resets it.
 	strikes int
@@ -200,7 +204,10 @@ func (h *handlerState) nextDelay(now time.Time, err error, jitter func(int64) in
 // refuses: the error says why it is refused. It sets c.usableUntil, which
 // the checks need.
 func (h *handlerState) offered(now time.Time, c *Credential, leeway time.Duration) error {
-	if slices.Contains(h.invalidated, c.digest) {
+	if i := slices.Index(h.invalidated, c.digest); i >= 0 {
+		if r := h.rejections[i]; r != nil {
+			return &reofferedError{rejection: r}
+		}
 		return errInvalidated
 	}
 	if exp := c.Info.Expiration; !exp.IsZero() {
@@ -387,20 +394,26 @@ func (h *handlerState) tlsFailed(now time.Time, cause error, jitter func(int64) 
 	h.retryAt = now.Add(step(&h.backoff, jitter))
 }
 
-// rejected notes that h's credential c was invalidated at now, loss
-// saying why; the vault refuses its digest while it is among h's last keep ones. When
+// rejected notes that h's credential c was invalidated at now for cause,
+// loss saying why; the vault refuses its digest while it is among h's last keep ones. When
 // strike says the server rejected it (a 401) and it never served, it counts
 // against h: the second strike in a row makes h back off, so that an
 // authenticator outage or a handler minting bad credentials gives callers
 // a LoginError at once rather than costing a login per request (one is let
 // go: a token can have been revoked before its first use). It tells
 // whether h backs off.
-func (h *handlerState) rejected(now time.Time, c *Credential, loss login.Reason, keep int, strike bool, jitter func(int64) int64) (backsOff bool) {
+func (h *handlerState) rejected(now time.Time, c *Credential, loss login.Reason, cause error, keep int, strike bool, jitter func(int64) int64) (backsOff bool) {
 	h.drop()
 	h.loss = loss
+	var rejection error
+	if strike {
+		rejection = cause
+	}
 	h.invalidated = append(h.invalidated, c.digest)
+	h.rejections = append(h.rejections, rejection)
 	if extra := len(h.invalidated) - keep; extra > 0 {
 		h.invalidated = slices.Delete(h.invalidated, 0, extra)
+		h.rejections = slices.Delete(h.rejections, 0, extra)
 	}
 	if !strike || c.served.Load() {
 		return false

@@ -80,17 +80,18 @@ func action(err error) string {
 		return "make the handler return when its context ends; the vault calls it again once it has"
 	case errors.As(err, &abandoned):
 		return "look at what the handler waits for (a plugin, a network), or give it a longer login.Timeout"
+	case errors.As(err, &unauthorized) && audienceRefused(unauthorized.Challenge) != "":
+		// kube-apiserver answers a 401 with no Bearer realm; a service
+		// behind addonauth or addon-proxy names its audience as one, and
+		// says when the token was for another. Before errInvalidated: a
+		// handler that gives the refused token again is told the same.
+		realm := audienceRefused(unauthorized.Challenge)
+		return fmt.Sprintf("the server is a service that takes tokens for the audience %q (its realm), not an API server: log in with a token for that audience "+
+			"(handlers.TokenRequest with Audiences: []string{%q}, Cluster.Server the service's URL); the vault logs in again by itself", realm, realm)
 	case errors.Is(err, errInvalidated):
 		return "replace the credential where the handler reads it: the server rejected this one"
 	case errors.Is(err, errExpired):
 		return "renew the credential where the handler reads it: it has expired"
-	case errors.As(err, &unauthorized) && audienceRefused(unauthorized.Challenge) != "":
-		// kube-apiserver answers a 401 with no Bearer realm; a service
-		// behind addonauth or addon-proxy names its audience as one, and
-		// says when the token was for another.
-		realm := audienceRefused(unauthorized.Challenge)
-		return fmt.Sprintf("the server is a service that takes tokens for the audience %q (its realm), not an API server: log in with a token for that audience "+
-			"(handlers.TokenRequest with Audiences: []string{%q}, Cluster.Server the service's URL); the vault logs in again by itself", realm, realm)
 	case errors.As(err, &unauthorized):
 		return "check the identity the handler logs in as, and the cluster's authenticator; the vault logs in again by itself"
 	default:

@@ -93,8 +93,8 @@ func TestNamespace(t *testing.T) {
 // A first login that gives no credential (within MaxWait) does not fail
 // RESTConfig: the config names PendingServer, its requests get the vault's LoginError while
 // the handler fails, and reach the credential's server once it heals,
-// under the server's path prefix. Only a context that ends first and a
-// closed vault fail RESTConfig.
+// under the server's path prefix. Only a context that ends first, a closed
+// vault and one with no handler at all fail RESTConfig.
 func TestRESTConfigAfterAFailedFirstLogin(t *testing.T) {
 	ca := testpki.NewCA(t)
 	srv := newAPIServer(t, ca, nil, "/k8s/clusters/c-1")
@@ -166,14 +166,20 @@ func TestRESTConfigAfterAFailedFirstLogin(t *testing.T) {
 		t.Errorf("RESTConfig() of a vault with no handler at all = %v, want ErrNoHandlers: no login is coming", err)
 	}
 
-	done, stop := context.WithCancel(context.Background())
-	stop()
-	empty := New(Options{NoFallback: true})
-	if _, err := empty.RESTConfig(done); err == nil {
-		t.Error("RESTConfig() with an ended context returned a config")
+	// A login that is still running when the caller's context ends: the
+	// caller gets its context's error, not a config of PendingServer.
+	slow := New(Options{NoFallback: true})
+	slow.OnLogin(func(ctx context.Context) (*login.ConnectionInfo, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	done, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer stop()
+	if cfg, err := slow.RESTConfig(done); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("RESTConfig() with a context that ends during the login = %v, %v; want context.DeadlineExceeded", cfg, err)
 	}
-	empty.Close()
-	if _, err := empty.RESTConfig(context.Background()); !errors.Is(err, ErrClosed) {
+	slow.Close()
+	if _, err := slow.RESTConfig(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("RESTConfig() on a closed vault = %v, want ErrClosed", err)
 	}
 }

@@ -43,11 +43,7 @@ type handlerState struct {
 	// recheck is the ConnectionInfo.RefreshAfter of the credential h last
 	// gave, taken or unchanged: h is asked again that long after.
 	recheck     time.Duration
-	invalidated [][sha256.Size]byte // digests of its recently invalidated credentials
-	// rejections are the servers' 401s that invalidated them, each at its
-	// digest's index (nil for another cause): offered again, a credential's
-	// error carries the answer, whose challenge may say what to do.
-	rejections []error
+	invalidated []refused // its recently invalidated credentials, oldest first
 	// strikes counts its credentials in a row that the server rejected
 	// before they served a request; one that serves resets it.
 	strikes int
@@ -204,8 +200,8 @@ func (h *handlerState) nextDelay(now time.Time, err error, jitter func(int64) in
 // refuses: the error says why it is refused. It sets c.usableUntil, which
 // the checks need.
 func (h *handlerState) offered(now time.Time, c *Credential, leeway time.Duration) error {
-	if i := slices.Index(h.invalidated, c.digest); i >= 0 {
-		if r := h.rejections[i]; r != nil {
+	if i := slices.IndexFunc(h.invalidated, func(v refused) bool { return v.digest == c.digest }); i >= 0 {
+		if r := h.invalidated[i].rejection; r != nil {
 			return &reofferedError{rejection: r}
 		}
 		return errInvalidated
@@ -394,6 +390,15 @@ func (h *handlerState) tlsFailed(now time.Time, cause error, jitter func(int64) 
 	h.retryAt = now.Add(step(&h.backoff, jitter))
 }
 
+// refused is a credential the vault refuses from its handler again:
+// its digest, and the server's 401 that invalidated it (nil for another
+// cause), which the error of offering it again carries, since the 401's
+// challenge may say what to do.
+type refused struct {
+	digest    [sha256.Size]byte
+	rejection error
+}
+
 // rejected notes that h's credential c was invalidated at now for cause,
 // loss saying why; the vault refuses its digest while it is among h's last keep ones. When
 // strike says the server rejected it (a 401) and it never served, it counts
@@ -405,15 +410,13 @@ func (h *handlerState) tlsFailed(now time.Time, cause error, jitter func(int64) 
 func (h *handlerState) rejected(now time.Time, c *Credential, loss login.Reason, cause error, keep int, strike bool, jitter func(int64) int64) (backsOff bool) {
 	h.drop()
 	h.loss = loss
-	var rejection error
+	v := refused{digest: c.digest}
 	if strike {
-		rejection = cause
+		v.rejection = cause
 	}
-	h.invalidated = append(h.invalidated, c.digest)
-	h.rejections = append(h.rejections, rejection)
+	h.invalidated = append(h.invalidated, v)
 	if extra := len(h.invalidated) - keep; extra > 0 {
 		h.invalidated = slices.Delete(h.invalidated, 0, extra)
-		h.rejections = slices.Delete(h.rejections, 0, extra)
 	}
 	if !strike || c.served.Load() {
 		return false

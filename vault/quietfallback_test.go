@@ -2,7 +2,6 @@ package vault
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -21,15 +20,7 @@ import (
 func TestAFallbackNotNeededIsNotNews(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "config")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://hub.example:6443"}}]
-users: [{name: u, user: {token: hub-token}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeKubeconfig(t, kubeconfig, "hub-token")
 	t.Setenv("KUBECONFIG", kubeconfig)
 	t.Setenv("HOME", dir)
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
@@ -38,7 +29,7 @@ current-context: x
 	var logs testlog.Buffer
 	v := New(Options{Logger: logs.Logger(1)})
 	defer v.Close()
-	if c := mustSelect(t, v); c.Info.Server != "https://hub.example:6443" {
+	if c := mustSelect(t, v); c.Info.Server != "https://api.example:6443" {
 		t.Fatalf("Select() = %v, want the kubeconfig's", c)
 	}
 	eventually(t, "the fallbacks' logins to end", func() bool { return idle(v) && strings.Contains(logs.String(), "gave no credential") })

@@ -33,8 +33,8 @@ func TestAReofferedCredentialCarriesItsRejection(t *testing.T) {
 	h.rejected(now, a, login.Reason{}, service, 2, true, noJitter)
 	h.rejected(now, b, login.Reason{}, service, 2, false, noJitter) // by the caller, its cause a 401
 	h.rejected(now, c, login.Reason{}, apiServer, 2, true, noJitter)
-	if len(h.invalidated) != 2 || len(h.rejections) != 2 {
-		t.Fatalf("%d digests and %d rejections kept, want 2 of each", len(h.invalidated), len(h.rejections))
+	if len(h.invalidated) != 2 {
+		t.Fatalf("%d invalidated credentials kept, want the last 2", len(h.invalidated))
 	}
 	if err := h.offered(now, a, 0); err != nil {
 		t.Errorf("a digest past the last two is still refused: %v", err)

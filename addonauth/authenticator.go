@@ -22,6 +22,7 @@ type Authenticator struct {
 	limits        *limiters   // nil without a rate
 	authz         *authorizer // nil without Options.Authorization
 	front         *frontProxy // nil without Options.FrontProxy
+	origins       *originCheck
 	metrics       *metrics
 	refusals      refusalLog
 }
@@ -48,6 +49,9 @@ func New(opts Options) (*Authenticator, error) {
 		keys: &keySet{client: cs.Discovery().RESTClient(), interval: opts.KeyRefetchInterval, timeout: fetchTimeout,
 			now: opts.now, log: opts.Logger},
 		metrics: newMetrics(),
+	}
+	if a.origins, err = newOriginCheck(opts.TrustedOrigins, opts.TrustedOriginsSetting); err != nil {
+		return nil, err
 	}
 	a.limits = newLimiters(&a.opts)
 	a.authz = newAuthorizer(cs.AuthorizationV1().SubjectAccessReviews(), &a.opts)

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/utils/lru"
+
+	"github.com/authvault/authvault/internal/methodoverride"
 )
 
 // Authorization makes every verified caller also need the API server's
@@ -83,7 +84,7 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 	if verb == "" {
 		verb = strings.ToLower(r.Method)
 	}
-	if (z.cfg.Resource == nil || z.cfg.Resource.Verb == "") && hasMethodOverride(r) {
+	if (z.cfg.Resource == nil || z.cfg.Resource.Verb == "") && methodoverride.In(r) {
 		// The review would check the method while the upstream
 		// serves another.
 		return fmt.Errorf("%w: %w", errForbidden, errMethodOverride)
@@ -153,65 +154,6 @@ func (z *authorizer) authorize(ctx context.Context, u User, r *http.Request) err
 // errMethodOverride: the request asks the upstream to take it as another
 // method than its own, which the review checks.
 var errMethodOverride = errors.New("addonauth: a method override")
-
-// methodOverrideHeaders are the headers frameworks read as the request's
-// method (Rack, Laravel, Symfony, ASP.NET, Express's method-override, ...).
-var methodOverrideHeaders = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
-
-// hasMethodOverride tells whether r carries a method override: one of
-// methodOverrideHeaders in any spelling (an underscore counts as a
-// hyphen, as for identity headers), or a _method query parameter (Laravel
-// and Symfony read it there; a _method in a form body cannot be seen
-// without reading the body, which the middleware never does).
-func hasMethodOverride(r *http.Request) bool {
-	for name := range r.Header {
-		name = strings.ReplaceAll(name, "_", "-")
-		for _, h := range methodOverrideHeaders {
-			if strings.EqualFold(name, h) {
-				return true
-			}
-		}
-	}
-	for kv := range strings.FieldsFuncSeq(r.URL.RawQuery, func(c rune) bool { return c == '&' || c == ';' }) {
-		k, _, _ := strings.Cut(kv, "=")
-		if isMethodParam(k) {
-			return true
-		}
-	}
-	return false
-}
-
-// isMethodParam tells whether a query parameter named k (as sent) is
-// _method as PHP reads names, which Laravel and Symfony take it from:
-// decoded leniently (a bad escape left as it is, the rest decoded), ended
-// at a NUL or at "[" (_method[0] is an array named _method; PHP reads
-// an unclosed "[" as "_", refused all the same), leading spaces dropped,
-// "." and " " read as "_": ?.method=DELETE is a DELETE there.
-func isMethodParam(k string) bool {
-	var b strings.Builder
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c == '%' && i+2 < len(k) {
-			if v, err := strconv.ParseUint(k[i+1:i+3], 16, 8); err == nil {
-				c = byte(v)
-				i += 2
-			}
-		} else if c == '+' {
-			c = ' '
-		}
-		if c == 0 || c == '[' {
-			break
-		}
-		switch {
-		case c == ' ' && b.Len() == 0:
-			continue
-		case c == ' ' || c == '.':
-			c = '_'
-		}
-		b.WriteByte(c)
-	}
-	return strings.EqualFold(b.String(), "_method")
-}
 
 func (d decision) errOf() error {
 	if d.allowed {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -88,7 +90,9 @@ const (
 type frontProxy struct {
 	source  string // what the configuration comes from, for logs and errors
 	current atomic.Pointer[frontProxyState]
-	auth    authenticator.Request // k8s.io/apiserver's, reading current
+	auth    authenticator.Request // k8s.io/apiserver's, reading current: the chain check, then headers
+	headers authenticator.Request // k8s.io/apiserver's header reader alone, for a connection checked
+	conns   verifiedConns         // the connections whose chain was checked
 	file    string                // the CA file; "" for the ConfigMap
 	client  kubernetes.Interface  // for the ConfigMap; nil with a file
 	log     logr.Logger
@@ -142,12 +146,15 @@ func newFrontProxy(fp FrontProxy, client kubernetes.Interface, log logr.Logger) 
 	state := func(pick func(*frontProxyState) []string) headerrequest.StringSliceProvider {
 		return headerrequest.StringSliceProviderFunc(func() []string { return pick(f.current.Load()) })
 	}
-	f.auth = headerrequest.NewDynamicVerifyOptionsSecure(f.verifyOptions,
-		state(func(s *frontProxyState) []string { return s.allowed }),
+	// As headerrequest.NewDynamicVerifyOptionsSecure makes it, with the
+	// header reader kept for the connections already checked.
+	f.headers = headerrequest.NewDynamic(
 		state(func(s *frontProxyState) []string { return s.user }),
 		state(func(s *frontProxyState) []string { return s.uid }),
 		state(func(s *frontProxyState) []string { return s.group }),
 		state(func(s *frontProxyState) []string { return s.ext }))
+	f.auth = x509request.NewDynamicCAVerifier(f.verifyOptions, f.headers,
+		state(func(s *frontProxyState) []string { return s.allowed }))
 	return f, nil
 }
 
@@ -177,10 +184,22 @@ func (f *frontProxy) authenticate(r *http.Request) (User, bool, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return User{}, false, nil
 	}
-	if s := f.current.Load(); s.err != nil {
+	s := f.current.Load()
+	if s.err != nil {
 		return User{}, false, s.err
 	}
-	resp, ok, err := f.auth.AuthenticateRequest(r)
+	// The generation before the check: were the CA to change meanwhile,
+	// the connection is checked again at its next request.
+	opts, _ := f.verifyOptions()
+	gen := caGeneration{state: s, roots: opts.Roots}
+	var resp *authenticator.Response
+	var ok bool
+	var err error
+	if f.conns.verified(r.TLS, gen, time.Now()) {
+		resp, ok, err = f.headers.AuthenticateRequest(r)
+	} else if resp, ok, err = f.auth.AuthenticateRequest(r); ok && err == nil && opts.Roots != nil {
+		f.conns.remember(r.TLS, gen, opts)
+	}
 	if err != nil || !ok {
 		return User{}, false, err
 	}

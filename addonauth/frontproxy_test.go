@@ -38,6 +38,7 @@ type frontSetup struct {
 
 	mu   sync.Mutex
 	logs bytes.Buffer
+	used map[*http.Client]bool // see connUsed
 }
 
 func newFrontSetup(t *testing.T, fp FrontProxy, opts Options) *frontSetup {

@@ -21,7 +21,7 @@ type metrics struct {
 func newMetrics() *metrics {
 	return &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_requests_total",
-			Help: "Requests by result: forwarded, unauthenticated, forbidden, rate_limited, unavailable, not_found (outside AllowPaths), ignored (IgnorePaths, forwarded unverified)."}, []string{"result"}),
+			Help: "Requests by result: forwarded, unauthenticated, forbidden, cross_origin (a browser's, for a page of another site), rate_limited, unavailable, not_found (outside AllowPaths), ignored (IgnorePaths, forwarded unverified)."}, []string{"result"}),
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_token_reviews_total",
 			Help: "TokenReviews, by result: accepted, denied, error, skipped (not sent: the API server failed a moment ago)."}, []string{"result"}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "addonauth_review_cache_total",

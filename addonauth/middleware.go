@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/authvault/authvault/internal/methodoverride"
 )
 
 // Middleware verifies the caller of each request and hands the request to
@@ -29,16 +31,30 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			http.NotFound(w, r)
 			return
 		}
+		// Before anything costs a review: a browser sent it, with the
+		// person's identity, for a page of another site.
+		if err := a.origins.check(r); err != nil {
+			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
+			a.refuseCrossOrigin(w, r)
+			return
+		}
 		if pathPatterns(a.opts.IgnorePaths).match(r.URL) {
 			a.serveIgnored(w, r, next)
 			return
 		}
 		u, fromProxy, err := a.identify(r)
-		if err == nil && !forwardable(u) {
+		switch {
+		case err != nil:
+		case !forwardable(u):
 			// A transport trims a value's blanks and refuses CR, LF and
-			// NUL: forwarded, " system:masters" would reach the upstream
-			// as a group the API server never gave.
+			// NUL, and any hop may join a header's values with commas:
+			// forwarded, " system:masters", or "viewers,system:masters",
+			// could reach a reader as a group the API server never gave.
 			err = fmt.Errorf("%w: the caller's identity cannot be forwarded as it is", errForbidden)
+		case fromProxy && methodoverride.In(r):
+			// The API server authorized the request's method: the
+			// upstream must not take it as another.
+			err = fmt.Errorf("%w: %w (the API server authorized the request's own method)", errForbidden, errMethodOverride)
 		}
 		if err != nil {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
@@ -167,9 +183,13 @@ func (a *Authenticator) forwardHeaders(h http.Header, u User) http.Header {
 
 // forwardable tells whether every value of u reaches the upstream as it
 // is: a header value (no CR, LF, NUL) without the blanks a sender or a
-// reader trims. The middleware refuses a caller whose identity is not.
+// reader trims, and without a comma, at which a reader splits a list that
+// a hop joined (RFC 9110 section 5.3). The middleware refuses a caller
+// whose identity is not.
 func forwardable(u User) bool {
-	ok := func(v string) bool { return httpguts.ValidHeaderFieldValue(v) && textproto.TrimString(v) == v }
+	ok := func(v string) bool {
+		return httpguts.ValidHeaderFieldValue(v) && textproto.TrimString(v) == v && !strings.Contains(v, ",")
+	}
 	if !ok(u.Name) || !ok(u.UID) {
 		return false
 	}

@@ -125,6 +125,20 @@ type Options struct {
 	// is followed while Start runs. Default: bearer callers only.
 	FrontProxy *FrontProxy
 
+	// TrustedOrigins are origins (scheme://host[:port]) whose pages may, as
+	// well as the service's own, make a browser send it an unsafe request
+	// (any method but GET, HEAD and OPTIONS) or open a WebSocket to it:
+	// such a request from any other page gets 403 before it is verified,
+	// since the browser sends it with the person's identity (see the
+	// package doc). Programs send no Origin and are not affected. Compared
+	// as browsers spell origins (lower case, no default port). Default: none.
+	TrustedOrigins []string
+	// TrustedOriginsSetting says where the service's operator sets
+	// TrustedOrigins, on the 403 page a person gets for a cross-origin
+	// request ("addon-proxy --trusted-origins"). Default: "the service's
+	// addonauth.Options.TrustedOrigins".
+	TrustedOriginsSetting string
+
 	// Logger receives refusals (each at V(1), with the caller's user when it
 	// was verified; at INFO, a burst of them as one line at once, and its
 	// count with the first refusal a minute or more later) and failures to
@@ -176,6 +190,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if err := checkPathPatterns("IgnorePaths", o.IgnorePaths); err != nil {
 		return o, err
+	}
+	var err error
+	if o.TrustedOrigins, err = normalizeOrigins(o.TrustedOrigins); err != nil {
+		return o, err
+	}
+	if o.TrustedOriginsSetting == "" {
+		o.TrustedOriginsSetting = "the service's addonauth.Options.TrustedOrigins"
 	}
 	if o.Config == nil {
 		return o, errors.New("addonauth: Options.Config is required: the API server to verify tokens with")

@@ -77,7 +77,7 @@ func (l *refusalLog) note(log logr.Logger, now time.Time, result, reason string)
 	l.counts, l.last = nil, now
 	l.mu.Unlock()
 	kv := []any{}
-	for _, k := range []string{"unauthenticated", "forbidden"} {
+	for _, k := range []string{"unauthenticated", "forbidden", "crossOrigin"} {
 		if n := counts[k]; n > 0 {
 			kv = append(kv, k, n)
 		}

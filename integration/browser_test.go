@@ -108,7 +108,7 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 		_, err = admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "dashboard-user-"},
 			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{group}, Resources: []string{"notes"}, Verbs: []string{"list", "create"}},
+				{APIGroups: []string{group}, Resources: []string{"notes"}, Verbs: []string{"list", "watch", "create"}},
 			},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())

@@ -11,6 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/authvault/authvault/internal/methodoverride"
 )
 
 // apiServicePrefix is where the API server's aggregation layer sends the
@@ -42,6 +44,12 @@ func apiService(gv schema.GroupVersion, next http.Handler) http.Handler {
 		case r.URL.Path == prefix && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(discovery)
+		case strings.HasPrefix(r.URL.Path, prefix+"/") && methodoverride.In(r):
+			// The API server authorized the request's own method (a POST
+			// as create): an upstream that honours an override would
+			// serve another (a DELETE).
+			http.Error(w, "addon-proxy: a method override (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or _method) is refused: "+
+				"the API server authorized this request as a "+r.Method+", and the service must not serve it as another method", http.StatusForbidden)
 		case strings.HasPrefix(r.URL.Path, prefix+"/") && !ambiguous(r.URL):
 			strip.ServeHTTP(w, r)
 		default:
@@ -137,6 +145,9 @@ func sendOn(resp *http.Response, prefix string, upstream *url.URL) {
 		return
 	}
 	_ = resp.Body.Close()
+	// Relative to the page the browser asked for: right behind kubectl
+	// proxy or any other proxy, whatever address the browser knows.
+	loc = relativeTo(prefix+resp.Request.URL.Path, loc)
 	escaped := html.EscapeString(loc)
 	body := `<!doctype html><meta http-equiv="refresh" content="0; url=` + escaped + `"><title>Moved</title><a href="` + escaped + `">` + escaped + "</a>\n"
 	for _, h := range []string{"Location", "Content-Length", "Content-Encoding", "Content-Range", "Etag"} {
@@ -166,4 +177,31 @@ func sameHost(u, upstream *url.URL) bool {
 		scheme = upstream.Scheme
 	}
 	return strings.EqualFold(u.Hostname(), upstream.Hostname()) && port(u, scheme) == port(upstream, upstream.Scheme)
+}
+
+// relativeTo is the reference from the page at path from to target, an
+// absolute path with an optional query: "notes" from /p/notes to
+// /p/notes, "../c?x" from /p/a/b to /p/c?x. It never starts with a scheme
+// or "//" a browser would read as an address of its own.
+func relativeTo(from, target string) string {
+	targetPath, query, hasQuery := strings.Cut(target, "?")
+	dir := strings.Split(from[:strings.LastIndex(from, "/")+1], "/") // ends with ""
+	to := strings.Split(targetPath, "/")
+	common := 0
+	for common < len(dir)-1 && common < len(to)-1 && dir[common] == to[common] {
+		common++
+	}
+	var b strings.Builder
+	for range len(dir) - 1 - common {
+		b.WriteString("../")
+	}
+	b.WriteString(strings.Join(to[common:], "/"))
+	rel := b.String()
+	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains(strings.SplitN(rel, "/", 2)[0], ":") {
+		rel = "./" + rel
+	}
+	if hasQuery {
+		rel += "?" + query
+	}
+	return rel
 }

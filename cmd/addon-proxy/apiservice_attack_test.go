@@ -170,7 +170,7 @@ func TestCrossSiteCheckCoversEveryUnsafeMethod(t *testing.T) {
 		t.Fatal(err)
 	}
 	reached := 0
-	srv := httptest.NewServer(c.csrf.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ })))
+	srv := httptest.NewServer(originGuarded(t, c, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ })))
 	t.Cleanup(srv.Close)
 	for _, m := range []string{"post", "Post", "get", "CONNECT", "PROPFIND", "MKCOL", "X-CUSTOM", "TRACE"} {
 		for _, hdr := range []string{"Sec-Fetch-Site: cross-site\r\nOrigin: https://evil.example", "Origin: https://evil.example", "Origin: null", "Sec-Fetch-Site: same-site\r\nOrigin: http://localhost:8002"} {

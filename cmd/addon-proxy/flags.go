@@ -5,11 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/authvault/authvault/addonauth"
+	"github.com/authvault/authvault/internal/weborigin"
 )
 
 type config struct {
@@ -36,8 +34,7 @@ type config struct {
 	apiQPS                               float64
 	apiBurst                             int
 	apiService                           schema.GroupVersion // empty: not an APIService's backend
-	trustedOrigins                       []string
-	csrf                                 *http.CrossOriginProtection // refuses cross-site unsafe requests
+	trustedOrigins                       []string            // as browsers spell them; also in auth
 }
 
 // parseFlags defines the flags on fs and parses args. The vault's
@@ -105,7 +102,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Var((*list)(&frontProxy.ExtraHeaderPrefixes), "requestheader-extra-headers-prefix", "request header prefixes to read extra attributes from (default X-Remote-Extra-); with --requestheader-client-ca-file")
 	fs.BoolVar(&skipLookup, "authentication-skip-lookup", false, "do not read the requestheader configuration from ConfigMap kube-system/extension-apiserver-authentication: --requestheader-client-ca-file must give it")
 	c.trustedOrigins = []string{"http://localhost:8001", "http://127.0.0.1:8001"}
-	fs.Var(&origins{list: &c.trustedOrigins}, "trusted-origins", "origins (scheme://host[:port]) whose pages may send unsafe requests (POST, PUT, PATCH, DELETE) to the service; other cross-site ones get 403\n"+
+	fs.Var(&origins{list: &c.trustedOrigins}, "trusted-origins", "origins (scheme://host[:port]) whose pages may send unsafe requests (POST, PUT, PATCH, DELETE) to the service and open WebSockets to it; other cross-site ones get 403\n"+
 		"(repeat or separate with commas; the default is the pages of kubectl proxy; \"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -185,17 +182,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if !c.apiService.Empty() && strings.Trim(c.upstream.Path, "/") != "" {
 		return c, fmt.Errorf("--upstream %q: with --apiservice the upstream's paths start at /: a base path would be doubled in its redirects", upstream)
 	}
-	c.csrf = http.NewCrossOriginProtection()
 	for i, o := range c.trustedOrigins {
-		norm, err := browserOrigin(o)
-		if err == nil {
-			err = c.csrf.AddTrustedOrigin(norm)
-		}
+		norm, err := weborigin.Normalize(o)
 		if err != nil {
 			return c, fmt.Errorf("--trusted-origins %q: %w", o, err)
 		}
 		c.trustedOrigins[i] = norm
 	}
+	c.auth.TrustedOrigins = c.trustedOrigins
+	c.auth.TrustedOriginsSetting = "addon-proxy --trusted-origins (a comma-separated list)"
 	return c, nil
 }
 
@@ -309,41 +304,6 @@ func (l *list) Set(s string) error {
 		}
 	}
 	return nil
-}
-
-// browserOrigin is origin as a browser sends it in Origin: scheme and host
-// in lower case, the port without leading zeros or the scheme's default,
-// an IPv6 address in its shortest form. Anything but scheme://host[:port]
-// is refused: no browser sends it, so it would never match.
-func browserOrigin(origin string) (string, error) {
-	bad := errors.New("not scheme://host[:port] with scheme http or https")
-	u, err := url.Parse(origin)
-	if err != nil {
-		return "", bad
-	}
-	scheme := strings.ToLower(u.Scheme)
-	if (scheme != "http" && scheme != "https") || u.Host == "" {
-		return "", bad
-	}
-	// Only the host after "://": no userinfo, path, query, fragment, or
-	// escape (Parse decodes those into u.Host).
-	if origin[len(u.Scheme)+len("://"):] != u.Host {
-		return "", bad
-	}
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
-		host = "[" + a.String() + "]"
-	}
-	if port != "" {
-		n, err := strconv.ParseUint(port, 10, 16)
-		if err != nil {
-			return "", bad
-		}
-		if (scheme != "http" || n != 80) && (scheme != "https" || n != 443) {
-			host += ":" + strconv.FormatUint(n, 10)
-		}
-	}
-	return scheme + "://" + host, nil
 }
 
 // tls12Only keeps the names of cipher suites that TLS 1.2 uses, as

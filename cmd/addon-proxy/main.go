@@ -93,7 +93,7 @@ func run() error {
 	go func() { followed <- auth.Start(follow) }()
 	defer func() { stopFollowing(); <-followed }()
 
-	srv := newServer(c.listen, c.csrf.Handler(newHandler(auth.Middleware, upstreamHandler(c, transport, log), c.verifyTimeout)))
+	srv := newServer(c.listen, newHandler(auth.Middleware, upstreamHandler(c, transport, log), c.verifyTimeout))
 	if c.certFile != "" {
 		if srv.TLSConfig, err = servingTLS(c, log); err != nil {
 			return err

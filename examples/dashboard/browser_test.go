@@ -65,7 +65,7 @@ func TestInABrowserUnderAPrefix(t *testing.T) {
 	run, runCancel := context.WithTimeout(ctx, testwait.Hang)
 	defer runCancel()
 
-	page := front.URL + prefix + "/"
+	page := front.URL + prefix + "/notes"
 	resp, err := chromedp.Run(run, chromedp.NavigateResponse(page))
 	if err != nil {
 		t.Fatal(err)

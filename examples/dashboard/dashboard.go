@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/gorilla/websocket"
 )
 
 // The identity headers addon-proxy sets: the caller it verified.
@@ -26,30 +28,38 @@ const (
 	// maxBody bounds a posted form: the text URL-encoded, at most three
 	// bytes a byte, with room for the field's name.
 	maxBody = 4 * maxText
+	// maxWatchers bounds the WebSockets open at once.
+	maxWatchers = 100
 )
 
 // note is a note and who added it.
 type note struct {
-	Author string
-	Text   string
+	Author string `json:"author"`
+	Text   string `json:"text"`
 }
 
-// dashboard is the service: the page, the notes and the health check.
+// dashboard is the service: the pages, the notes and the health check.
 type dashboard struct {
-	mux *http.ServeMux
+	mux      *http.ServeMux
+	watchers chan struct{} // a token per watcher, at most maxWatchers
+	stopped  chan struct{} // closed by stop: the watchers end
 
-	mu    sync.Mutex // guards notes
-	notes []note     // oldest first, at most maxNotes
+	mu      sync.Mutex    // guards notes, added and changed
+	notes   []note        // oldest first, at most maxNotes
+	added   int           // notes ever added: the last of notes is the added-th
+	changed chan struct{} // closed when a note is added, then made anew
 }
 
 func newDashboard() *dashboard {
-	d := &dashboard{mux: http.NewServeMux()}
-	// The page at /notes too: through the API server, /apis/G/V/notes is
-	// the resource "notes" (list), which RBAC grants to some, where the
-	// root /apis/G/V/ is a non-resource URL every authenticated user may
-	// GET (system:discovery).
-	d.mux.HandleFunc("GET /{$}", d.identified(d.page))
-	d.mux.HandleFunc("GET /notes", d.identified(d.page))
+	d := &dashboard{mux: http.NewServeMux(), watchers: make(chan struct{}, maxWatchers),
+		stopped: make(chan struct{}), changed: make(chan struct{})}
+	// Nothing private at the root: through the API server, the root
+	// /apis/G/V/ is a non-resource URL every authenticated user may GET
+	// (system:discovery), where /apis/G/V/notes is the resource "notes"
+	// (list, or watch with ?watch=1; create for a POST), which RBAC grants
+	// to some.
+	d.mux.HandleFunc("GET /{$}", d.identified(d.landing))
+	d.mux.HandleFunc("GET /notes", d.identified(d.notesPage))
 	d.mux.HandleFunc("POST /notes", d.identified(d.add))
 	d.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -88,9 +98,29 @@ func (d *dashboard) identified(h func(http.ResponseWriter, *http.Request, identi
 	}
 }
 
-// pageHTML is GET /. Its ids (user, groups, uid, notes, add, text,
-// submit) are for tests and scripts to find what they read; html/template
-// escapes every name and note.
+// landingHTML is GET /: a link to the notes, and nothing else.
+var landingHTML = []byte(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>authvault dashboard</title>
+</head>
+<body>
+<h1>Dashboard</h1>
+<p>The notes are on <a id="notes-link" href="notes">the notes page</a>, for those the cluster lets list them
+(the resource notes of this API group, in RBAC).</p>
+</body>
+</html>
+`)
+
+func (d *dashboard) landing(w http.ResponseWriter, _ *http.Request, _ identity) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(landingHTML)
+}
+
+// pageHTML is GET /notes. Its ids (user, groups, uid, notes, empty, add,
+// text, submit) are for tests and scripts to find what they read;
+// html/template escapes every name and note.
 var pageHTML = template.Must(template.New("page").Funcs(template.FuncMap{
 	"join": func(s []string) string { return strings.Join(s, ", ") },
 }).Parse(`<!doctype html>
@@ -110,6 +140,9 @@ var pageHTML = template.Must(template.New("page").Funcs(template.FuncMap{
 <li>{{.Author}}: {{.Text}}</li>
 {{- end}}
 </ul>
+{{- if not .Notes}}
+<p id="empty">No notes yet: add the first one below.</p>
+{{- end}}
 <form id="add" method="post" action="notes">
 <input id="text" name="text" maxlength="1024" required aria-label="note">
 <button id="submit" type="submit">Add note</button>
@@ -118,7 +151,13 @@ var pageHTML = template.Must(template.New("page").Funcs(template.FuncMap{
 </html>
 `))
 
-func (d *dashboard) page(w http.ResponseWriter, _ *http.Request, who identity) {
+// notesPage is GET /notes: the page, or, for a WebSocket's handshake,
+// the notes as they come (watch).
+func (d *dashboard) notesPage(w http.ResponseWriter, r *http.Request, who identity) {
+	if websocket.IsWebSocketUpgrade(r) {
+		d.watch(w, r, who)
+		return
+	}
 	d.mu.Lock()
 	notes := append([]note(nil), d.notes...)
 	d.mu.Unlock()
@@ -162,6 +201,9 @@ func (d *dashboard) add(w http.ResponseWriter, r *http.Request, who identity) {
 	if over := len(d.notes) - maxNotes; over > 0 {
 		d.notes = append(d.notes[:0], d.notes[over:]...)
 	}
+	d.added++
+	close(d.changed)
+	d.changed = make(chan struct{})
 	d.mu.Unlock()
 	http.Redirect(w, r, "/notes", http.StatusSeeOther)
 }

@@ -68,16 +68,16 @@ func TestPageShowsTheIdentity(t *testing.T) {
 		{"bob", nil, []string{`signed in as <strong id="user">bob</strong> (no groups<span id="groups"></span>)`}},
 	}
 	for _, tt := range tests {
-		resp, body := serve(t, newDashboard(), as(http.MethodGet, "/", tt.name, tt.groups, nil))
+		resp, body := serve(t, newDashboard(), as(http.MethodGet, "/notes", tt.name, tt.groups, nil))
 		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET / as %s: %d %s", tt.name, resp.StatusCode, body)
+			t.Fatalf("GET /notes as %s: %d %s", tt.name, resp.StatusCode, body)
 		}
 		if got, want := resp.Header.Get("Content-Type"), "text/html; charset=utf-8"; got != want {
-			t.Errorf("GET / as %s: Content-Type %q, want %q", tt.name, got, want)
+			t.Errorf("GET /notes as %s: Content-Type %q, want %q", tt.name, got, want)
 		}
 		for _, want := range tt.want {
 			if !strings.Contains(body, want) {
-				t.Errorf("GET / as %s: the page does not contain %q:\n%s", tt.name, want, body)
+				t.Errorf("GET /notes as %s: the page does not contain %q:\n%s", tt.name, want, body)
 			}
 		}
 	}
@@ -90,7 +90,7 @@ func TestPageEscapes(t *testing.T) {
 	if resp, body := post(t, d, evil, evil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("POST /notes: %d %s", resp.StatusCode, body)
 	}
-	_, body := serve(t, d, as(http.MethodGet, "/", evil, []string{evil}, nil))
+	_, body := serve(t, d, as(http.MethodGet, "/notes", evil, []string{evil}, nil))
 	if strings.Contains(body, "<script") {
 		t.Errorf("the page holds a <script> element:\n%s", body)
 	}
@@ -110,8 +110,8 @@ func TestPageEscapes(t *testing.T) {
 func TestNoIdentityIsRefused(t *testing.T) {
 	d := newDashboard()
 	for _, r := range []*http.Request{
-		as(http.MethodGet, "/", "", nil, nil),
-		as(http.MethodGet, "/", "", []string{"system:masters"}, nil), // groups alone are no identity
+		as(http.MethodGet, "/notes", "", nil, nil),
+		as(http.MethodGet, "/notes", "", []string{"system:masters"}, nil), // groups alone are no identity
 		as(http.MethodPost, "/notes", "", nil, url.Values{"text": {"hi"}}),
 	} {
 		resp, body := serve(t, d, r)
@@ -119,7 +119,7 @@ func TestNoIdentityIsRefused(t *testing.T) {
 			t.Errorf("%s %s without %s: %d %q, want 401 saying it must run behind addon-proxy", r.Method, r.URL, headerUser, resp.StatusCode, body)
 		}
 	}
-	if _, body := serve(t, d, as(http.MethodGet, "/", "alice", nil, nil)); strings.Contains(body, "<li>") {
+	if _, body := serve(t, d, as(http.MethodGet, "/notes", "alice", nil, nil)); strings.Contains(body, "<li>") {
 		t.Errorf("a refused POST kept a note:\n%s", body)
 	}
 	resp, body := serve(t, d, as(http.MethodGet, "/healthz", "", nil, nil))
@@ -141,7 +141,7 @@ func TestNoteIsKeptWithItsAuthor(t *testing.T) {
 		t.Errorf("POST /notes: Location %q, want %q", got, want)
 	}
 	post(t, d, "bob", "thanks")
-	_, body = serve(t, d, as(http.MethodGet, "/", "carol", nil, nil))
+	_, body = serve(t, d, as(http.MethodGet, "/notes", "carol", nil, nil))
 	want := "<ul id=\"notes\">\n<li>alice: the cluster is upgraded</li>\n<li>bob: thanks</li>\n</ul>"
 	if !strings.Contains(body, want) {
 		t.Errorf("carol's page does not list the notes oldest first, each with its author, as %q:\n%s", want, body)
@@ -151,7 +151,7 @@ func TestNoteIsKeptWithItsAuthor(t *testing.T) {
 // The form posts to the relative URL notes: under /apis/GROUP/VERSION/ it
 // posts to /apis/GROUP/VERSION/notes.
 func TestFormPostsToARelativeURL(t *testing.T) {
-	_, body := serve(t, newDashboard(), as(http.MethodGet, "/", "alice", nil, nil))
+	_, body := serve(t, newDashboard(), as(http.MethodGet, "/notes", "alice", nil, nil))
 	for _, want := range []string{`<form id="add" method="post" action="notes">`, `<input id="text" name="text"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page does not contain %q:\n%s", want, body)
@@ -186,7 +186,7 @@ func TestBounds(t *testing.T) {
 			t.Fatalf("POST /notes %d: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	_, body := serve(t, d, as(http.MethodGet, "/", "alice", nil, nil))
+	_, body := serve(t, d, as(http.MethodGet, "/notes", "alice", nil, nil))
 	if got := strings.Count(body, "<li>"); got != maxNotes {
 		t.Errorf("the page lists %d notes, want the last %d", got, maxNotes)
 	}

@@ -29,17 +29,25 @@
 //  4. The dashboard, on localhost only.
 //
 // On the way back addon-proxy puts a redirect under the prefix again: the
-// dashboard's answer to a posted note, 303 to /, reaches the browser as 303
-// to /apis/GROUP/VERSION/.
+// dashboard's answer to a posted note, 303 to /notes, reaches the browser
+// as a page that sends it on to notes, relative to the page it posted
+// from (the aggregation layer answers a redirect itself with 502).
 //
 // # Pages
 //
-// GET / is the page: "signed in as USER (groups G1, G2)", the notes kept so
-// far as "AUTHOR: TEXT", oldest first, and a form that posts a note to the
-// relative URL notes. POST /notes keeps the field text (at most 1 KiB,
-// not blank) under the caller's name and answers 303 to /. The last 100
-// notes are kept, in memory. A request without X-Authenticated-User did not
-// come through addon-proxy and gets 401; GET /healthz needs no identity.
+// GET / is a landing page with a link to the notes and nothing else:
+// through the API server it is the group-version's root, which every
+// authenticated user may GET. GET /notes is the page, which RBAC grants as
+// list on the resource notes: "signed in as USER (groups G1, G2)", the
+// notes kept so far as "AUTHOR: TEXT", oldest first ("No notes yet" when
+// there are none), and a form that posts a note to the relative URL notes.
+// POST /notes (create) keeps the field text (at most 1 KiB, not blank)
+// under the caller's name and answers 303 to /notes. A WebSocket's
+// handshake at GET /notes (watch, with ?watch=1) gets every note, then each
+// one as it is added, as JSON {"author", "text"}, a message each. The last
+// 100 notes are kept, in memory. A request without X-Authenticated-User
+// did not come through addon-proxy and gets 401; GET /healthz needs no
+// identity.
 package main
 
 import (
@@ -58,7 +66,9 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv := &http.Server{Addr: *listen, Handler: newDashboard(), ReadHeaderTimeout: 10 * time.Second}
+	d := newDashboard()
+	srv := &http.Server{Addr: *listen, Handler: d, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(d.stop) // the WebSockets, which Shutdown does not close
 	served := make(chan error, 1)
 	go func() { served <- srv.ListenAndServe() }()
 	log.Printf("dashboard: listening on %s", *listen)

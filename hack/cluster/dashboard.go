@@ -41,8 +41,8 @@ const (
 	dashNamespace = "authvault-dashboard"
 	dashService   = "addon-proxy"
 	// dashRole is the ClusterRole a person needs to use the dashboard:
-	// list (the page, GET .../notes) and create (POST .../notes) on
-	// notes.dashboard.authvault.dev.
+	// list (the page, GET .../notes), watch (its WebSocket, with
+	// ?watch=1) and create (POST .../notes) on notes.dashboard.authvault.dev.
 	dashRole = "dashboard-user"
 )
 
@@ -217,8 +217,8 @@ headers and never sees a credential. Add a note: it is kept under that name.
 
 On the way:
   kubectl proxy       127.0.0.1:%d (%s): adds the kubeconfig's token
-  kube-apiserver      authenticates it, checks RBAC (ClusterRole %s: list and
-                      create on notes.%s), forwards through its
+  kube-apiserver      authenticates it, checks RBAC (ClusterRole %s: list, watch
+                      and create on notes.%s), forwards through its
                       aggregation layer to the APIService v1.%s
                       (Service %s/%s, ExternalName localhost)
   addon-proxy         %s: trusts X-Remote-User only over the API
@@ -367,7 +367,7 @@ func register(ctx context.Context, c *testcluster.Cluster, port int, ca []byte) 
 	// whose users are not admins would need, for the guide to point at.
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: dashRole},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{dashGroup}, Resources: []string{"notes"}, Verbs: []string{"list", "create"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{dashGroup}, Resources: []string{"notes"}, Verbs: []string{"list", "watch", "create"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating ClusterRole %s: %w", dashRole, err)
 	}

@@ -1,0 +1,124 @@
+package addonauth
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/authvault/authvault/internal/weborigin"
+)
+
+// originCheck refuses what a page of another site makes a browser send:
+// an unsafe request (any method but GET, HEAD and OPTIONS), or the
+// handshake of a WebSocket or any other upgrade, whatever its method. A
+// browser sends both with whatever identity it holds for the address (a
+// cookie, or kubectl proxy's credential added on the way), and no
+// same-origin policy keeps a WebSocket's answer from the page: a GET's is
+// kept, so a plain GET passes. net/http's CrossOriginProtection decides
+// (Sec-Fetch-Site, else Origin against the Host, and the trusted origins);
+// programs send neither header and pass.
+type originCheck struct {
+	protection *http.CrossOriginProtection
+	setting    string // how the trusted origins are set, for the refusal page
+}
+
+func newOriginCheck(trusted []string, setting string) (*originCheck, error) {
+	c := &originCheck{protection: http.NewCrossOriginProtection(), setting: setting}
+	for _, o := range trusted {
+		if err := c.protection.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("addonauth: Options.TrustedOrigins %q: %w", o, err)
+		}
+	}
+	return c, nil
+}
+
+// errCrossOrigin: a page of another site sent the request.
+var errCrossOrigin = errors.New("addonauth: a cross-origin request from a browser")
+
+// check returns errCrossOrigin when r is a browser's cross-origin request
+// that must not reach the service.
+func (c *originCheck) check(r *http.Request) error {
+	if isUpgrade(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions) {
+		// CrossOriginProtection lets every GET through: it is asked
+		// about the handshake as about the unsafe request it is.
+		unsafe := *r
+		unsafe.Method = http.MethodPost
+		r = &unsafe
+	}
+	if c.protection.Check(r) != nil {
+		return errCrossOrigin
+	}
+	return nil
+}
+
+// isUpgrade tells whether r asks to switch protocols (a WebSocket's
+// handshake, or any other upgrade): by Upgrade, by Connection naming it,
+// or by what only a WebSocket handshake carries.
+func isUpgrade(r *http.Request) bool {
+	h := r.Header
+	return len(h["Upgrade"]) > 0 || httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade") ||
+		len(h["Sec-Websocket-Key"]) > 0 || strings.EqualFold(h.Get("Sec-Fetch-Mode"), "websocket")
+}
+
+// refuseCrossOrigin answers a cross-origin request with a page that says
+// what happened and how the page's origin may be trusted, and logs it as
+// the other refusals are logged (its origin, never a cookie or token).
+func (a *Authenticator) refuseCrossOrigin(w http.ResponseWriter, r *http.Request) {
+	closeUnread(w, r)
+	a.metrics.requests.WithLabelValues("cross_origin").Inc()
+	origin, site := printable(r.Header.Get("Origin")), printable(r.Header.Get("Sec-Fetch-Site"))
+	what := "send this service a " + printable(r.Method)
+	if isUpgrade(r) {
+		what = "open a WebSocket (or any upgraded connection) to this service"
+	}
+	a.opts.Logger.V(1).Info("cross-origin request refused", "origin", origin, "secFetchSite", site, "method", printable(r.Method),
+		"upgrade", isUpgrade(r), "path", r.URL.Path, "remote", r.RemoteAddr)
+	a.refusals.note(a.opts.Logger, a.opts.now(), "crossOrigin", fmt.Sprintf("a page of origin %q may not %s", origin, what))
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusForbidden)
+	from := "a page of another site"
+	if origin != "" {
+		from = fmt.Sprintf("a page of %s", origin)
+	}
+	if site != "" {
+		from += fmt.Sprintf(" (Sec-Fetch-Site: %s)", site)
+	}
+	fmt.Fprintf(w, "403 Forbidden: cross-origin request refused.\n\n"+
+		"This request came from %s. A page of another site may not %s in your name: "+
+		"your browser would have sent it with your identity, whatever the page meant.\n\n"+
+		"If that page is one you run and trust, add its origin to %s.\n", from, what, a.origins.setting)
+}
+
+// printable is a header value fit for a log line or a page: at most 200
+// bytes, and nothing but printable ASCII (the rest as "?").
+func printable(v string) string {
+	const most = 200
+	if len(v) > most {
+		v = v[:most] + "..."
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, v)
+}
+
+// normalizeOrigins spells each trusted origin as browsers send it.
+func normalizeOrigins(origins []string) ([]string, error) {
+	out := make([]string, 0, len(origins))
+	for _, o := range origins {
+		n, err := weborigin.Normalize(o)
+		if err != nil {
+			return nil, fmt.Errorf("addonauth: Options.TrustedOrigins %q: %w", o, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -25,6 +25,7 @@ type Authenticator struct {
 	origins       *originCheck
 	metrics       *metrics
 	refusals      refusalLog
+	crossOrigins  refusalLog // apart: a person's refused page is news, whatever callers were refused before
 }
 
 // New checks opts and makes an Authenticator. It does not reach the API
@@ -44,6 +45,7 @@ func New(opts Options) (*Authenticator, error) {
 		return nil, fmt.Errorf("addonauth: a client for Options.Config: %w", err)
 	}
 	a := &Authenticator{
+		crossOrigins:  refusalLog{msg: "cross-origin requests from browsers refused (each one logged at V(1); this line at most once a minute)"},
 		opts:          opts,
 		identityNames: identityNames(opts.Headers),
 		keys: &keySet{client: cs.Discovery().RESTClient(), interval: opts.KeyRefetchInterval, timeout: fetchTimeout,

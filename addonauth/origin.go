@@ -76,7 +76,7 @@ func (a *Authenticator) refuseCrossOrigin(w http.ResponseWriter, r *http.Request
 	}
 	a.opts.Logger.V(1).Info("cross-origin request refused", "origin", origin, "secFetchSite", site, "method", printable(r.Method),
 		"upgrade", isUpgrade(r), "path", r.URL.Path, "remote", r.RemoteAddr)
-	a.refusals.note(a.opts.Logger, a.opts.now(), "crossOrigin", fmt.Sprintf("a page of origin %q may not %s", origin, what))
+	a.crossOrigins.note(a.opts.Logger, a.opts.now(), "crossOrigin", fmt.Sprintf("a page of origin %q may not %s", origin, what))
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -171,6 +171,11 @@ func TestCrossOriginUpgradesAndUnsafeRequestsInTheMiddleware(t *testing.T) {
 // a burst (each at V(1)), without the cookie or token the browser sent.
 func TestCrossOriginRefusalSaysWhatToDo(t *testing.T) {
 	s := newSetup(t, Options{TrustedOriginsSetting: "addon-proxy --trusted-origins"})
+	// A refused token just before: the person's refusal still gets its
+	// own line at once.
+	if resp, _ := s.get(t, "garbage", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a garbage token: %d", resp.StatusCode)
+	}
 	for range 5 {
 		req, _ := http.NewRequest(http.MethodPost, s.srv.URL+"/notes", strings.NewReader("text=x"))
 		req.Header.Set("Sec-Fetch-Site", "cross-site")
@@ -193,7 +198,7 @@ func TestCrossOriginRefusalSaysWhatToDo(t *testing.T) {
 		}
 	}
 	logs := s.logs.String()
-	if n := strings.Count(logs, `"level"=0 "msg"="callers refused`); n != 1 {
+	if n := strings.Count(logs, `"level"=0 "msg"="cross-origin requests from browsers refused`); n != 1 {
 		t.Errorf("%d INFO lines for a burst of 5 refusals, want 1:\n%s", n, logs)
 	}
 	if n := strings.Count(logs, `"msg"="cross-origin request refused"`); n != 5 {

@@ -56,6 +56,8 @@ const refusalSummaryEvery = time.Minute
 // thousand refused tokens is so one or two lines, not a thousand, and a
 // proxy that refuses nobody says nothing.
 type refusalLog struct {
+	msg string // the line's message; "" for refused callers
+
 	mu     sync.Mutex
 	last   time.Time      // of the last line; zero before the first
 	counts map[string]int // refusals since, by result
@@ -86,5 +88,9 @@ func (l *refusalLog) note(log logr.Logger, now time.Time, result, reason string)
 	if !since.IsZero() {
 		kv = append(kv, "since", since.UTC().Format(time.RFC3339))
 	}
-	log.Info("callers refused (each one logged at V(1); this line at most once a minute)", kv...)
+	msg := l.msg
+	if msg == "" {
+		msg = "callers refused (each one logged at V(1); this line at most once a minute)"
+	}
+	log.Info(msg, kv...)
 }

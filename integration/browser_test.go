@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -237,6 +238,100 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 		Expect(code).To(Equal(200))
 	})
 
+	It("serves nothing private at the group-version's root, which every authenticated user may GET", func(ctx SpecContext) {
+		code, body, _ := get(proxies["alice"]+prefix+"/notes", "", nil)
+		Expect(code).To(Equal(200), body)
+		code, body, _ = get(proxies["carol"]+prefix+"/", "", nil)
+		Expect(code).To(Equal(200), "system:discovery lets carol GET the root: %s", body)
+		Expect(body).To(ContainSubstring(`href="notes"`))
+		Expect(body).NotTo(ContainSubstring(`id="notes"`))
+		Expect(body).NotTo(ContainSubstring("alice"))
+	})
+
+	It("refuses a method override that RBAC did not authorize, and sends a posting browser back by a relative link", func(ctx SpecContext) {
+		before := dashboardNotes(proxies["alice"] + prefix + "/notes")
+		post := func(target string, h http.Header) (int, string) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader("text=overridden"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range h {
+				req.Header[k] = v
+			}
+			client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := client.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, string(body)
+		}
+		for _, h := range []http.Header{{"X-Http-Method-Override": {"DELETE"}}, {"X-Http-Method": {"DELETE"}}, {"X-Method-Override": {"DELETE"}}} {
+			code, body := post(proxies["alice"]+prefix+"/notes", h)
+			Expect(code).To(Equal(http.StatusForbidden), "%v: %s", h, body)
+		}
+		code, body := post(proxies["alice"]+prefix+"/notes?_method=DELETE", nil)
+		Expect(code).To(Equal(http.StatusForbidden), body)
+		Expect(dashboardNotes(proxies["alice"]+prefix+"/notes")).To(Equal(before), "an overridden POST reached the dashboard")
+
+		code, body = post(proxies["alice"]+prefix+"/notes", nil)
+		Expect(code).To(Equal(200), body)
+		Expect(body).To(ContainSubstring(`<a href="notes">`), "the page after a POST links to the notes relative to the page, not by addon-proxy's address")
+		Expect(body).NotTo(ContainSubstring(addon))
+	})
+
+	It("refuses a WebSocket opened for a page of another site, through kubectl proxy and the aggregator; serves one of its own origin", func(ctx SpecContext) {
+		target := "ws" + strings.TrimPrefix(proxies["alice"], "http") + prefix + "/notes?watch=1"
+		origin := proxies["alice"]
+		dial := func(h http.Header) (int, string) {
+			conn, resp, err := (&websocket.Dialer{HandshakeTimeout: testwait.Hang}).DialContext(ctx, target, h)
+			if err != nil {
+				Expect(resp).NotTo(BeNil(), "%v", err)
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, string(body)
+			}
+			defer conn.Close()
+			_ = conn.SetReadDeadline(time.Now().Add(testwait.Hang))
+			_, msg, err := conn.ReadMessage()
+			Expect(err).NotTo(HaveOccurred())
+			return http.StatusSwitchingProtocols, string(msg)
+		}
+		code, body := dial(http.Header{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}})
+		Expect(code).To(Equal(http.StatusForbidden), body)
+		Expect(body).To(ContainSubstring("--trusted-origins"))
+		Expect(body).NotTo(ContainSubstring(`"author"`))
+		code, body = dial(http.Header{"Origin": {"https://evil.example"}})
+		Expect(code).To(Equal(http.StatusForbidden), "a browser without Sec-Fetch-Site: %s", body)
+
+		code, body = dial(http.Header{"Origin": {origin}, "Sec-Fetch-Site": {"same-origin"}})
+		Expect(code).To(Equal(http.StatusSwitchingProtocols), body)
+		Expect(body).To(ContainSubstring(`"author":"alice"`))
+	})
+
+	It("answers front-proxy callers 503 while the API server's ConfigMap is deleted, and serves them once the API server writes it back", func(ctx SpecContext) {
+		cms := admin.CoreV1().ConfigMaps("kube-system")
+		saved, err := cms.Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			// Should the API server not write it back, the other specs
+			// still need it.
+			if _, err := cms.Get(ctx, saved.Name, metav1.GetOptions{}); err != nil {
+				saved.ResourceVersion = ""
+				_, _ = cms.Create(ctx, saved, metav1.CreateOptions{})
+			}
+		})
+		Expect(cms.Delete(ctx, saved.Name, metav1.DeleteOptions{})).To(Succeed())
+		deleted := time.Now()
+		Eventually(func() error {
+			_, err := cms.Get(ctx, saved.Name, metav1.GetOptions{})
+			return err
+		}).WithTimeout(2*time.Minute).WithPolling(50*time.Millisecond).Should(Succeed(), "kube-apiserver writes its ConfigMap back")
+		back := time.Since(deleted)
+		Eventually(func() int { code, _, _ := get(proxies["alice"]+prefix+"/notes", "", nil); return code }).
+			WithTimeout(testwait.Hang).WithPolling(50 * time.Millisecond).Should(Equal(200))
+		report("addon-proxy: kube-system/extension-apiserver-authentication deleted: written back by the API server after %v, front-proxy callers served again %v after the deletion",
+			back.Round(time.Millisecond), time.Since(deleted).Round(time.Millisecond))
+		Expect(addonLog()).To(ContainSubstring("was deleted"), "addon-proxy saw the deletion and said so")
+	})
+
 	It("in a real browser: shows the user's name, keeps a note under it; another site can neither post one nor read the page", func(ctx SpecContext) {
 		page := proxies["alice"] + prefix + "/notes"
 		run, cancel := browser.New(GinkgoT())
@@ -253,6 +348,16 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 			c, stop := context.WithTimeout(run, testwait.Hang)
 			defer stop()
 			got, err := chromedp.Run(c, chromedp.Text(chromedp.ID(id)))
+			if err != nil {
+				return err.Error()
+			}
+			return got
+		}
+		// bodyText is the whole page's text, or why there is none.
+		bodyText := func() string {
+			c, stop := context.WithTimeout(run, testwait.Hang)
+			defer stop()
+			got, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("body")))
 			if err != nil {
 				return err.Error()
 			}
@@ -279,20 +384,38 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 		step(chromedp.Navigate(evil + "/post"))
 		Consistently(func() string { return dashboardNotes(page) }).WithTimeout(2*time.Second).Should(Equal(before), "another site's form kept a note")
 
+		By("the page the refused form lands on says what happened and what to do")
+		Eventually(bodyText).WithTimeout(testwait.Hang).Should(And(
+			ContainSubstring("cross-origin request refused"), ContainSubstring("addon-proxy --trusted-origins")))
+
 		By("a cross-origin fetch cannot read the page")
 		step(chromedp.Navigate(evil + "/read"))
 		Eventually(func() string { return text("result") }).WithTimeout(testwait.Hang).Should(HavePrefix("blocked"))
+
+		By("a page of another site that opens a WebSocket to the notes reads nothing")
+		step(chromedp.Navigate(evil + "/ws"))
+		Eventually(func() string { return text("result") }).WithTimeout(testwait.Hang).Should(HavePrefix("closed"))
+		Expect(text("result")).NotTo(ContainSubstring("author"))
+		Expect(addonLog()).To(ContainSubstring(`"crossOrigin":`), "one INFO line for the refusals, at the default level")
 	})
 })
 
 // evilSite serves pages of another origin that go for target, the
 // dashboard's page through kubectl proxy: /post submits a note by a form,
-// /read fetches the page and shows what it could read in #result.
+// /read fetches the page and /ws opens its WebSocket, each showing what it
+// could read in #result.
 func evilSite(target string) string {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/post", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, `<html><body><form id="f" method="post" action="%s"><input name="text" value="forged by another site"></form>
 <script>document.getElementById("f").submit()</script></body></html>`, html.EscapeString(target))
+	})
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, _ *http.Request) {
+		ws := "ws" + strings.TrimPrefix(target, "http") + "?watch=1"
+		fmt.Fprintf(w, `<html><body><div id="result">pending</div>
+<script>let got = []; const ws = new WebSocket(%q);
+ws.onmessage = m => { got.push(m.data) };
+ws.onclose = () => { result.textContent = "closed: read " + got.length + " " + got.join(" ") }</script></body></html>`, ws)
 	})
 	mux.HandleFunc("/read", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, `<html><body><div id="result">pending</div>

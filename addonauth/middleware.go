@@ -50,7 +50,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			// NUL, and any hop may join a header's values with commas:
 			// forwarded, " system:masters", or "viewers,system:masters",
 			// could reach a reader as a group the API server never gave.
-			err = fmt.Errorf("%w: the caller's identity cannot be forwarded as it is", errForbidden)
+			err = fmt.Errorf("%w: %w", errForbidden, errUnforwardable)
 		case fromProxy && methodoverride.In(r):
 			// The API server authorized the request's method: the
 			// upstream must not take it as another.
@@ -144,7 +144,7 @@ func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, u User, e
 		a.metrics.requests.WithLabelValues("forbidden").Inc()
 		a.opts.Logger.V(1).Info("caller not allowed", "user", u.Name, "reason", err.Error(), "path", r.URL.Path, "remote", r.RemoteAddr)
 		a.refusals.note(a.opts.Logger, a.opts.now(), "forbidden", err.Error())
-		http.Error(w, "forbidden", http.StatusForbidden)
+		http.Error(w, forbiddenText(err), http.StatusForbidden)
 		return
 	}
 	a.metrics.requests.WithLabelValues("unauthenticated").Inc()
@@ -156,6 +156,24 @@ func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, u User, e
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q, error="invalid_token", error_description=%q`, a.opts.Audience, err.Error()))
 	}
 	http.Error(w, "unauthorized", http.StatusUnauthorized)
+}
+
+// errUnforwardable: the caller's identity holds a value that no header
+// carries as it is.
+var errUnforwardable = errors.New("addonauth: the caller's identity holds a value no header carries as it is (a comma, CR, LF, NUL, or blanks at its ends)")
+
+// forbiddenText is what a caller refused with 403 reads: why, where the
+// reason is the request's or the identity's, not the API server's.
+func forbiddenText(err error) string {
+	switch {
+	case errors.Is(err, errMethodOverride):
+		return "forbidden: the request carries a method override (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or a _method parameter): " +
+			"it was authorized for its own method, and the service must not take it as another"
+	case errors.Is(err, errUnforwardable):
+		return "forbidden: your identity holds a value (a user name, group or extra value with a comma, CR, LF, NUL, or blanks at its ends) " +
+			"that cannot reach the service as it is: a reader could split or trim it into another"
+	}
+	return "forbidden"
 }
 
 // forwardHeaders are h without the caller's credentials and claimed

@@ -11,15 +11,20 @@ import (
 	"github.com/authvault/authvault/internal/weborigin"
 )
 
-// originCheck refuses what a page of another site makes a browser send:
-// an unsafe request (any method but GET, HEAD and OPTIONS), or the
-// handshake of a WebSocket or any other upgrade, whatever its method. A
-// browser sends both with whatever identity it holds for the address (a
-// cookie, or kubectl proxy's credential added on the way), and no
-// same-origin policy keeps a WebSocket's answer from the page: a GET's is
-// kept, so a plain GET passes. net/http's CrossOriginProtection decides
-// (Sec-Fetch-Site, else Origin against the Host, and the trusted origins);
-// programs send neither header and pass.
+// originCheck refuses what a page of another site makes a browser send
+// with the person's identity (a cookie, or kubectl proxy's credential added
+// on the way, whatever the browser's credentials mode): an unsafe request
+// (any method but GET, HEAD and OPTIONS), whose effect no policy undoes;
+// the handshake of a WebSocket or any other upgrade, whatever its method,
+// whose messages no same-origin policy keeps from the page; and, from
+// browsers that say what a request is for (Sec-Fetch-Mode and -Dest), a
+// safe request that is not a top-level navigation: a fetch whose answer
+// permissive CORS headers would hand to the page, an image, a script, a
+// frame that another site could draw over (the fetch-metadata resource
+// isolation policy). A link from another site, followed, is a top-level
+// navigation and is served. net/http's CrossOriginProtection decides what
+// is cross-origin (Sec-Fetch-Site, else Origin against the Host) and which
+// origins are trusted; programs send neither header and pass.
 type originCheck struct {
 	protection *http.CrossOriginProtection
 	setting    string // how the trusted origins are set, for the refusal page
@@ -41,9 +46,17 @@ var errCrossOrigin = errors.New("addonauth: a cross-origin request from a browse
 // check returns errCrossOrigin when r is a browser's cross-origin request
 // that must not reach the service.
 func (c *originCheck) check(r *http.Request) error {
-	if isUpgrade(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions) {
-		// CrossOriginProtection lets every GET through: it is asked
-		// about the handshake as about the unsafe request it is.
+	if isSafe(r.Method) {
+		switch site := r.Header.Get("Sec-Fetch-Site"); {
+		case isUpgrade(r):
+		case site != "cross-site" && site != "same-site":
+			return nil // the same origin, typed by the person, or a browser that does not say
+		case isNavigation(r):
+			return nil
+		}
+		// CrossOriginProtection lets every safe method through: it is
+		// asked about this one as about an unsafe request, for the
+		// same-origin and trusted-origin answers.
 		unsafe := *r
 		unsafe.Method = http.MethodPost
 		r = &unsafe
@@ -52,6 +65,29 @@ func (c *originCheck) check(r *http.Request) error {
 		return errCrossOrigin
 	}
 	return nil
+}
+
+func isSafe(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+}
+
+// isNavigation tells whether r is a top-level navigation (a link
+// followed, a form's GET): its answer goes to the person, not to the page
+// that started it. A frame is not one: the page around it may draw over
+// it.
+func isNavigation(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	h := r.Header
+	if !strings.EqualFold(h.Get("Sec-Fetch-Mode"), "navigate") {
+		return false
+	}
+	switch strings.ToLower(h.Get("Sec-Fetch-Dest")) {
+	case "", "document":
+		return true
+	}
+	return false
 }
 
 // isUpgrade tells whether r asks to switch protocols (a WebSocket's
@@ -71,8 +107,11 @@ func (a *Authenticator) refuseCrossOrigin(w http.ResponseWriter, r *http.Request
 	a.metrics.requests.WithLabelValues("cross_origin").Inc()
 	origin, site := printable(r.Header.Get("Origin")), printable(r.Header.Get("Sec-Fetch-Site"))
 	what := "send this service a " + printable(r.Method)
-	if isUpgrade(r) {
+	switch {
+	case isUpgrade(r):
 		what = "open a WebSocket (or any upgraded connection) to this service"
+	case isSafe(r.Method):
+		what = "read what this service answers, or show its pages in a frame,"
 	}
 	a.opts.Logger.V(1).Info("cross-origin request refused", "origin", origin, "secFetchSite", site, "method", printable(r.Method),
 		"upgrade", isUpgrade(r), "path", r.URL.Path, "remote", r.RemoteAddr)

@@ -126,9 +126,10 @@ func TestCrossOriginWebSocketIsRefused(t *testing.T) {
 }
 
 // Any upgrade, however a handshake spells it, is checked as an unsafe
-// request; a plain GET from another site is not (the browser keeps its
-// answer from the page), and a POST from another site is refused by the
-// middleware itself, not only by addon-proxy.
+// request; a safe request from another site is served only as a top-level
+// navigation (a link followed), not as a fetch, an image or a frame; and a
+// POST from another site is refused by the middleware itself, not only by
+// addon-proxy.
 func TestCrossOriginUpgradesAndUnsafeRequestsInTheMiddleware(t *testing.T) {
 	s := newSetup(t, Options{})
 	tok := s.api.token(t, "team-a", "client", audience, time.Hour)
@@ -145,7 +146,13 @@ func TestCrossOriginUpgradesAndUnsafeRequestsInTheMiddleware(t *testing.T) {
 		{"a HEAD handshake", "HEAD", http.Header{"Upgrade": {"websocket"}}, 403},
 		{"a POST", "POST", nil, 403},
 		{"a DELETE", "DELETE", nil, 403},
-		{"a plain GET", "GET", nil, 200},
+		{"a fetch", "GET", http.Header{"Sec-Fetch-Mode": {"cors"}, "Sec-Fetch-Dest": {"empty"}}, 403},
+		{"a CORS preflight", "OPTIONS", http.Header{"Sec-Fetch-Mode": {"cors"}, "Access-Control-Request-Method": {"DELETE"}}, 403},
+		{"an image", "GET", http.Header{"Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}, 403},
+		{"a frame", "GET", http.Header{"Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"iframe"}}, 403},
+		{"a GET of a browser that says no more", "GET", nil, 403},
+		{"a link followed", "GET", http.Header{"Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, 200},
+		{"a link followed, HEAD", "HEAD", http.Header{"Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, 200},
 	} {
 		req, _ := http.NewRequest(tc.method, s.srv.URL+"/hello", nil)
 		for k, v := range tc.headers {
@@ -295,7 +302,68 @@ func TestIdentityWithACommaIsRefused(t *testing.T) {
 
 	b := newSetup(t, Options{ReviewForeign: true})
 	b.api.accept("opaque-token", authnv1.UserInfo{Username: "dave", Groups: []string{"viewers,system:masters"}})
-	if resp, _ := b.get(t, "opaque-token", nil); resp.StatusCode != http.StatusForbidden || b.up.count() != 0 {
+	resp, body := b.get(t, "opaque-token", nil)
+	if resp.StatusCode != http.StatusForbidden || b.up.count() != 0 {
 		t.Errorf("bearer, a group with a comma: %d, reached %v; want 403", resp.StatusCode, b.up.count() != 0)
+	}
+	if !strings.Contains(body, "comma") {
+		t.Errorf("the refusal does not say why: %q", body)
+	}
+}
+
+// An override announced as a trailer is one too: servers that merge
+// trailers into headers read it.
+func TestFrontProxyMethodOverrideInATrailerIsRefused(t *testing.T) {
+	proxyCA := testpki.NewCA(t)
+	s := newFrontSetup(t, FrontProxy{ClientCAFile: writeCA(t, proxyCA.PEM)}, Options{})
+	client := s.client(t, proxyCA, "front-proxy-client")
+	for _, name := range []string{"X-Http-Method-Override", "X-Method-Override"} {
+		req, _ := http.NewRequest(http.MethodPost, s.srv.URL+"/notes", io.MultiReader(strings.NewReader("text=x"))) // chunked, with trailers
+		for k, v := range aggregator {
+			req.Header[k] = v
+		}
+		req.Trailer = http.Header{name: {"DELETE"}}
+		before := s.up.count()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || s.up.count() != before {
+			t.Errorf("POST with trailer %s: DELETE: %d, reached %v; want 403", name, resp.StatusCode, s.up.count() != before)
+		}
+	}
+}
+
+// Whatever the upstream's CORS headers, another site's fetch gets no
+// answer, and its frame none to draw over; a link from it is followed; a
+// browser that sends no Sec-Fetch-Site (nor is cross-origin by Origin) is
+// served; a trusted origin's fetch is served.
+func TestCrossSiteReadsAreRefused(t *testing.T) {
+	proxyCA := testpki.NewCA(t)
+	s := newFrontSetup(t, FrontProxy{ClientCAFile: writeCA(t, proxyCA.PEM)}, Options{TrustedOrigins: []string{"https://dash.example"}})
+	s.srv.Config.Handler = s.auth.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*") // a permissive upstream, as Prometheus is
+		_, _ = w.Write([]byte("secrets of " + r.Header.Get("X-Authenticated-User")))
+	}))
+	client := s.client(t, proxyCA, "front-proxy-client")
+	for _, tc := range []struct {
+		name    string
+		headers http.Header
+		want    int
+	}{
+		{"a fetch", with(aggregator, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example", "Sec-Fetch-Mode", "cors", "Sec-Fetch-Dest", "empty"), 403},
+		{"a fetch of the same site", with(aggregator, "Sec-Fetch-Site", "same-site", "Origin", "http://localhost:9999", "Sec-Fetch-Mode", "cors", "Sec-Fetch-Dest", "empty"), 403},
+		{"a frame", with(aggregator, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "iframe"), 403},
+		{"a script", with(aggregator, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "no-cors", "Sec-Fetch-Dest", "script"), 403},
+		{"a link followed", with(aggregator, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"), 200},
+		{"the same origin's fetch", with(aggregator, "Sec-Fetch-Site", "same-origin", "Sec-Fetch-Mode", "cors", "Sec-Fetch-Dest", "empty"), 200},
+		{"a trusted origin's fetch", with(aggregator, "Sec-Fetch-Site", "cross-site", "Origin", "https://dash.example", "Sec-Fetch-Mode", "cors"), 200},
+		{"a program", aggregator, 200},
+	} {
+		resp, body := s.get(t, client, tc.headers)
+		if resp.StatusCode != tc.want || (tc.want == 403) == strings.Contains(body, "secrets") {
+			t.Errorf("%s: %d %q, want %d", tc.name, resp.StatusCode, body, tc.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"html"
 	"io"
@@ -48,9 +49,12 @@ func apiService(gv schema.GroupVersion, next http.Handler) http.Handler {
 			// The API server authorized the request's own method (a POST
 			// as create): an upstream that honours an override would
 			// serve another (a DELETE).
-			http.Error(w, "addon-proxy: a method override (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or _method) is refused: "+
-				"the API server authorized this request as a "+r.Method+", and the service must not serve it as another method", http.StatusForbidden)
+			http.Error(w, overrideRefusal(r.Method), http.StatusForbidden)
 		case strings.HasPrefix(r.URL.Path, prefix+"/") && !ambiguous(r.URL):
+			if g := guardForm(r); g != nil {
+				r = r.WithContext(context.WithValue(r.Context(), formGuardKey{}, g))
+				r.Body = g
+			}
 			strip.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
@@ -204,4 +208,10 @@ func relativeTo(from, target string) string {
 		rel += "?" + query
 	}
 	return rel
+}
+
+// overrideRefusal is the answer to a request with a method override.
+func overrideRefusal(method string) string {
+	return "addon-proxy: a method override (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, or _method in the query or a form body) is refused: " +
+		"the API server authorized this request as a " + method + ", and the service must not serve it as another method"
 }

@@ -28,8 +28,10 @@ const (
 	// maxBody bounds a posted form: the text URL-encoded, at most three
 	// bytes a byte, with room for the field's name.
 	maxBody = 4 * maxText
-	// maxWatchers bounds the WebSockets open at once.
-	maxWatchers = 100
+	// maxWatchers bounds the WebSockets open at once, and
+	// maxWatchersPerUser those of one person: one may not take them all.
+	maxWatchers        = 100
+	maxWatchersPerUser = 5
 )
 
 // note is a note and who added it.
@@ -40,19 +42,19 @@ type note struct {
 
 // dashboard is the service: the pages, the notes and the health check.
 type dashboard struct {
-	mux      *http.ServeMux
-	watchers chan struct{} // a token per watcher, at most maxWatchers
-	stopped  chan struct{} // closed by stop: the watchers end
+	mux     *http.ServeMux
+	stopped chan struct{} // closed by stop: the watchers end
 
-	mu      sync.Mutex    // guards notes, added and changed
-	notes   []note        // oldest first, at most maxNotes
-	added   int           // notes ever added: the last of notes is the added-th
-	changed chan struct{} // closed when a note is added, then made anew
+	mu           sync.Mutex     // guards what follows
+	notes        []note         // oldest first, at most maxNotes
+	added        int            // notes ever added: the last of notes is the added-th
+	changed      chan struct{}  // closed when a note is added, then made anew
+	watching     map[string]int // WebSockets open, by user
+	watchersOpen int            // WebSockets open in all
 }
 
 func newDashboard() *dashboard {
-	d := &dashboard{mux: http.NewServeMux(), watchers: make(chan struct{}, maxWatchers),
-		stopped: make(chan struct{}), changed: make(chan struct{})}
+	d := &dashboard{mux: http.NewServeMux(), stopped: make(chan struct{}), changed: make(chan struct{}), watching: map[string]int{}}
 	// Nothing private at the root: through the API server, the root
 	// /apis/G/V/ is a non-resource URL every authenticated user may GET
 	// (system:discovery), where /apis/G/V/notes is the resource "notes"

@@ -85,3 +85,50 @@ func TestWatchSendsTheNotesAsTheyCome(t *testing.T) {
 		t.Errorf("after stop: %v, want a close (going away)", err)
 	}
 }
+
+// One person may not take every WebSocket: past their own bound they get
+// 503, and another person is still served.
+func TestOneUserCannotTakeEveryWatcher(t *testing.T) {
+	d := newDashboard()
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	defer d.stop()
+	wsURL := "ws" + strings.TrimPrefix(srv.URL, "http") + "/notes?watch=1"
+	var conns []*websocket.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range maxWatchers {
+		c, _, err := websocket.DefaultDialer.Dial(wsURL, http.Header{headerUser: {"mallory"}})
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	if len(conns) != maxWatchersPerUser {
+		t.Errorf("mallory opened %d WebSockets, want %d at most", len(conns), maxWatchersPerUser)
+	}
+	c, resp, err := websocket.DefaultDialer.Dial(wsURL, http.Header{headerUser: {"bob"}})
+	if err != nil {
+		t.Fatalf("bob's watch after mallory's: %v %v, want it served", err, resp)
+	}
+	c.Close()
+}
+
+// A handshake without ?watch=1 was authorized as list, not watch: 400.
+func TestWatchNeedsTheWatchParameter(t *testing.T) {
+	d := newDashboard()
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	defer d.stop()
+	c, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+"/notes", http.Header{headerUser: {"bob"}})
+	if err == nil {
+		c.Close()
+		t.Fatal("a WebSocket at /notes without ?watch=1 (RBAC: list) was opened")
+	}
+	if resp == nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("without ?watch=1: %v, want 400", resp)
+	}
+}

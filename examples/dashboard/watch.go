@@ -7,8 +7,15 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// writeWait bounds the sending of one message to a watcher.
-const writeWait = 10 * time.Second
+const (
+	// writeWait bounds the sending of one message to a watcher.
+	writeWait = 10 * time.Second
+	// pingEvery is how often a quiet watcher is pinged, and pongWait how
+	// long its answer may take: a connection gone dead without a word
+	// gives its slot back within pongWait.
+	pingEvery = 30 * time.Second
+	pongWait  = 2 * pingEvery
+)
 
 // upgrader takes a WebSocket's handshake. Its origin is addon-proxy's to
 // check, not the dashboard's: addon-proxy refuses a handshake from a page
@@ -17,26 +24,33 @@ const writeWait = 10 * time.Second
 // gorilla's same-origin check would refuse every browser.
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
-// watch is a WebSocket at GET /notes (through the API server, the
-// resource notes: list, or watch with ?watch=1): every note kept so far,
-// then each one as it is added, a JSON object {"author", "text"} a
-// message, until the caller closes it or the dashboard stops.
-func (d *dashboard) watch(w http.ResponseWriter, r *http.Request, _ identity) {
-	select {
-	case d.watchers <- struct{}{}:
-		defer func() { <-d.watchers }()
-	default:
-		http.Error(w, "dashboard: too many watchers: try again later", http.StatusServiceUnavailable)
+// watch is a WebSocket at GET /notes?watch=1 (through the API server,
+// watch on the resource notes): every note kept so far, then each one as
+// it is added, a JSON object {"author", "text"} a message, until the
+// caller closes it or the dashboard stops. A person has at most
+// maxWatchersPerUser open, all of them maxWatchers.
+func (d *dashboard) watch(w http.ResponseWriter, r *http.Request, who identity) {
+	if r.URL.Query().Get("watch") == "" {
+		// RBAC authorized a handshake without it as list, not watch.
+		http.Error(w, "dashboard: a WebSocket at /notes needs ?watch=1 (RBAC: watch on notes)", http.StatusBadRequest)
 		return
 	}
+	if !d.take(who.User) {
+		http.Error(w, "dashboard: too many watchers: close one, or try again later", http.StatusServiceUnavailable)
+		return
+	}
+	defer d.give(who.User)
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered the caller
 	}
 	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
 	gone := make(chan struct{})
 	go func() {
-		// The caller sends nothing: a read ends when it closes.
+		// The caller sends nothing but pongs: a read ends when it
+		// closes, or goes quiet past pongWait.
 		defer close(gone)
 		for {
 			if _, _, err := conn.NextReader(); err != nil {
@@ -44,6 +58,8 @@ func (d *dashboard) watch(w http.ResponseWriter, r *http.Request, _ identity) {
 			}
 		}
 	}()
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
 	defer func() { _ = conn.Close(); <-gone }()
 	sent := 0 // notes sent, counted as d.added counts them
 	for {
@@ -62,6 +78,10 @@ func (d *dashboard) watch(w http.ResponseWriter, r *http.Request, _ identity) {
 		}
 		select {
 		case <-changed:
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				return
+			}
 		case <-gone:
 			return
 		case <-d.stopped:
@@ -74,3 +94,26 @@ func (d *dashboard) watch(w http.ResponseWriter, r *http.Request, _ identity) {
 // stop ends the watchers: a server's Shutdown does not wait for, nor
 // close, the connections they hijacked.
 func (d *dashboard) stop() { close(d.stopped) }
+
+// take counts a watcher of user's in, unless user or everyone has as many
+// as they may.
+func (d *dashboard) take(user string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.watching[user] >= maxWatchersPerUser || d.watchersOpen >= maxWatchers {
+		return false
+	}
+	d.watching[user]++
+	d.watchersOpen++
+	return true
+}
+
+// give counts a watcher of user's out.
+func (d *dashboard) give(user string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.watching[user]--; d.watching[user] == 0 {
+		delete(d.watching, user)
+	}
+	d.watchersOpen--
+}

@@ -16,13 +16,17 @@ var Headers = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Over
 
 // In tells whether r carries a method override: one of Headers in any
 // spelling (an underscore counts as a hyphen, as servers that map headers
-// to variables read it), or a _method query parameter in any spelling PHP
-// reads as one (Laravel and Symfony take it there). A _method in a form
-// body is not seen here: that needs the body (see Form).
+// to variables read it), also as a trailer it announces (servers that
+// merge trailers into headers read those too), or a _method query
+// parameter in any spelling PHP reads as one (Laravel and Symfony take it
+// there). A _method in a form body is not seen here: that needs the body,
+// which Name reads as it streams.
 func In(r *http.Request) bool {
-	for name := range r.Header {
-		if IsHeader(name) {
-			return true
+	for _, h := range []http.Header{r.Header, r.Trailer} {
+		for name := range h {
+			if IsHeader(name) {
+				return true
+			}
 		}
 	}
 	return InQuery(r.URL.RawQuery)
@@ -53,36 +57,105 @@ func InQuery(raw string) bool {
 }
 
 // IsParam tells whether a parameter named k (as sent) is _method as PHP
-// reads names, which Laravel and Symfony take it from: decoded leniently
-// (a bad escape left as it is, the rest decoded), ended at a NUL or at
-// "[" (_method[0] is an array named _method; PHP reads an unclosed "[" as
-// "_", refused all the same), leading spaces dropped, "." and " " read as
-// "_": ?.method=DELETE is a DELETE there.
+// reads names, which Laravel and Symfony take it from (see Name).
 func IsParam(k string) bool {
-	var b strings.Builder
+	var n Name
 	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c == '%' && i+2 < len(k) {
-			if v, err := strconv.ParseUint(k[i+1:i+3], 16, 8); err == nil {
-				c = byte(v)
-				i += 2
-			}
-		} else if c == '+' {
-			c = ' '
-		}
-		if c == 0 || c == '[' {
-			break
-		}
-		switch {
-		case c == ' ' && b.Len() == 0:
-			continue
-		case c == ' ' || c == '.':
-			c = '_'
-		}
-		b.WriteByte(c)
-		if b.Len() > len("_method") {
-			return false // longer than the name: no need to read on
-		}
+		n.Feed(k[i])
 	}
-	return strings.EqualFold(b.String(), "_method")
+	return n.Is()
+}
+
+// Name reads a parameter's name a byte at a time, as sent, and tells
+// whether PHP reads it as _method: decoded leniently (a bad escape left
+// as it is, the rest decoded, "+" as a space), ended at a NUL or at "["
+// (_method[0] is an array named _method; PHP reads an unclosed "[" as
+// "_", refused all the same), leading spaces dropped, "." and " " read as
+// "_": ?.method=DELETE is a DELETE there. It holds a few bytes whatever
+// the name's length, so a body can be read as it streams. The zero Name
+// has read nothing.
+type Name struct {
+	escape  [2]byte // an escape's digits read so far
+	pending int     // how many: after a "%", up to 2
+	inEsc   bool    // a "%" was read
+	matched int     // bytes of "_method" matched so far
+	dead    bool    // cannot be _method any more
+	ended   bool    // a NUL or "[" ended it
+}
+
+const target = "_method"
+
+// Feed reads the name's next byte as sent.
+func (n *Name) Feed(c byte) {
+	if n.ended || n.dead {
+		return
+	}
+	if n.inEsc {
+		n.escape[n.pending] = c
+		n.pending++
+		if n.pending < 2 {
+			return
+		}
+		n.inEsc, n.pending = false, 0
+		if v, err := strconv.ParseUint(string(n.escape[:]), 16, 8); err == nil {
+			n.decoded(byte(v))
+			return
+		}
+		// Not an escape: the "%" and what followed it, as they are.
+		n.decoded('%')
+		n.Feed(n.escape[0])
+		n.Feed(n.escape[1])
+		return
+	}
+	switch c {
+	case '%':
+		n.inEsc = true
+	case '+':
+		n.decoded(' ')
+	default:
+		n.decoded(c)
+	}
+}
+
+// decoded reads the name's next decoded byte.
+func (n *Name) decoded(c byte) {
+	if n.ended || n.dead {
+		return
+	}
+	switch {
+	case c == 0 || c == '[':
+		n.ended = true
+		return
+	case c == ' ' && n.matched == 0:
+		return // a leading space is dropped
+	case c == ' ' || c == '.':
+		c = '_'
+	}
+	if n.matched == len(target) || lower(c) != target[n.matched] {
+		n.dead = true
+		return
+	}
+	n.matched++
+}
+
+// Is tells whether the name read so far, if it ends here, is _method.
+func (n *Name) Is() bool {
+	if n.inEsc && !n.ended && !n.dead {
+		// A "%" with fewer than two bytes after it is itself.
+		m := *n
+		m.inEsc, m.pending = false, 0
+		m.decoded('%')
+		for _, c := range m.escape[:n.pending] {
+			m.Feed(c)
+		}
+		return !m.dead && m.matched == len(target)
+	}
+	return !n.dead && n.matched == len(target)
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

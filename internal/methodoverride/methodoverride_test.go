@@ -2,6 +2,8 @@ package methodoverride
 
 import (
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -40,4 +42,44 @@ func TestIn(t *testing.T) {
 			t.Errorf("%s %s: In = %v, want %v", tc.target, tc.header, got, tc.want)
 		}
 	}
+}
+
+// The streaming reader reads a name as the one-pass reading of the whole
+// name (a reference written as PHP's rules say) does, however it is cut.
+func FuzzName(f *testing.F) {
+	for _, s := range []string{"_method", "%5Fmethod", "+_method", ".method", "_method[x", "_method%00", "%4", "%zz_method", "_METHOD", "__method", "%5f%6d%65%74%68%6f%64"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if got, want := IsParam(k), reference(k); got != want {
+			t.Errorf("IsParam(%q) = %v, want %v", k, got, want)
+		}
+	})
+}
+
+// reference reads a whole name at once by PHP's rules.
+func reference(k string) bool {
+	var b []byte
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c == '%' && i+2 < len(k) {
+			if v, err := strconv.ParseUint(k[i+1:i+3], 16, 8); err == nil {
+				c = byte(v)
+				i += 2
+			}
+		} else if c == '+' {
+			c = ' '
+		}
+		if c == 0 || c == '[' {
+			break
+		}
+		switch {
+		case c == ' ' && len(b) == 0:
+			continue
+		case c == ' ' || c == '.':
+			c = '_'
+		}
+		b = append(b, c)
+	}
+	return strings.EqualFold(string(b), "_method")
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // ErrNotAnOrigin is why a string is not an origin a browser sends.
@@ -35,6 +37,8 @@ func Normalize(origin string) (string, error) {
 	host, port := strings.ToLower(u.Hostname()), u.Port()
 	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
 		host = "[" + a.String() + "]"
+	} else if host, err = browserHost(host); err != nil {
+		return "", err
 	}
 	if port != "" {
 		n, err := strconv.ParseUint(port, 10, 16)
@@ -46,4 +50,23 @@ func Normalize(origin string) (string, error) {
 		}
 	}
 	return scheme + "://" + host, nil
+}
+
+// browserHost is a host name as a browser sends it: a name of Unicode
+// letters in its ASCII (punycode) form. A host whose last label is a
+// number is an IPv4 address to a browser, which it writes in dotted
+// decimal: another spelling of one (0x7f.1, 2130706433, 127.0.0.01) is
+// refused rather than read as browsers read it.
+func browserHost(host string) (string, error) {
+	ascii, err := idna.Lookup.ToASCII(host)
+	if err != nil {
+		return "", ErrNotAnOrigin
+	}
+	last := ascii[strings.LastIndexByte(ascii, '.')+1:]
+	if last != "" && (strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x")) {
+		if a, err := netip.ParseAddr(ascii); err != nil || !a.Is4() || a.String() != ascii {
+			return "", ErrNotAnOrigin
+		}
+	}
+	return ascii, nil
 }

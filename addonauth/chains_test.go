@@ -21,10 +21,10 @@ import (
 // countChecks counts the chain checks of s's front proxy.
 func countChecks(s *frontSetup) *atomic.Int64 {
 	var n atomic.Int64
-	full := s.auth.front.auth
-	s.auth.front.auth = authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
+	chain := s.auth.front.chain
+	s.auth.front.chain = authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
 		n.Add(1)
-		return full.AuthenticateRequest(r)
+		return chain.AuthenticateRequest(r)
 	})
 	return &n
 }

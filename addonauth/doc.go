@@ -115,18 +115,49 @@
 // Authorization), costs no TokenReview (with Options.Authorization, a
 // SubjectAccessReview still, with its extras), and is not reviewed again
 // while its request lasts: the API server vouched for that request alone, and
-// MaxRequestDuration still bounds it. Every other request, a client
+// MaxRequestDuration still bounds it. The API server authorized its
+// method, so it is refused with 403 when it carries a method override
+// (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, in headers or
+// announced trailers, or a _method query parameter). Its certificate's
+// chain is checked once per connection (the aggregator keeps its
+// connections alive) and again whenever the CA or names in force change,
+// or the chain's earliest expiry passes. Every other request, a client
 // certificate of another CA or name among them, has those headers removed
 // (and every header name a configuration read since New named, even once
 // it is gone) and is a bearer caller,
 // on the same listener; the server must ask for client certificates
 // (tls.RequestClientCert) without verifying them. While the configuration
-// is not loaded (before Start has read it, or while the ConfigMap is
-// missing, unreadable or malformed; deleted, it is no longer trusted), a
-// request with a client certificate and no token gets 503, and the reason
-// is logged when it changes. A caller whose identity holds a value that no
-// header carries as it is (CR, LF, NUL, or blanks a transport trims: a
-// group " system:masters") is refused with 403, whoever vouched for it.
+// is not loaded (before Start has read it; while the ConfigMap is missing
+// or a version of it malformed; or while it cannot be read before any
+// version has been: later, the last version read stays in force through
+// an outage), a request with a client certificate and no token gets 503,
+// and the reason is logged when it changes. Unlike k8s.io/apiserver, a
+// deleted or malformed ConfigMap is not covered by the last good version:
+// the API server writes a deleted one back at once, and a version someone
+// garbled is not the cluster's word. A caller whose identity holds a value
+// that no header carries as it is (CR, LF, NUL, blanks a transport trims,
+// or a comma, at which a hop may have joined a list: a group
+// " system:masters" or "viewers,system:masters") is refused with 403,
+// whoever vouched for it.
+//
+// # Browsers
+//
+// A browser sends a request with whatever identity it holds for the
+// address, whichever page asked: kubectl proxy adds the person's
+// credential on the way. Before a caller is verified, a browser's request
+// from another origin (Sec-Fetch-Site cross-site or same-site, or for
+// unsafe requests an Origin that is not the Host's) gets 403 when it is
+// unsafe (any method but GET, HEAD and OPTIONS), when it asks to switch
+// protocols (a WebSocket's handshake: no same-origin policy keeps its
+// messages from the page), or when it is a safe request but not a
+// top-level navigation (a fetch, an image, a frame: what permissive CORS
+// or a frame would let the page read or draw over), unless its Origin is
+// one of Options.TrustedOrigins. A link from another site, followed, is
+// served. Programs send none of these headers and pass; a browser app of
+// another origin with a bearer token of its own is refused until its
+// origin is listed. The refusal is a plain-text page that says what
+// happened and where the origin may be trusted
+// (Options.TrustedOriginsSetting).
 //
 // # Paths
 //

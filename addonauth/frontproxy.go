@@ -48,9 +48,11 @@ import (
 // Options.Config and followed while Authenticator.Start runs: a rotated CA
 // is trusted, and one removed from it refused, without a restart. Reading
 // it needs the Role extension-apiserver-authentication-reader in
-// kube-system. While the ConfigMap is missing, unreadable or malformed,
-// callers with a client certificate and no bearer token get 503, and the
-// reason is logged: never trusted on a guess. Without Start, the
+// kube-system. While the ConfigMap is missing or malformed, or cannot be
+// read before any version has been (later, the last version read stays in
+// force through an outage), callers with a client certificate and no
+// bearer token get 503, and the reason is logged: never trusted on a
+// guess. Without Start, the
 // ConfigMap is never read and they get 503 for good (with ClientCAFile,
 // the CA New read is used, never reread).
 type FrontProxy struct {
@@ -91,7 +93,8 @@ type frontProxy struct {
 	source  string // what the configuration comes from, for logs and errors
 	current atomic.Pointer[frontProxyState]
 	auth    authenticator.Request // k8s.io/apiserver's, reading current: the chain check, then headers
-	headers authenticator.Request // k8s.io/apiserver's header reader alone, for a connection checked
+	chain   authenticator.Request // k8s.io/apiserver's chain and name check alone
+	headers authenticator.Request // k8s.io/apiserver's header reader alone
 	conns   verifiedConns         // the connections whose chain was checked
 	file    string                // the CA file; "" for the ConfigMap
 	client  kubernetes.Interface  // for the ConfigMap; nil with a file
@@ -153,8 +156,10 @@ func newFrontProxy(fp FrontProxy, client kubernetes.Interface, log logr.Logger) 
 		state(func(s *frontProxyState) []string { return s.uid }),
 		state(func(s *frontProxyState) []string { return s.group }),
 		state(func(s *frontProxyState) []string { return s.ext }))
-	f.auth = x509request.NewDynamicCAVerifier(f.verifyOptions, f.headers,
-		state(func(s *frontProxyState) []string { return s.allowed }))
+	allowed := state(func(s *frontProxyState) []string { return s.allowed })
+	f.auth = x509request.NewDynamicCAVerifier(f.verifyOptions, f.headers, allowed)
+	f.chain = x509request.NewDynamicCAVerifier(f.verifyOptions, authenticator.RequestFunc(
+		func(*http.Request) (*authenticator.Response, bool, error) { return &authenticator.Response{}, true, nil }), allowed)
 	return f, nil
 }
 
@@ -192,14 +197,15 @@ func (f *frontProxy) authenticate(r *http.Request) (User, bool, error) {
 	// the connection is checked again at its next request.
 	opts, _ := f.verifyOptions()
 	gen := caGeneration{state: s, roots: opts.Roots}
-	var resp *authenticator.Response
-	var ok bool
-	var err error
-	if f.conns.verified(r.TLS, gen, time.Now()) {
-		resp, ok, err = f.headers.AuthenticateRequest(r)
-	} else if resp, ok, err = f.auth.AuthenticateRequest(r); ok && err == nil && opts.Roots != nil {
-		f.conns.remember(r.TLS, gen, opts)
+	if !f.conns.verified(r.TLS, gen, time.Now()) {
+		if _, ok, err := f.chain.AuthenticateRequest(r); err != nil || !ok {
+			return User{}, false, err
+		}
+		if opts.Roots != nil {
+			f.conns.remember(r.TLS, gen, opts)
+		}
 	}
+	resp, ok, err := f.headers.AuthenticateRequest(r)
 	if err != nil || !ok {
 		return User{}, false, err
 	}

@@ -20,8 +20,10 @@ import (
 // (every incoming copy of those, and of the X-Remote-* family, removed
 // first) and in the context (UserFrom). Authorization is removed. A request
 // without a valid token is answered here and never reaches next; so is one
-// for a path outside Options.AllowPaths (404). One for Options.IgnorePaths
-// reaches next unverified, with no identity.
+// for a path outside Options.AllowPaths (404), and a browser's cross-origin
+// request that could act or read as the person (403, see the package
+// doc's Browsers). One for Options.IgnorePaths reaches next unverified,
+// with no identity.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

@@ -126,12 +126,13 @@ type Options struct {
 	FrontProxy *FrontProxy
 
 	// TrustedOrigins are origins (scheme://host[:port]) whose pages may, as
-	// well as the service's own, make a browser send it an unsafe request
-	// (any method but GET, HEAD and OPTIONS) or open a WebSocket to it:
-	// such a request from any other page gets 403 before it is verified,
-	// since the browser sends it with the person's identity (see the
-	// package doc). Programs send no Origin and are not affected. Compared
-	// as browsers spell origins (lower case, no default port). Default: none.
+	// well as the service's own, make a browser send it an unsafe request,
+	// open a WebSocket to it or read its answers: such a request from any
+	// other page gets 403 before it is verified, since the browser sends
+	// it with the person's identity (see the package doc's Browsers). A
+	// browser app of another origin that brings its own bearer token needs
+	// its origin here too; programs send no Origin and are not affected.
+	// Written as browsers send them once New has read them. Default: none.
 	TrustedOrigins []string
 	// TrustedOriginsSetting says where the service's operator sets
 	// TrustedOrigins, on the 403 page a person gets for a cross-origin

@@ -43,8 +43,10 @@
 // there are none), and a form that posts a note to the relative URL notes.
 // POST /notes (create) keeps the field text (at most 1 KiB, not blank)
 // under the caller's name and answers 303 to /notes. A WebSocket's
-// handshake at GET /notes (watch, with ?watch=1) gets every note, then each
-// one as it is added, as JSON {"author", "text"}, a message each. The last
+// handshake at GET /notes?watch=1 (watch on notes; without ?watch=1, which
+// RBAC authorized as list, it gets 400) gets every note, then each one as
+// it is added, as JSON {"author", "text"}, a message each; a person may
+// hold five at once. The last
 // 100 notes are kept, in memory. A request without X-Authenticated-User
 // did not come through addon-proxy and gets 401; GET /healthz needs no
 // identity.

@@ -159,7 +159,9 @@ func newFrontProxy(fp FrontProxy, client kubernetes.Interface, log logr.Logger) 
 	allowed := state(func(s *frontProxyState) []string { return s.allowed })
 	f.auth = x509request.NewDynamicCAVerifier(f.verifyOptions, f.headers, allowed)
 	f.chain = x509request.NewDynamicCAVerifier(f.verifyOptions, authenticator.RequestFunc(
-		func(*http.Request) (*authenticator.Response, bool, error) { return &authenticator.Response{}, true, nil }), allowed)
+		func(*http.Request) (*authenticator.Response, bool, error) {
+			return &authenticator.Response{}, true, nil
+		}), allowed)
 	return f, nil
 }
 

@@ -2,9 +2,9 @@ package addonauth
 
 import (
 	"crypto/tls"
-	"io"
 	"crypto/x509"
 	"encoding/pem"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"

@@ -145,8 +145,9 @@
 // A browser sends a request with whatever identity it holds for the
 // address, whichever page asked: kubectl proxy adds the person's
 // credential on the way. Before a caller is verified, a browser's request
-// from another origin (Sec-Fetch-Site cross-site or same-site, or for
-// unsafe requests an Origin that is not the Host's) gets 403 when it is
+// from another origin (Sec-Fetch-Site cross-site or same-site, or, from a
+// browser that sends none, an Origin that is not the Host's) gets 403 when
+// it is
 // unsafe (any method but GET, HEAD and OPTIONS), when it asks to switch
 // protocols (a WebSocket's handshake: no same-origin policy keeps its
 // messages from the page), or when it is a safe request but not a

@@ -49,6 +49,10 @@ func (c *originCheck) check(r *http.Request) error {
 	if isSafe(r.Method) {
 		switch site := r.Header.Get("Sec-Fetch-Site"); {
 		case isUpgrade(r):
+		case site == "" && r.Header.Get("Origin") != "":
+			// A browser without fetch metadata sends Origin on a safe
+			// request only when it is cross-origin (CORS): checked by
+			// Origin against the Host, and the trusted origins.
 		case site != "cross-site" && site != "same-site":
 			return nil // the same origin, typed by the person, or a browser that does not say
 		case isNavigation(r):
@@ -128,10 +132,15 @@ func (a *Authenticator) refuseCrossOrigin(w http.ResponseWriter, r *http.Request
 	if site != "" {
 		from += fmt.Sprintf(" (Sec-Fetch-Site: %s)", site)
 	}
+	advice := fmt.Sprintf("If that page is one you run and trust, add its origin to %s.", a.origins.setting)
+	if origin == "" {
+		// Frames, images and scripts carry no Origin: no trusted origin
+		// lets them in.
+		advice = "Pages of other sites may not show this service in a frame, nor load from it: open it directly, by following a link to it or typing its address."
+	}
 	fmt.Fprintf(w, "403 Forbidden: cross-origin request refused.\n\n"+
 		"This request came from %s. A page of another site may not %s in your name: "+
-		"your browser would have sent it with your identity, whatever the page meant.\n\n"+
-		"If that page is one you run and trust, add its origin to %s.\n", from, what, a.origins.setting)
+		"your browser would have sent it with your identity, whatever the page meant.\n\n%s\n", from, what, advice)
 }
 
 // printable is a header value fit for a log line or a page: at most 200

@@ -367,3 +367,23 @@ func TestCrossSiteReadsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A frame, an image or a script carries no Origin: the page says to open
+// the service directly, not to trust an origin, which would change
+// nothing. A browser without fetch metadata that sends an untrusted
+// Origin on a GET made a cross-origin fetch: refused.
+func TestCrossOriginAdviceFitsTheRequest(t *testing.T) {
+	proxyCA := testpki.NewCA(t)
+	s := newFrontSetup(t, FrontProxy{ClientCAFile: writeCA(t, proxyCA.PEM)}, Options{TrustedOrigins: []string{"https://dash.example"}})
+	client := s.client(t, proxyCA, "front-proxy-client")
+	frame := with(aggregator, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "iframe", "Referer", "https://dash.example/")
+	resp, body := s.get(t, client, frame)
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(body, "add its origin") || !strings.Contains(body, "open it directly") {
+		t.Errorf("a frame: %d %q, want 403 saying to open the service directly", resp.StatusCode, body)
+	}
+	for origin, want := range map[string]int{"https://evil.example": 403, "https://dash.example": 200} {
+		if resp, body := s.get(t, client, with(aggregator, "Origin", origin)); resp.StatusCode != want {
+			t.Errorf("a GET with Origin %s and no Sec-Fetch-Site: %d %q, want %d", origin, resp.StatusCode, body, want)
+		}
+	}
+}

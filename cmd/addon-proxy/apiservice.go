@@ -9,7 +9,10 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -30,7 +33,7 @@ func apiServicePrefix(gv schema.GroupVersion) string {
 // serves /apis/GROUP/VERSION/x as its /x. Any other path is not the
 // APIService's: 404 (the aggregator asks for /apis first, then falls back
 // to the group-version).
-func apiService(gv schema.GroupVersion, next http.Handler) http.Handler {
+func apiService(gv schema.GroupVersion, next http.Handler, log logr.Logger) http.Handler {
 	prefix := apiServicePrefix(gv)
 	// No resources: the paths are a web app's, not an API's; the API
 	// server still authorizes each as a resource request (see the guide).
@@ -49,9 +52,16 @@ func apiService(gv schema.GroupVersion, next http.Handler) http.Handler {
 			// The API server authorized the request's own method (a POST
 			// as create): an upstream that honours an override would
 			// serve another (a DELETE).
-			http.Error(w, overrideRefusal(r.Method), http.StatusForbidden)
+			refuseOverride(log, w, r, "header or query", overrideRefusal(r.Method))
 		case strings.HasPrefix(r.URL.Path, prefix+"/") && !ambiguous(r.URL):
-			if g := guardForm(r); g != nil {
+			g, err := guardForm(r)
+			if err != nil {
+				refuseOverride(log, w, r, "form body", "addon-proxy: "+err.Error()+" (a Content-Encoding, a charset other than ASCII's, or more than one boundary) is refused under --apiservice: "+
+					"the service could read a _method in it that addon-proxy cannot")
+				return
+			}
+			if g != nil {
+				defer g.stop()
 				r = r.WithContext(context.WithValue(r.Context(), formGuardKey{}, g))
 				r.Body = g
 			}
@@ -214,4 +224,17 @@ func relativeTo(from, target string) string {
 func overrideRefusal(method string) string {
 	return "addon-proxy: a method override (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, or _method in the query or a form body) is refused: " +
 		"the API server authorized this request as a " + method + ", and the service must not serve it as another method"
+}
+
+// overrideLog bounds the INFO line of refused overrides: each is at V(1).
+var overrideLog = rate.Sometimes{Interval: time.Minute}
+
+// refuseOverride answers 403 with text, and logs the refusal: at V(1)
+// each, at INFO once a minute at most.
+func refuseOverride(log logr.Logger, w http.ResponseWriter, r *http.Request, where, text string) {
+	log.V(1).Info("method override refused", "where", where, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+	overrideLog.Do(func() {
+		log.Info("method overrides refused under --apiservice (each one logged at V(1); this line at most once a minute)", "where", where, "path", r.URL.Path)
+	})
+	http.Error(w, text, http.StatusForbidden)
 }

@@ -160,7 +160,7 @@ func upstreamHandler(c config, transport http.RoundTripper, log logr.Logger) htt
 		return newProxy(c.upstream, "", transport, log)
 	}
 	prefix := apiServicePrefix(c.apiService)
-	return apiService(c.apiService, newProxy(c.upstream, prefix, transport, log))
+	return apiService(c.apiService, newProxy(c.upstream, prefix, transport, log), log)
 }
 
 // newServer is the server of the callers. No read or write timeout:

@@ -24,8 +24,7 @@ func newProxy(upstream *url.URL, prefix string, transport http.RoundTripper, log
 		Transport: transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if g, ok := r.Context().Value(formGuardKey{}).(*formGuard); ok && g.refused() {
-				log.V(1).Info("method override refused", "path", r.URL.Path, "where", "form body", "remote", r.RemoteAddr)
-				http.Error(w, overrideRefusal(r.Method), http.StatusForbidden)
+				refuseOverride(log, w, r, "form body", overrideRefusal(r.Method))
 				return
 			}
 			if r.Context().Err() == nil {

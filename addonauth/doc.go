@@ -146,19 +146,20 @@
 // address, whichever page asked: kubectl proxy adds the person's
 // credential on the way. Before a caller is verified, a browser's request
 // from another origin (Sec-Fetch-Site cross-site or same-site, or, from a
-// browser that sends none, an Origin that is not the Host's) gets 403 when
-// it is
-// unsafe (any method but GET, HEAD and OPTIONS), when it asks to switch
-// protocols (a WebSocket's handshake: no same-origin policy keeps its
-// messages from the page), or when it is a safe request but not a
-// top-level navigation (a fetch, an image, a frame: what permissive CORS
-// or a frame would let the page read or draw over), unless its Origin is
-// one of Options.TrustedOrigins. A link from another site, followed, is
-// served. Programs send none of these headers and pass; a browser app of
+// browser that sends none, an Origin that is not the Host's), unless its
+// Origin is one of Options.TrustedOrigins, gets 403 when it is unsafe (any
+// method but GET, HEAD and OPTIONS), when it asks to switch protocols (a
+// WebSocket's handshake: no same-origin policy keeps its messages from the
+// page), or when its answer would become part of the page (Sec-Fetch-Dest:
+// a frame the page may draw over, a script or style it runs). Any other
+// safe request from another site (a link followed, a fetch, an image) is
+// served, with the upstream's CORS headers removed from its answer, so
+// that the browser keeps the answer from the page whatever the upstream
+// allows. Programs send none of these headers and pass; a browser app of
 // another origin with a bearer token of its own is refused until its
-// origin is listed. The refusal is a plain-text page that says what
-// happened and where the origin may be trusted
-// (Options.TrustedOriginsSetting).
+// origin is listed, and IgnorePaths are checked too. The refusal is a
+// plain-text page that says what happened and where the origin may be
+// trusted (Options.TrustedOriginsSetting).
 //
 // # Paths
 //

@@ -22,17 +22,7 @@ import (
 //
 //	go test -run '^$' -bench FrontProxy -benchmem ./addonauth
 func BenchmarkFrontProxy(b *testing.B) {
-	api := newFakeAPI(b)
-	proxyCA := testpki.NewCA(b)
-	file := b.TempDir() + "/ca.crt"
-	if err := writeFile(file, proxyCA.PEM); err != nil {
-		b.Fatal(err)
-	}
-	a, err := New(Options{Audience: audience, Config: api.config(),
-		FrontProxy: &FrontProxy{ClientCAFile: file, AllowedNames: []string{"front-proxy-client"}}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	api, proxyCA, a := benchFrontProxy(b)
 	certPEM, _ := proxyCA.Issue(b, "front-proxy-client", false)
 	block, _ := pem.Decode(certPEM)
 	cert, err := x509.ParseCertificate(block.Bytes)
@@ -99,17 +89,7 @@ func BenchmarkFrontProxy(b *testing.B) {
 //
 //	go test -run '^$' -bench FrontProxyOverTLS -benchmem ./addonauth
 func BenchmarkFrontProxyOverTLS(b *testing.B) {
-	api := newFakeAPI(b)
-	proxyCA := testpki.NewCA(b)
-	file := b.TempDir() + "/ca.crt"
-	if err := writeFile(file, proxyCA.PEM); err != nil {
-		b.Fatal(err)
-	}
-	a, err := New(Options{Audience: audience, Config: api.config(),
-		FrontProxy: &FrontProxy{ClientCAFile: file, AllowedNames: []string{"front-proxy-client"}}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	api, proxyCA, a := benchFrontProxy(b)
 	serverCA := testpki.NewCA(b)
 	srv := httptest.NewUnstartedServer(a.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	srv.TLS = serverCA.ServerTLS(b, "addon-proxy", nil)
@@ -154,4 +134,21 @@ func BenchmarkFrontProxyOverTLS(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchFrontProxy is the benchmarks' API server, front proxy CA and
+// Authenticator trusting that CA's front-proxy-client.
+func benchFrontProxy(b *testing.B) (*fakeAPI, *testpki.CA, *Authenticator) {
+	api := newFakeAPI(b)
+	proxyCA := testpki.NewCA(b)
+	file := b.TempDir() + "/ca.crt"
+	if err := writeFile(file, proxyCA.PEM); err != nil {
+		b.Fatal(err)
+	}
+	a, err := New(Options{Audience: audience, Config: api.config(),
+		FrontProxy: &FrontProxy{ClientCAFile: file, AllowedNames: []string{"front-proxy-client"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return api, proxyCA, a
 }

@@ -35,10 +35,14 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		// Before anything costs a review: a browser sent it, with the
 		// person's identity, for a page of another site.
-		if err := a.origins.check(r); err != nil {
+		keep, err := a.origins.check(r)
+		if err != nil {
 			a.metrics.verifySeconds.Observe(time.Since(start).Seconds())
 			a.refuseCrossOrigin(w, r)
 			return
+		}
+		if keep {
+			w = keptFromPage{w}
 		}
 		if pathPatterns(a.opts.IgnorePaths).match(r.URL) {
 			a.serveIgnored(w, r, next)

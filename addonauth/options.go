@@ -127,12 +127,13 @@ type Options struct {
 
 	// TrustedOrigins are origins (scheme://host[:port]) whose pages may, as
 	// well as the service's own, make a browser send it an unsafe request,
-	// open a WebSocket to it or read its answers: such a request from any
-	// other page gets 403 before it is verified, since the browser sends
-	// it with the person's identity (see the package doc's Browsers). A
-	// browser app of another origin that brings its own bearer token needs
-	// its origin here too; programs send no Origin and are not affected.
-	// Written as browsers send them once New has read them. Default: none.
+	// open a WebSocket to it or read its answers (its CORS headers are
+	// kept for them): such a request from any other page gets 403, or its
+	// answer without CORS headers, since the browser sends it with the
+	// person's identity (see the package doc's Browsers). A browser app of
+	// another origin that brings its own bearer token needs its origin
+	// here too; programs send no Origin and are not affected. Written as
+	// browsers send them once New has read them. Default: none.
 	TrustedOrigins []string
 	// TrustedOriginsSetting says where the service's operator sets
 	// TrustedOrigins, on the 403 page a person gets for a cross-origin

@@ -16,15 +16,16 @@ import (
 // on the way, whatever the browser's credentials mode): an unsafe request
 // (any method but GET, HEAD and OPTIONS), whose effect no policy undoes;
 // the handshake of a WebSocket or any other upgrade, whatever its method,
-// whose messages no same-origin policy keeps from the page; and, from
-// browsers that say what a request is for (Sec-Fetch-Mode and -Dest), a
-// safe request that is not a top-level navigation: a fetch whose answer
-// permissive CORS headers would hand to the page, an image, a script, a
-// frame that another site could draw over (the fetch-metadata resource
-// isolation policy). A link from another site, followed, is a top-level
-// navigation and is served. net/http's CrossOriginProtection decides what
-// is cross-origin (Sec-Fetch-Site, else Origin against the Host) and which
-// origins are trusted; programs send neither header and pass.
+// whose messages no same-origin policy keeps from the page; and a safe
+// request whose answer would become part of the page (a frame another site
+// may draw over, a script or style it runs, a worker), by the browser's
+// Sec-Fetch-Dest. Any other safe request from another site (a link
+// followed, a fetch, an image) is served, and its answer kept from the
+// page: the upstream's CORS headers are removed from it, so that the
+// same-origin policy holds whatever the upstream allows. net/http's
+// CrossOriginProtection decides what is cross-origin (Sec-Fetch-Site, else
+// Origin against the Host) and which origins are trusted; programs send
+// neither header and pass.
 type originCheck struct {
 	protection *http.CrossOriginProtection
 	setting    string // how the trusted origins are set, for the refusal page
@@ -44,54 +45,95 @@ func newOriginCheck(trusted []string, setting string) (*originCheck, error) {
 var errCrossOrigin = errors.New("addonauth: a cross-origin request from a browser")
 
 // check returns errCrossOrigin when r is a browser's cross-origin request
-// that must not reach the service.
-func (c *originCheck) check(r *http.Request) error {
-	if isSafe(r.Method) {
-		switch site := r.Header.Get("Sec-Fetch-Site"); {
-		case isUpgrade(r):
-		case site == "" && r.Header.Get("Origin") != "":
-			// A browser without fetch metadata sends Origin on a safe
-			// request only when it is cross-origin (CORS): checked by
-			// Origin against the Host, and the trusted origins.
-		case site != "cross-site" && site != "same-site":
-			return nil // the same origin, typed by the person, or a browser that does not say
-		case isNavigation(r):
-			return nil
+// that must not reach the service; keep, when r is one that may, but whose
+// answer must be kept from the page that asked.
+func (c *originCheck) check(r *http.Request) (keep bool, err error) {
+	if isSafe(r.Method) && !isUpgrade(r) {
+		site := r.Header.Get("Sec-Fetch-Site")
+		// A browser without fetch metadata sends Origin on a safe request
+		// only when it is cross-origin (CORS).
+		cross := site == "cross-site" || site == "same-site" || (site == "" && r.Header.Get("Origin") != "")
+		if !cross || c.trusted(r) {
+			return false, nil
 		}
-		// CrossOriginProtection lets every safe method through: it is
-		// asked about this one as about an unsafe request, for the
-		// same-origin and trusted-origin answers.
+		if intoThePage(r) {
+			return false, errCrossOrigin
+		}
+		return true, nil
+	}
+	if isUpgrade(r) && isSafe(r.Method) {
+		// CrossOriginProtection lets every safe method through: a
+		// handshake is asked about as the unsafe request it is.
 		unsafe := *r
 		unsafe.Method = http.MethodPost
 		r = &unsafe
 	}
 	if c.protection.Check(r) != nil {
-		return errCrossOrigin
+		return false, errCrossOrigin
 	}
-	return nil
+	return false, nil
 }
 
-func isSafe(method string) bool {
-	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+// trusted tells whether r, a safe request, comes from the same origin or
+// a trusted one, as CrossOriginProtection would say of an unsafe request.
+func (c *originCheck) trusted(r *http.Request) bool {
+	unsafe := *r
+	unsafe.Method = http.MethodPost
+	return c.protection.Check(&unsafe) == nil
 }
 
-// isNavigation tells whether r is a top-level navigation (a link
-// followed, a form's GET): its answer goes to the person, not to the page
-// that started it. A frame is not one: the page around it may draw over
-// it.
-func isNavigation(r *http.Request) bool {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return false
-	}
-	h := r.Header
-	if !strings.EqualFold(h.Get("Sec-Fetch-Mode"), "navigate") {
-		return false
-	}
-	switch strings.ToLower(h.Get("Sec-Fetch-Dest")) {
-	case "", "document":
+// intoThePage tells whether r's answer becomes part of the page that asked
+// for it, by what the browser says it is for: a frame (another site may
+// draw over it and have the person click), or what the page runs or
+// parses (a script, a style, a worker, a JSON module).
+func intoThePage(r *http.Request) bool {
+	switch strings.ToLower(r.Header.Get("Sec-Fetch-Dest")) {
+	case "iframe", "frame", "fencedframe", "embed", "object",
+		"script", "style", "xslt", "json", "worker", "sharedworker", "serviceworker", "audioworklet", "paintworklet":
 		return true
 	}
 	return false
+}
+
+// corsHeaders are the answer's headers that let a page of another origin
+// read it.
+var corsHeaders = []string{"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Expose-Headers",
+	"Access-Control-Allow-Headers", "Access-Control-Allow-Methods", "Access-Control-Allow-Private-Network", "Access-Control-Max-Age"}
+
+// keptFromPage is the writer of an answer to a page of another site: the
+// upstream's CORS headers are removed before they are written, so that
+// the browser keeps the answer from the page.
+type keptFromPage struct {
+	http.ResponseWriter
+}
+
+func (w keptFromPage) strip() {
+	h := w.Header()
+	for _, name := range corsHeaders {
+		h.Del(name)
+	}
+}
+
+func (w keptFromPage) WriteHeader(code int) {
+	w.strip()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w keptFromPage) Write(p []byte) (int, error) {
+	w.strip()
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError writes the headers too: stripped first.
+func (w keptFromPage) FlushError() error {
+	w.strip()
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w keptFromPage) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func isSafe(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
 }
 
 // isUpgrade tells whether r asks to switch protocols (a WebSocket's
@@ -115,7 +157,7 @@ func (a *Authenticator) refuseCrossOrigin(w http.ResponseWriter, r *http.Request
 	case isUpgrade(r):
 		what = "open a WebSocket (or any upgraded connection) to this service"
 	case isSafe(r.Method):
-		what = "read what this service answers, or show its pages in a frame,"
+		what = "show this service's pages in a frame, nor run or read what it answers,"
 	}
 	a.opts.Logger.V(1).Info("cross-origin request refused", "origin", origin, "secFetchSite", site, "method", printable(r.Method),
 		"upgrade", isUpgrade(r), "path", r.URL.Path, "remote", r.RemoteAddr)

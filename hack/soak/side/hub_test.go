@@ -99,6 +99,10 @@ func (h *testHub) installCRD() error {
 // file's.
 const tokenTTL = 20 * time.Second
 
+// pluginMargin is how long before its token dies the plugin says it
+// expires.
+const pluginMargin = 2 * time.Second
+
 // testSide is what one side of a test gets: its Config, the tokens issued
 // for it, and the faults the test can cause.
 type testSide struct {
@@ -145,13 +149,20 @@ func (h *testHub) newSide(t *testing.T, role string) *testSide {
 		}
 		s.pluginOK.Add(1)
 		ttl := time.Duration(s.pluginTTL.Load())
+		issued := time.Now()
 		tok := s.issue(ttl)
 		s.mu.Lock()
 		s.pluginTokens = append(s.pluginTokens, tok)
 		s.mu.Unlock()
+		// The plugin says the token expires pluginMargin before it does,
+		// as real plugins do (aws eks get-token says 14 minutes of a
+		// 15-minute token): client-go uses a token until the instant the
+		// plugin names, and its exec loop, ticking every execEvery from
+		// the first login, met a token said to last until the very
+		// instant it died with a stream in flight (a 401 one run in four).
 		_ = json.NewEncoder(w).Encode(map[string]string{
 			"token":   tok,
-			"expires": time.Now().Add(ttl).UTC().Format(time.RFC3339),
+			"expires": issued.Add(ttl - pluginMargin).UTC().Format(time.RFC3339),
 		})
 	}))
 	t.Cleanup(endpoint.Close)

@@ -66,6 +66,7 @@ func New(opts Options) (*Authenticator, error) {
 		if a.front, err = newFrontProxy(*opts.FrontProxy, client, opts.Logger.WithName("front-proxy")); err != nil {
 			return nil, err
 		}
+		a.front.now = opts.now
 	}
 	if err := a.metrics.register(opts.Registerer); err != nil {
 		return nil, err

@@ -139,20 +139,28 @@ func TestFrontProxyKeptAliveConnectionAfterACAFileRotation(t *testing.T) {
 	})
 }
 
-// A certificate that expires while its connection is kept alive is
-// refused from then on, as are those of a chain whose intermediate
-// expires first.
+// A connection whose certificate has expired is checked again at its next
+// request, not served from the check made before: on a clock moved past
+// the certificate's NotAfter, the chain is checked once more.
 func TestFrontProxyKeptAliveConnectionPastItsCertificate(t *testing.T) {
 	root := newRawCA(t, nil, "front-proxy-ca")
-	s := newFrontSetup(t, FrontProxy{ClientCAFile: writeCA(t, root.pem)}, Options{})
-	expires := time.Now().Add(2 * time.Second)
+	clock := newManualClock()
+	s := newFrontSetup(t, FrontProxy{ClientCAFile: writeCA(t, root.pem)}, Options{now: clock.now})
+	checks := countChecks(s)
+	expires := time.Now().Add(time.Hour)
 	c := s.clientWithCert(t, root.leaf(t, "front-proxy-client", func(c *x509.Certificate) { c.NotAfter = expires }))
-	if got := s.getOn(t, c, aggregator, false); got != 200 {
-		t.Fatalf("before its expiry: %d", got)
+	for i := range 3 {
+		if got := s.getOn(t, c, aggregator, i > 0); got != 200 {
+			t.Fatalf("request %d before its expiry: %d", i, got)
+		}
 	}
-	time.Sleep(time.Until(expires) + 100*time.Millisecond)
-	if got := s.getOn(t, c, aggregator, true); got != http.StatusUnauthorized {
-		t.Errorf("past its expiry, on the connection checked before: %d, want 401", got)
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("%d chain checks before the expiry, want 1", n)
+	}
+	clock.advance(time.Until(expires) + time.Second)
+	s.getOn(t, c, aggregator, true)
+	if n := checks.Load(); n != 2 {
+		t.Errorf("%d chain checks once the certificate has expired, want 2: the check made before it served past it", n)
 	}
 }
 

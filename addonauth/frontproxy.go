@@ -96,6 +96,7 @@ type frontProxy struct {
 	chain   authenticator.Request // k8s.io/apiserver's chain and name check alone
 	headers authenticator.Request // k8s.io/apiserver's header reader alone
 	conns   verifiedConns         // the connections whose chain was checked
+	now     func() time.Time      // for the chains' expiry; tests set it
 	file    string                // the CA file; "" for the ConfigMap
 	client  kubernetes.Interface  // for the ConfigMap; nil with a file
 	log     logr.Logger
@@ -121,7 +122,7 @@ type frontProxyState struct {
 var errFrontProxyUnavailable = errors.New("addonauth: the front proxy's configuration is not loaded")
 
 func newFrontProxy(fp FrontProxy, client kubernetes.Interface, log logr.Logger) (*frontProxy, error) {
-	f := &frontProxy{log: log}
+	f := &frontProxy{log: log, now: time.Now}
 	f.known.Store(&knownHeaders{})
 	if fp.ClientCAFile == "" {
 		if len(fp.AllowedNames)+len(fp.UsernameHeaders)+len(fp.UIDHeaders)+len(fp.GroupHeaders)+len(fp.ExtraHeaderPrefixes) > 0 {
@@ -199,7 +200,7 @@ func (f *frontProxy) authenticate(r *http.Request) (User, bool, error) {
 	// the connection is checked again at its next request.
 	opts, _ := f.verifyOptions()
 	gen := caGeneration{state: s, roots: opts.Roots}
-	if !f.conns.verified(r.TLS, gen, time.Now()) {
+	if !f.conns.verified(r.TLS, gen, f.now()) {
 		if _, ok, err := f.chain.AuthenticateRequest(r); err != nil || !ok {
 			return User{}, false, err
 		}

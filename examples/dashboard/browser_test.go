@@ -57,7 +57,7 @@ func frontOf(t *testing.T, upstream, user string, groups ...string) *httptest.Se
 // the browser back to the page under the prefix, which lists the note with
 // its author.
 func TestInABrowserUnderAPrefix(t *testing.T) {
-	upstream := httptest.NewServer(newDashboard())
+	upstream := httptest.NewServer(testDashboard())
 	defer upstream.Close()
 	front := frontOf(t, upstream.URL, "alice@example.com", "system:authenticated", "devs")
 	ctx, cancel := browser.New(t)

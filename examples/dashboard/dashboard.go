@@ -10,13 +10,19 @@ import (
 	"sync"
 
 	"github.com/gorilla/websocket"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/authvault/authvault/addonauth"
 )
 
-// The identity headers addon-proxy sets: the caller it verified.
+// The identity headers addon-proxy sets: the caller it verified. The
+// dashboard's middleware reads them only from a connection with
+// addon-proxy's client certificate.
 const (
 	headerUser   = "X-Authenticated-User"
 	headerUID    = "X-Authenticated-UID"
 	headerGroups = "X-Authenticated-Groups" // one value per group
+	headerExtra  = "X-Authenticated-Extra-" // a prefix: one header per key
 )
 
 const (
@@ -44,6 +50,13 @@ type note struct {
 type dashboard struct {
 	mux     *http.ServeMux
 	stopped chan struct{} // closed by stop: the watchers end
+	// caller is who makes a request: the caller the middleware verified
+	// (addonauth.UserFrom). Tests set their own.
+	caller func(*http.Request) (identity, bool)
+	// cluster lists what the caller may see, as them; nil: no cluster.
+	cluster kubernetes.Interface
+	// namespace is the ConfigMaps page's when the request names none.
+	namespace string
 
 	mu           sync.Mutex     // guards what follows
 	notes        []note         // oldest first, at most maxNotes
@@ -54,7 +67,8 @@ type dashboard struct {
 }
 
 func newDashboard() *dashboard {
-	d := &dashboard{mux: http.NewServeMux(), stopped: make(chan struct{}), changed: make(chan struct{}), watching: map[string]int{}}
+	d := &dashboard{mux: http.NewServeMux(), stopped: make(chan struct{}), changed: make(chan struct{}), watching: map[string]int{},
+		caller: verifiedCaller, namespace: "default"}
 	// Nothing private at the root: through the API server, the root
 	// /apis/G/V/ is a non-resource URL every authenticated user may GET
 	// (system:discovery), where /apis/G/V/notes is the resource "notes"
@@ -63,6 +77,7 @@ func newDashboard() *dashboard {
 	d.mux.HandleFunc("GET /{$}", d.identified(d.landing))
 	d.mux.HandleFunc("GET /notes", d.identified(d.notesPage))
 	d.mux.HandleFunc("POST /notes", d.identified(d.add))
+	d.mux.HandleFunc("GET /configmaps", d.identified(d.configMaps))
 	d.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -87,16 +102,23 @@ type identity struct {
 	Groups []string
 }
 
-// identified runs h with the caller's identity, or answers 401 when the
-// request did not come through addon-proxy.
+// verifiedCaller is the caller the middleware verified for r, from its
+// context: never from a header, which anyone could send.
+func verifiedCaller(r *http.Request) (identity, bool) {
+	u, ok := addonauth.UserFrom(r.Context())
+	return identity{User: u.Name, UID: u.UID, Groups: u.Groups}, ok && u.Name != ""
+}
+
+// identified runs h with the caller's identity, or answers 401 when no
+// one was verified.
 func (d *dashboard) identified(h func(http.ResponseWriter, *http.Request, identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		user := r.Header.Get(headerUser)
-		if user == "" {
-			http.Error(w, "dashboard: no "+headerUser+" header: the dashboard must run behind addon-proxy, which verifies the caller and names them in it", http.StatusUnauthorized)
+		who, ok := d.caller(r)
+		if !ok {
+			http.Error(w, "dashboard: no verified caller: the dashboard must run behind addon-proxy, whose client certificate vouches for the caller it names", http.StatusUnauthorized)
 			return
 		}
-		h(w, r, identity{User: user, UID: r.Header.Get(headerUID), Groups: r.Header.Values(headerGroups)})
+		h(w, r, who)
 	}
 }
 
@@ -111,6 +133,8 @@ var landingHTML = []byte(`<!doctype html>
 <h1>Dashboard</h1>
 <p>The notes are on <a id="notes-link" href="notes">the notes page</a>, for those the cluster lets list them
 (the resource notes of this API group, in RBAC).</p>
+<p><a id="configmaps-link" href="configmaps">The ConfigMaps you may see</a>: the dashboard lists them as you,
+so the cluster's RBAC decides what each person sees.</p>
 </body>
 </html>
 `)
@@ -149,6 +173,7 @@ var pageHTML = template.Must(template.New("page").Funcs(template.FuncMap{
 <input id="text" name="text" maxlength="1024" required aria-label="note">
 <button id="submit" type="submit">Add note</button>
 </form>
+<p><a id="configmaps-link" href="configmaps">The ConfigMaps you may see</a></p>
 </body>
 </html>
 `))

@@ -14,6 +14,19 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// testDashboard is the dashboard with the caller read from addon-proxy's
+// headers as they arrive, as if its middleware had verified them: the
+// middleware itself is tested in package addonauth and, in front of the
+// dashboard, in the integration tests.
+func testDashboard() *dashboard {
+	d := newDashboard()
+	d.caller = func(r *http.Request) (identity, bool) {
+		user := r.Header.Get(headerUser)
+		return identity{User: user, UID: r.Header.Get(headerUID), Groups: r.Header.Values(headerGroups)}, user != ""
+	}
+	return d
+}
+
 // as is a request to the dashboard from user (none: "") in groups, as
 // addon-proxy forwards it.
 func as(method, target, user string, groups []string, form url.Values) *http.Request {
@@ -68,7 +81,7 @@ func TestPageShowsTheIdentity(t *testing.T) {
 		{"bob", nil, []string{`signed in as <strong id="user">bob</strong> (no groups<span id="groups"></span>)`}},
 	}
 	for _, tt := range tests {
-		resp, body := serve(t, newDashboard(), as(http.MethodGet, "/notes", tt.name, tt.groups, nil))
+		resp, body := serve(t, testDashboard(), as(http.MethodGet, "/notes", tt.name, tt.groups, nil))
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /notes as %s: %d %s", tt.name, resp.StatusCode, body)
 		}
@@ -85,7 +98,7 @@ func TestPageShowsTheIdentity(t *testing.T) {
 
 // A name, a group or a note is text on the page, never markup.
 func TestPageEscapes(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	const evil = `<script>alert("x")</script>`
 	if resp, body := post(t, d, evil, evil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("POST /notes: %d %s", resp.StatusCode, body)
@@ -108,7 +121,7 @@ func TestPageEscapes(t *testing.T) {
 // A request without X-Authenticated-User did not come through addon-proxy:
 // 401, whatever it asks for but the health check.
 func TestNoIdentityIsRefused(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	for _, r := range []*http.Request{
 		as(http.MethodGet, "/notes", "", nil, nil),
 		as(http.MethodGet, "/notes", "", []string{"system:masters"}, nil), // groups alone are no identity
@@ -132,7 +145,7 @@ func TestNoIdentityIsRefused(t *testing.T) {
 // /, an absolute path (addon-proxy puts it under its prefix); everyone sees
 // it.
 func TestNoteIsKeptWithItsAuthor(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	resp, body := post(t, d, "alice", "the cluster is upgraded")
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("POST /notes: %d %s, want 303", resp.StatusCode, body)
@@ -151,7 +164,7 @@ func TestNoteIsKeptWithItsAuthor(t *testing.T) {
 // The form posts to the relative URL notes: under /apis/GROUP/VERSION/ it
 // posts to /apis/GROUP/VERSION/notes.
 func TestFormPostsToARelativeURL(t *testing.T) {
-	_, body := serve(t, newDashboard(), as(http.MethodGet, "/notes", "alice", nil, nil))
+	_, body := serve(t, testDashboard(), as(http.MethodGet, "/notes", "alice", nil, nil))
 	for _, want := range []string{`<form id="add" method="post" action="notes">`, `<input id="text" name="text"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page does not contain %q:\n%s", want, body)
@@ -161,7 +174,7 @@ func TestFormPostsToARelativeURL(t *testing.T) {
 
 // A note is 1 KiB at most and not blank; the last 100 are kept.
 func TestBounds(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	tests := []struct {
 		text string
 		want int
@@ -180,7 +193,7 @@ func TestBounds(t *testing.T) {
 		}
 	}
 
-	d = newDashboard()
+	d = testDashboard()
 	for i := range maxNotes + 5 {
 		if resp, body := post(t, d, "alice", fmt.Sprintf("note %d", i)); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("POST /notes %d: %d %s", i, resp.StatusCode, body)
@@ -205,7 +218,7 @@ func TestBounds(t *testing.T) {
 // Only the page, the form's target and the health check are served, each
 // with its method; every answer tells caches and other sites to keep off.
 func TestRoutes(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	tests := []struct {
 		method, target string
 		want           int

@@ -14,7 +14,7 @@ import (
 // authenticated user may GET: it shows no note, no author and nothing of
 // the caller's, only the way to the notes, which RBAC guards.
 func TestRootHoldsNothingPrivate(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	if resp, body := post(t, d, "alice", "the secret plan"); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("POST /notes: %d %s", resp.StatusCode, body)
 	}
@@ -34,7 +34,7 @@ func TestRootHoldsNothingPrivate(t *testing.T) {
 
 // An empty list says so; one with a note does not.
 func TestEmptyNotesSaySo(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	_, body := serve(t, d, as(http.MethodGet, "/notes", "alice", nil, nil))
 	if !strings.Contains(body, `<p id="empty">No notes yet`) {
 		t.Errorf("an empty list says nothing:\n%s", body)
@@ -49,7 +49,7 @@ func TestEmptyNotesSaySo(t *testing.T) {
 // when the dashboard stops; one without addon-proxy's identity gets 401
 // and no upgrade.
 func TestWatchSendsTheNotesAsTheyCome(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	post(t, d, "alice", "before")
 	srv := httptest.NewServer(d)
 	defer srv.Close()
@@ -89,7 +89,7 @@ func TestWatchSendsTheNotesAsTheyCome(t *testing.T) {
 // One person may not take every WebSocket: past their own bound they get
 // 503, and another person is still served.
 func TestOneUserCannotTakeEveryWatcher(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	srv := httptest.NewServer(d)
 	defer srv.Close()
 	defer d.stop()
@@ -119,7 +119,7 @@ func TestOneUserCannotTakeEveryWatcher(t *testing.T) {
 
 // A handshake without ?watch=1 was authorized as list, not watch: 400.
 func TestWatchNeedsTheWatchParameter(t *testing.T) {
-	d := newDashboard()
+	d := testDashboard()
 	srv := httptest.NewServer(d)
 	defer srv.Close()
 	defer d.stop()

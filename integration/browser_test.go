@@ -16,28 +16,35 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/authvault/authvault/testkit/browser"
+	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/testkit/testpki"
 	"github.com/authvault/authvault/testkit/testwait"
 )
 
 // The addon pattern for a person: kubectl proxy → the API server's
-// aggregation layer → addon-proxy --apiservice → examples/dashboard,
-// which knows the user by name from the headers alone.
+// aggregation layer → addon-proxy --apiservice → examples/dashboard, which
+// takes the person addon-proxy names only over addon-proxy's client
+// certificate, and lists ConfigMaps as them.
 var _ = Describe("A person in a browser, through kubectl proxy and the aggregation layer", Ordered, func() {
 	const (
 		group  = "dashboard.authvault.dev"
@@ -47,32 +54,101 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 		proxies  = map[string]string{} // user → its kubectl proxy's URL
 		addon    string                // addon-proxy's own address (https)
 		addonLog func() string
+
+		dashboardURL    string       // the dashboard's own address (https), behind addon-proxy
+		dashboardCA     *testpki.CA  // signs its serving certificate
+		dashboardUser   string       // who it logs in as
+		dashboardConfig *rest.Config // its own credential
+		dashboardLog    func() string
+		forgedPair      tls.Certificate       // a client certificate named addon-proxy, of another CA
+		teamA, teamB    string                // namespaces whose ConfigMaps devs and ops may list
+		dashboardNS     string                // the dashboard's ServiceAccount's
+		unbind          func(context.Context) // removes the impersonation RBAC bound now
 	)
+
+	// configMaps is the dashboard's ConfigMaps page of namespace ns ("":
+	// its default) as user, through their kubectl proxy, with headers h.
+	configMaps := func(user, ns string, h http.Header) (int, string) {
+		GinkgoHelper()
+		target := proxies[user] + prefix + "/configmaps"
+		if ns != "" {
+			target += "?namespace=" + ns
+		}
+		code, body, _ := get(target, "", h)
+		return code, body
+	}
 
 	BeforeAll(func(ctx SpecContext) {
 		ns := newNamespace("dashboard")
+		dir := GinkgoT().TempDir()
+		write := func(name string, data []byte) string {
+			path := filepath.Join(dir, name)
+			Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
+			return path
+		}
+
+		By("the dashboard, verifying addon-proxy's client certificate, logged in as itself")
+		// Its own identity: a client certificate whose name RBAC reads as
+		// the ServiceAccount deploy/dashboard binds, in the group whose
+		// requests the API server audits.
+		dashboardUser = "system:serviceaccount:" + ns + ":dashboard"
+		me, err := cluster.Env.AddUser(envtest.User{Name: dashboardUser, Groups: []string{testcluster.AuditedGroup}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		dashboardConfig = me.Config()
+		dashKubeconfig := writeKubeconfig(fmt.Sprintf("{client-certificate-data: %s, client-key-data: %s}",
+			base64.StdEncoding.EncodeToString(dashboardConfig.CertData), base64.StdEncoding.EncodeToString(dashboardConfig.KeyData)))
+		upstreamCA, proxyClientCA := testpki.NewCA(GinkgoT()), testpki.NewCA(GinkgoT())
+		dashCert, dashKey := upstreamCA.Issue(GinkgoT(), "dashboard", true)
+		clientCert, clientKey := proxyClientCA.Issue(GinkgoT(), "addon-proxy", false)
+		forgedCert, forgedKey := testpki.NewCA(GinkgoT()).Issue(GinkgoT(), "addon-proxy", false)
+		forgedPair, err = tls.X509KeyPair(forgedCert, forgedKey)
+		Expect(err).NotTo(HaveOccurred())
+		teamA, teamB = newNamespace("team-a"), newNamespace("team-b")
 		dashAddr := freeAddr()
-		dash := exec.Command(buildExample("dashboard"), "--listen", dashAddr)
-		dash.Stdout, dash.Stderr = GinkgoWriter, GinkgoWriter
+		dashboardURL = "https://" + dashAddr
+		dash := exec.Command(buildExample("dashboard"), "--listen", dashAddr,
+			"--tls-cert-file", write("dash.crt", dashCert), "--tls-key-file", write("dash.key", dashKey),
+			"--proxy-client-ca-file", write("proxy-client-ca.crt", proxyClientCA.PEM),
+			"--kubeconfig", dashKubeconfig, "--namespace", teamA)
+		dash.Env = append(os.Environ(), "KUBECONFIG=")
+		var dashLogs strings.Builder
+		var dashMu sync.Mutex
+		dash.Stdout, dash.Stderr = lockedWriter{&dashLogs, &dashMu}, lockedWriter{&dashLogs, &dashMu}
 		Expect(dash.Start()).To(Succeed())
-		DeferCleanup(func() { _ = dash.Process.Kill(); _ = dash.Wait() })
+		DeferCleanup(func() {
+			_ = dash.Process.Kill()
+			_ = dash.Wait()
+			dashMu.Lock()
+			defer dashMu.Unlock()
+			fmt.Fprintf(GinkgoWriter, "dashboard log:\n%s", dashLogs.String())
+		})
+		dashboardLog = func() string { dashMu.Lock(); defer dashMu.Unlock(); return dashLogs.String() }
+		insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: upstreamCA.Pool}}}
+		Eventually(func() int {
+			resp, err := insecure.Get(dashboardURL + "/healthz")
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Equal(200))
+		dashboardCA = upstreamCA
 
 		// The aggregator reaches the Service by name: its certificate
 		// names addon-proxy.NS.svc, signed by the CA the APIService gives.
 		servingCA := testpki.NewCA(GinkgoT())
 		certPEM, keyPEM := servingCA.Issue(GinkgoT(), "addon-proxy."+ns+".svc", true)
-		dir := GinkgoT().TempDir()
-		certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-		Expect(os.WriteFile(certFile, certPEM, 0o600)).To(Succeed())
-		Expect(os.WriteFile(keyFile, keyPEM, 0o600)).To(Succeed())
+		certFile, keyFile := write("tls.crt", certPEM), write("tls.key", keyPEM)
 		var plain string
-		plain, _, addonLog = startAddonProxyLogged(ctx, "--upstream", "http://"+dashAddr, "--audience", "dashboard",
+		plain, _, addonLog = startAddonProxyLogged(ctx, "--upstream", dashboardURL, "--audience", "dashboard",
+			"--upstream-ca-file", write("upstream-ca.crt", upstreamCA.PEM),
+			"--upstream-client-cert-file", write("client.crt", clientCert), "--upstream-client-key-file", write("client.key", clientKey),
 			"--apiservice", group+"/v1", "--tls-cert-file", certFile, "--tls-key-file", keyFile)
 		addon = strings.Replace(plain, "http://", "https://", 1)
 		_, port, _ := net.SplitHostPort(strings.TrimPrefix(addon, "https://"))
 
 		By("registering the APIService on an ExternalName Service of localhost")
-		_, err := admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		_, err = admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "addon-proxy"},
 			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost"},
 		}, metav1.CreateOptions{})
@@ -110,6 +186,7 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "dashboard-user-"},
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{group}, Resources: []string{"notes"}, Verbs: []string{"list", "watch", "create"}},
+				{APIGroups: []string{group}, Resources: []string{"configmaps"}, Verbs: []string{"list"}},
 			},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -127,6 +204,31 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 			Subjects:   []rbacv1.Subject{{Kind: "User", Name: "alice"}, {Kind: "User", Name: "bob"}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
+
+		By("RBAC: alice's group devs may list the ConfigMaps of team-a, bob's group ops those of team-b")
+		for ns, team := range map[string]string{teamA: "devs", teamB: "ops"} {
+			_, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+				ObjectMeta: metav1.ObjectMeta{Name: "configmap-reader"},
+				Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}}},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: "configmap-readers"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "configmap-reader"},
+				Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: team}},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		for ns, names := range map[string][]string{teamA: {"alpha-1", "alpha-2"}, teamB: {"beta-1"}} {
+			for _, name := range names {
+				_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		By("deploy/dashboard: the dashboard may act as people only to list ConfigMaps (constrained impersonation)")
+		dashboardNS = ns
+		unbind = bindImpersonation(ctx, ns, "impersonate-constrained.yaml")
+		DeferCleanup(func(ctx SpecContext) { unbind(ctx) })
 
 		By("each user's own kubectl proxy")
 		for name, groups := range map[string][]string{"alice": {"devs"}, "bob": {"ops", "oncall"}, "carol": nil} {
@@ -330,6 +432,195 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 		report("addon-proxy: kube-system/extension-apiserver-authentication deleted: written back by the API server after %v, front-proxy callers served again %v after the deletion",
 			back.Round(time.Millisecond), time.Since(deleted).Round(time.Millisecond))
 		Expect(addonLog()).To(ContainSubstring("was deleted"), "addon-proxy saw the deletion and said so")
+	})
+
+	It("lists ConfigMaps as each person, by constrained impersonation and by classic: alice sees team-a's, bob gets the API server's 403 as a page, the audit log names both", func(ctx SpecContext) {
+		for _, file := range []string{"impersonate-constrained.yaml", "impersonate-classic.yaml"} {
+			By(file)
+			if file != "impersonate-constrained.yaml" {
+				unbind(ctx)
+				unbind = bindImpersonation(ctx, dashboardNS, file)
+			}
+			constraint := "impersonate:user-info"
+			if file == "impersonate-classic.yaml" {
+				constraint = "-"
+			}
+			// Until the API server has forgotten the constrained
+			// impersonations it allowed (it keeps each 10 s), a switch
+			// to classic shows as constrained: asked again until the
+			// audit log names the mode bound now.
+			Eventually(func(g Gomega) {
+				code, body := configMaps("alice", "", nil)
+				g.Expect(code).To(Equal(200), body)
+				g.Expect(listedConfigMaps(body)).To(Equal("alpha-1,alpha-2"), "alice's own view of team-a")
+				code, body = configMaps("alice", teamB, nil)
+				g.Expect(code).To(Equal(http.StatusForbidden), body)
+				g.Expect(body).To(ContainSubstring(`<p id="forbidden">You may not list ConfigMaps in ` + teamB + `.</p>`))
+				g.Expect(body).To(ContainSubstring(`User &#34;alice&#34; cannot list resource &#34;configmaps&#34;`), "the API server's words, naming her")
+				g.Expect(body).NotTo(ContainSubstring("beta-1"))
+				code, body = configMaps("bob", "", nil)
+				g.Expect(code).To(Equal(http.StatusForbidden), body)
+				g.Expect(body).To(ContainSubstring(`User &#34;bob&#34; cannot list`))
+				g.Expect(body).NotTo(ContainSubstring("alpha-"))
+				code, body = configMaps("bob", teamB, nil)
+				g.Expect(code).To(Equal(200), body)
+				g.Expect(listedConfigMaps(body)).To(Equal("beta-1"), "bob's own view of team-b")
+				g.Eventually(func() []string { return impersonations(dashboardUser) }).WithTimeout(5*time.Second).Should(ContainElements(
+					fmt.Sprintf("alice %s list %s/configmaps 200", constraint, teamA),
+					fmt.Sprintf("alice %s list %s/configmaps 403", constraint, teamB),
+					fmt.Sprintf("bob %s list %s/configmaps 403", constraint, teamA),
+					fmt.Sprintf("bob %s list %s/configmaps 200", constraint, teamB),
+				), "the audit log names the dashboard and the person it acted as, for each request")
+			}).WithTimeout(testwait.Hang).WithPolling(time.Second).Should(Succeed())
+			code, body := configMaps("carol", "", nil)
+			Expect(code).To(Equal(http.StatusForbidden), body)
+			Expect(body).To(ContainSubstring(`"kind":"Status"`), "carol may not use the dashboard: the API server refuses her before it")
+
+			By(file + ": what else the dashboard's own credential may do as alice")
+			asAlice := rest.CopyConfig(dashboardConfig)
+			asAlice.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"devs"}}
+			direct, err := kubernetes.NewForConfig(asAlice)
+			Expect(err).NotTo(HaveOccurred())
+			// Any authenticated person may ask who they are: alice may,
+			// the dashboard acting as her may only list ConfigMaps.
+			_, getErr := direct.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			asAlice.Impersonate.Groups = append(asAlice.Impersonate.Groups, "system:masters")
+			masters, err := kubernetes.NewForConfig(asAlice)
+			Expect(err).NotTo(HaveOccurred())
+			_, mastersErr := masters.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+			if file == "impersonate-constrained.yaml" {
+				Expect(apierrors.IsForbidden(getErr)).To(BeTrue(), "constrained: acting as alice for anything but a list of ConfigMaps: %v", getErr)
+				Expect(apierrors.IsForbidden(mastersErr)).To(BeTrue(), "constrained: acting as a member of system:masters: %v", mastersErr)
+			} else {
+				Expect(getErr).NotTo(HaveOccurred(), "classic: acting as alice for anything she may do")
+				Expect(mastersErr).NotTo(HaveOccurred(), "classic: acting as anyone in any group, system:masters too: why deploy/ prefers constrained")
+			}
+		}
+		unbind(ctx)
+		unbind = bindImpersonation(ctx, dashboardNS, "impersonate-constrained.yaml")
+	})
+
+	It("shows a person whose access is revoked the refusal at their next click, with no restart and nothing cached", func(ctx SpecContext) {
+		Eventually(func() string { _, body := configMaps("alice", "", nil); return listedConfigMaps(body) }).
+			WithTimeout(testwait.Hang).Should(Equal("alpha-1,alpha-2"))
+		bindings := admin.RbacV1().RoleBindings(teamA)
+		saved, err := bindings.Get(ctx, "configmap-readers", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bindings.Delete(ctx, saved.Name, metav1.DeleteOptions{})).To(Succeed())
+		revoked := time.Now()
+		Eventually(func() int { code, _ := configMaps("alice", "", nil); return code }).
+			WithTimeout(testwait.Hang).WithPolling(20 * time.Millisecond).Should(Equal(http.StatusForbidden))
+		report("dashboard: alice's RoleBinding deleted, her next page refused %v after", time.Since(revoked).Round(time.Millisecond))
+		_, body := configMaps("alice", "", nil)
+		Expect(body).To(ContainSubstring("You may not list ConfigMaps in " + teamA))
+
+		saved.ResourceVersion = ""
+		_, err = bindings.Create(ctx, saved, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() string { _, body := configMaps("alice", "", nil); return listedConfigMaps(body) }).
+			WithTimeout(testwait.Hang).Should(Equal("alpha-1,alpha-2"), "her access back, at her next click")
+	})
+
+	It("never makes an identity a caller sent into one it acts as: not a header through kubectl proxy, not one sent to the dashboard or addon-proxy directly", func(ctx SpecContext) {
+		actedAsAlice := func() int {
+			n := 0
+			for _, e := range impersonations(dashboardUser) {
+				if strings.HasPrefix(e, "alice ") {
+					n++
+				}
+			}
+			return n
+		}
+		before := actedAsAlice()
+		forged := http.Header{
+			"X-Remote-User": {"alice"}, "X-Remote-Group": {"devs"},
+			"X-Authenticated-User": {"alice"}, "X-Authenticated-Groups": {"devs"}, "X-Authenticated-Uid": {"alice"},
+		}
+
+		By("bob, through kubectl proxy, naming alice in the identity headers of every hop")
+		code, body := configMaps("bob", "", forged)
+		Expect(code).To(Equal(http.StatusForbidden), body)
+		Expect(body).To(ContainSubstring(`User &#34;bob&#34; cannot list`), "bob's own refusal")
+		Expect(body).To(ContainSubstring(`<strong id="user">bob</strong>`))
+
+		By("bob, through kubectl proxy, asking the API server to impersonate alice")
+		code, body = configMaps("bob", "", http.Header{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs"}})
+		Expect(code).To(Equal(http.StatusForbidden), body)
+		Expect(body).To(ContainSubstring(`"kind":"Status"`), "the API server's refusal, before the dashboard")
+		Expect(body).To(ContainSubstring(`User \"bob\" cannot impersonate`))
+
+		By("a program on the dashboard's machine, with no client certificate or another CA's named addon-proxy")
+		for name, certs := range map[string][]tls.Certificate{"no client certificate": nil, "another CA's": {forgedPair}} {
+			client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: dashboardCA.Pool, Certificates: certs}}}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, dashboardURL+"/configmaps", nil)
+			for k, v := range forged {
+				req.Header[k] = v
+			}
+			resp, err := client.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			page, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), "%s: %s", name, page)
+			Expect(string(page)).NotTo(ContainSubstring("alpha-"))
+		}
+
+		By("a ServiceAccount's bearer token sent to addon-proxy, naming alice in every identity header")
+		newServiceAccount(ctx, dashboardNS, "intruder")
+		token := saToken(ctx, dashboardNS, "intruder", "dashboard")
+		insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, addon+prefix+"/configmaps", nil)
+		for k, v := range forged {
+			req.Header[k] = v
+		}
+		req.Header.Set("Impersonate-User", "alice")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := insecure.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusForbidden), string(page))
+		Expect(string(page)).To(ContainSubstring(`<strong id="user">system:serviceaccount:` + dashboardNS + `:intruder</strong>`))
+		Expect(string(page)).To(ContainSubstring("does not let the dashboard act as you"), "deploy/dashboard grants no ServiceAccount impersonation")
+		Expect(string(page)).NotTo(ContainSubstring("alpha-"))
+
+		Eventually(func() []string { return impersonations(dashboardUser) }).WithTimeout(testwait.Hang).Should(
+			ContainElement(HavePrefix("bob ")), "the forged requests were audited")
+		Consistently(actedAsAlice).WithTimeout(time.Second).Should(Equal(before), "a request acted as alice")
+		Expect(dashboardLog()).NotTo(ContainSubstring(token))
+	})
+
+	It("in a real browser: alice and bob each see the ConfigMaps the cluster lets them see, and a page that says what they may not", func(ctx SpecContext) {
+		run, cancel := browser.New(GinkgoT())
+		DeferCleanup(cancel)
+		step := func(actions ...chromedp.Action[chromedp.Void]) {
+			GinkgoHelper()
+			c, stop := context.WithTimeout(run, testwait.Hang)
+			defer stop()
+			Expect(chromedp.Do(c, actions...)).To(Succeed())
+		}
+		text := func(id string) string {
+			c, stop := context.WithTimeout(run, testwait.Hang)
+			defer stop()
+			got, err := chromedp.Run(c, chromedp.Text(chromedp.ID(id)))
+			if err != nil {
+				return err.Error()
+			}
+			return got
+		}
+		By("alice follows the notes page's link")
+		step(chromedp.Navigate(proxies["alice"] + prefix + "/notes"))
+		Eventually(func() string { return text("user") }).WithTimeout(testwait.Hang).Should(Equal("alice"))
+		step(chromedp.Click(chromedp.ID("configmaps-link")))
+		Eventually(func() string { return text("configmaps") }).WithTimeout(testwait.Hang).Should(And(
+			ContainSubstring("alpha-1"), ContainSubstring("alpha-2"), Not(ContainSubstring("beta-1"))))
+		Expect(text("namespace")).To(Equal(teamA))
+
+		By("bob, on the same page through his own kubectl proxy")
+		step(chromedp.Navigate(proxies["bob"] + prefix + "/configmaps"))
+		Eventually(func() string { return text("forbidden") }).WithTimeout(testwait.Hang).Should(Equal("You may not list ConfigMaps in " + teamA + "."))
+		Expect(text("reason")).To(ContainSubstring(`User "bob" cannot list resource "configmaps"`))
+		step(chromedp.Navigate(proxies["bob"] + prefix + "/configmaps?namespace=" + teamB))
+		Eventually(func() string { return text("configmaps") }).WithTimeout(testwait.Hang).Should(Equal("beta-1"))
 	})
 
 	It("in a real browser: shows the user's name, keeps a note under it; another site can neither post one nor read the page", func(ctx SpecContext) {

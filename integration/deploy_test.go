@@ -38,7 +38,7 @@ var _ = Describe("The manifests under deploy/", func() {
 	BeforeEach(func(ctx SpecContext) {
 		dirs, err := filepath.Glob("../deploy/*")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(dirs).To(ConsistOf("../deploy/addon-proxy"), "a directory of deploy/ no spec reads")
+		Expect(dirs).To(ConsistOf("../deploy/addon-proxy", "../deploy/dashboard"), "a directory of deploy/ no spec reads")
 		docs, err = manifests.Read("../deploy/addon-proxy")
 		Expect(err).NotTo(HaveOccurred())
 		namespaces := manifests.Find(docs, "Namespace")
@@ -202,6 +202,38 @@ var _ = Describe("The manifests under deploy/", func() {
 			Expect(allowed(ctx, authzv1.SubjectAccessReviewSpec{NonResourceAttributes: &authzv1.NonResourceAttributes{
 				Path: path, Verb: "get"}})).To(BeTrue(), "the issuer's %s, by the default system:service-account-issuer-discovery", path)
 		}
+	})
+})
+
+// deploy/dashboard is applied for real by the browser specs, which bind
+// each of its ClusterRoles in turn; here, the rest.
+var _ = Describe("The manifests under deploy/dashboard", func() {
+	It("are accepted as written by a strict create, and kustomize lists every file but the classic alternative", func(ctx SpecContext) {
+		docs, err := manifests.Read("../deploy/dashboard")
+		Expect(err).NotTo(HaveOccurred())
+		c, err := client.New(cluster.Admin, client.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		// Namespaced objects go to a namespace of the spec's, which exists.
+		testNS := newNamespace("deploy-dashboard")
+		var files []string
+		for _, d := range docs {
+			f := filepath.Base(d.File)
+			if d.Object.GetKind() == "Kustomization" {
+				continue
+			}
+			if !slices.Contains(files, f) {
+				files = append(files, f)
+			}
+			obj := retarget(d.Object, deployedDashboardNamespace, testNS)
+			Expect(c.Create(ctx, obj, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict))).To(Succeed(), "%s: %s %s", f, obj.GetKind(), obj.GetName())
+		}
+		var kustomization struct {
+			Resources []string `json:"resources"`
+		}
+		ks := manifests.Find(docs, "Kustomization")
+		Expect(ks).To(HaveLen(1))
+		Expect(runtimeFrom(ks[0], &kustomization)).To(Succeed())
+		Expect(append(kustomization.Resources, "impersonate-classic.yaml")).To(ConsistOf(files))
 	})
 })
 

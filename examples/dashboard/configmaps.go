@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -113,9 +114,8 @@ func (d *dashboard) configMaps(w http.ResponseWriter, r *http.Request, who ident
 		// dashboard) and what was refused: no secret is in them.
 		status = http.StatusForbidden
 		view.Refused = refusal.Status().Message
-		if details := refusal.Status().Details; details != nil {
-			view.Dashboard = slices.Contains(impersonationKinds, details.Kind)
-		}
+		details := refusal.Status().Details
+		view.Dashboard = details != nil && slices.Contains(impersonationKinds, details.Kind) || !d.personRefused(ctx, ns)
 	default:
 		log.Printf("dashboard: listing ConfigMaps in %s as %s: %v", ns, who.User, err)
 		http.Error(w, "dashboard: the cluster did not answer: try again", http.StatusBadGateway)
@@ -130,4 +130,25 @@ func (d *dashboard) configMaps(w http.ResponseWriter, r *http.Request, who ident
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = buf.WriteTo(w)
+}
+
+// personRefused tells whether a refused list was the person's own: it asks
+// the API server, as them, whether they may list ConfigMaps in ns. When
+// they may, or when the dashboard may not even ask as them, the refusal
+// was of the dashboard acting as them (constrained impersonation names the
+// resource requested, not an impersonation, when it lacks impersonate-on).
+// When the question goes unanswered, the refusal is taken as theirs, and
+// the page shows the API server's words either way.
+func (d *dashboard) personRefused(ctx context.Context, ns string) bool {
+	review, err := d.cluster.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+		Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "configmaps"}},
+	}, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsForbidden(err):
+		return false
+	case err != nil:
+		log.Printf("dashboard: asking whether the caller may list ConfigMaps in %s: %v", ns, err)
+		return true
+	}
+	return !review.Status.Allowed
 }

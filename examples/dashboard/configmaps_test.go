@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,8 +20,22 @@ import (
 // with list or err, and records the namespaces asked for. The real API
 // server, acting as each person, is the integration tests'.
 func answering(list *corev1.ConfigMapList, err error) (*dashboard, *[]string) {
+	return answeringReview(list, err, false, nil)
+}
+
+// answeringReview is answering, with a SelfSubjectAccessReview answered
+// allowed, or refused with reviewErr.
+func answeringReview(list *corev1.ConfigMapList, err error, allowed bool, reviewErr error) (*dashboard, *[]string) {
 	d := testDashboard()
 	cs := fake.NewClientset()
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if reviewErr != nil {
+			return true, nil, reviewErr
+		}
+		review := a.(k8stesting.CreateAction).GetObject().(*authzv1.SelfSubjectAccessReview)
+		review.Status.Allowed = allowed
+		return true, review, nil
+	})
 	var asked []string
 	cs.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		asked = append(asked, a.GetNamespace())
@@ -74,21 +89,40 @@ func TestConfigMapsPageSaysWhenThereAreNoneOrMore(t *testing.T) {
 // its words, with status 403; a refusal to let the dashboard impersonate
 // says it is the dashboard's RBAC that lacks it.
 func TestConfigMapsPageShowsTheClustersRefusal(t *testing.T) {
+	mayNot := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps" in API group "" in the namespace "default"`))
+	impersonateOn := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "dashboard" cannot impersonate-on:user-info:list resource "configmaps"`))
 	for _, tc := range []struct {
-		name string
-		err  error
-		want []string
+		name      string
+		err       error
+		allowed   bool  // the person may list, says the review
+		reviewErr error // the review refused
+		want      []string
 	}{{
 		name: "the person may not list",
-		err:  apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps" in API group "" in the namespace "default"`)),
+		err:  mayNot,
 		want: []string{`<p id="forbidden">You may not list ConfigMaps in default.</p>`, `User &#34;bob&#34; cannot list resource`},
 	}, {
-		name: "the dashboard may not impersonate",
+		name:      "the person may not list, and the review cannot be asked",
+		err:       mayNot,
+		reviewErr: errors.New("connection refused"),
+		want:      []string{`<p id="forbidden">You may not list ConfigMaps in default.</p>`},
+	}, {
+		name: "the dashboard may not impersonate the person",
 		err:  apierrors.NewForbidden(schema.GroupResource{Resource: "users"}, "bob", errors.New(`User "dashboard" cannot impersonate resource "users" in API group ""`)),
 		want: []string{`does not let the dashboard act as you`, `User &#34;dashboard&#34; cannot impersonate`},
+	}, {
+		name:    "the dashboard may not act as the person for a list, which the person may do",
+		err:     impersonateOn,
+		allowed: true,
+		want:    []string{`does not let the dashboard act as you`, `impersonate-on:user-info:list`},
+	}, {
+		name:      "the dashboard may not even ask as the person",
+		err:       impersonateOn,
+		reviewErr: apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}, "", errors.New("cannot impersonate-on:user-info:create")),
+		want:      []string{`does not let the dashboard act as you`},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, _ := answering(nil, tc.err)
+			d, _ := answeringReview(nil, tc.err, tc.allowed, tc.reviewErr)
 			resp, body := serve(t, d, as(http.MethodGet, "/configmaps", "bob", nil, nil))
 			if resp.StatusCode != http.StatusForbidden {
 				t.Errorf("status %d, want 403", resp.StatusCode)

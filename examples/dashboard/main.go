@@ -136,7 +136,7 @@ func run() error {
 			GroupHeaders: []string{headerGroups}, ExtraHeaderPrefixes: []string{headerExtra},
 		},
 		TrustedOrigins: split(*origins), TrustedOriginsSetting: "dashboard --trusted-origins",
-		IgnorePaths:    []string{"/healthz"},
+		IgnorePaths: []string{"/healthz"},
 	})
 	if err != nil {
 		return err

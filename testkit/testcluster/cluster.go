@@ -38,8 +38,9 @@ type Cluster struct {
 	// kube-system/extension-apiserver-authentication.
 	FrontProxyCA []byte
 
-	webhook *httptest.Server
-	dir     string
+	webhook  *httptest.Server
+	dir      string
+	auditLog string
 }
 
 // Start starts the issuer and the control plane. It needs KUBEBUILDER_ASSETS
@@ -102,6 +103,15 @@ contexts:
 	}
 	c.FrontProxyCA = frontProxyCA
 	for flag, value := range frontProxy {
+		api.Configure().Set(flag, value)
+	}
+	audit, auditLog, err := auditFlags(dir)
+	if err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	c.auditLog = auditLog
+	for flag, value := range audit {
 		api.Configure().Set(flag, value)
 	}
 	api.Configure().

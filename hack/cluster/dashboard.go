@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
@@ -42,7 +43,9 @@ const (
 	dashService   = "addon-proxy"
 	// dashRole is the ClusterRole a person needs to use the dashboard:
 	// list (the page, GET .../notes), watch (its WebSocket, with
-	// ?watch=1) and create (POST .../notes) on notes.dashboard.authvault.dev.
+	// ?watch=1) and create (POST .../notes) on notes.dashboard.authvault.dev,
+	// and list on configmaps.dashboard.authvault.dev (GET .../configmaps,
+	// the page that lists the core ConfigMaps the person may list).
 	dashRole = "dashboard-user"
 )
 
@@ -116,15 +119,43 @@ func startWalkThrough(ctx context.Context, c *testcluster.Cluster, kubeconfig st
 		return w, err
 	}
 
-	if w.upstream, err = freeAddr(); err != nil {
-		return w, err
-	}
-	fmt.Fprintf(out, "starting examples/dashboard on %s ...\n", w.upstream)
-	dash, err := w.start(out, "dashboard", filepath.Join(tmp, "dashboard"), "--listen", w.upstream)
+	fmt.Fprintf(out, "making %s (group %s), who may list the ConfigMaps of %s and not those of %s, and the dashboard's own identity, which may act as people only to list ConfigMaps (deploy/dashboard) ...\n", person, personGroup, teamA, teamB)
+	aliceConfig, dashConfig, err := setUpPeople(ctx, c, tmp)
 	if err != nil {
 		return w, err
 	}
-	if err := w.waitHTTP(ctx, dash, "http://"+w.upstream+"/healthz"); err != nil {
+
+	// The dashboard serves addon-proxy over TLS, for the name localhost,
+	// and trusts the identity it forwards only over addon-proxy's client
+	// certificate.
+	dashCA, err := testcluster.WriteCertificate("localhost", x509.ExtKeyUsageServerAuth, filepath.Join(tmp, "dashboard.crt"), filepath.Join(tmp, "dashboard.key"))
+	if err != nil {
+		return w, err
+	}
+	clientCA, err := testcluster.WriteCertificate("addon-proxy", x509.ExtKeyUsageClientAuth, filepath.Join(tmp, "addon-proxy-client.crt"), filepath.Join(tmp, "addon-proxy-client.key"))
+	if err != nil {
+		return w, err
+	}
+	for name, pem := range map[string][]byte{"dashboard-ca.crt": dashCA, "addon-proxy-client-ca.crt": clientCA} {
+		if err := os.WriteFile(filepath.Join(tmp, name), pem, 0o600); err != nil {
+			return w, err
+		}
+	}
+	if w.upstream, err = freeAddr(); err != nil {
+		return w, err
+	}
+	_, dashPort, _ := net.SplitHostPort(w.upstream)
+	origin := func(host string) string { return fmt.Sprintf("http://%s:%d", host, proxyPort) }
+	origins := origin("127.0.0.1") + "," + origin("localhost")
+	fmt.Fprintf(out, "starting examples/dashboard on %s ...\n", w.upstream)
+	dash, err := w.start(out, "dashboard", filepath.Join(tmp, "dashboard"), "--listen", w.upstream,
+		"--tls-cert-file", filepath.Join(tmp, "dashboard.crt"), "--tls-key-file", filepath.Join(tmp, "dashboard.key"),
+		"--proxy-client-ca-file", filepath.Join(tmp, "addon-proxy-client-ca.crt"),
+		"--kubeconfig", dashConfig, "--namespace", teamA, "--trusted-origins", origins)
+	if err != nil {
+		return w, err
+	}
+	if err := w.waitHTTP(ctx, dash, "https://localhost:"+dashPort+"/healthz", dashCA); err != nil {
 		return w, err
 	}
 
@@ -144,10 +175,12 @@ func startWalkThrough(ctx context.Context, c *testcluster.Cluster, kubeconfig st
 	}
 	_, addonPort, _ := net.SplitHostPort(w.addon)
 	fmt.Fprintf(out, "starting addon-proxy on %s, its serving certificate for %s ...\n", w.addon, host)
-	origin := func(host string) string { return fmt.Sprintf("http://%s:%d", host, proxyPort) }
 	addon, err := w.start(out, "addon-proxy", filepath.Join(tmp, "addon-proxy"),
 		"--apiservice", dashGroup+"/"+dashVersion,
-		"--upstream", "http://"+w.upstream, "--audience", host,
+		"--upstream", "https://localhost:"+dashPort, "--audience", host,
+		"--upstream-ca-file", filepath.Join(tmp, "dashboard-ca.crt"),
+		"--upstream-client-cert-file", filepath.Join(tmp, "addon-proxy-client.crt"),
+		"--upstream-client-key-file", filepath.Join(tmp, "addon-proxy-client.key"),
 		// Its vault logs in with the cluster's kubeconfig, and reads the
 		// front proxy's CA from kube-system's ConfigMap through it.
 		"--kubeconfig", kubeconfig,
@@ -155,12 +188,12 @@ func startWalkThrough(ctx context.Context, c *testcluster.Cluster, kubeconfig st
 		"--tls-cert-file", filepath.Join(tmp, "tls.crt"), "--tls-key-file", filepath.Join(tmp, "tls.key"),
 		// The pages of kubectl proxy may post notes: the browser's
 		// Origin is the proxy's, of either name.
-		"--trusted-origins", origin("127.0.0.1")+","+origin("localhost"),
+		"--trusted-origins", origins,
 		"--shutdown-grace", "2s")
 	if err != nil {
 		return w, err
 	}
-	if err := w.waitHTTP(ctx, addon, "http://"+ops+"/readyz"); err != nil {
+	if err := w.waitHTTP(ctx, addon, "http://"+ops+"/readyz", nil); err != nil {
 		return w, err
 	}
 
@@ -184,7 +217,7 @@ func startWalkThrough(ctx context.Context, c *testcluster.Cluster, kubeconfig st
 		if strings.HasPrefix(line, "Starting to serve on ") {
 			once.Do(func() { close(serving) })
 		}
-	}, w.kubectl, "proxy", "--port", strconv.Itoa(proxyPort), "--address", "127.0.0.1", "--kubeconfig", kubeconfig)
+	}, w.kubectl, "proxy", "--port", strconv.Itoa(proxyPort), "--address", "127.0.0.1", "--kubeconfig", aliceConfig)
 	if err != nil {
 		return w, err
 	}
@@ -205,28 +238,45 @@ func startWalkThrough(ctx context.Context, c *testcluster.Cluster, kubeconfig st
 }
 
 // printGuide says what to open, what it shows and how it got there.
-func (w *walkThrough) printGuide(out io.Writer, kubeconfig string) {
+func (w *walkThrough) printGuide(out io.Writer) {
+	configMaps := strings.TrimSuffix(w.url, "notes") + "configmaps"
 	fmt.Fprintf(out, `
 The dashboard is up. Open this page in a browser:
 
     %s
 
-It says "signed in as %s": the user of %s, as the API server
-authenticated its token. examples/dashboard reads the name from addon-proxy's
-headers and never sees a credential. Add a note: it is kept under that name.
+It says "signed in as %s": kubectl proxy runs with her kubeconfig,
+%s,
+a client certificate in group %s, which the API server authenticates.
+examples/dashboard never sees a credential of hers: addon-proxy names her,
+and the dashboard believes it only over addon-proxy's client certificate.
+Add a note: it is kept under her name. Then follow "The ConfigMaps you may
+see":
+
+    %s
+
+The dashboard lists them as her (Impersonate-User, by its own credential),
+so the API server's RBAC decides: %s's ConfigMaps are listed, and
+?namespace=%s gets the API server's refusal, as a page that says what she
+may not do. Its RBAC is deploy/dashboard/impersonate-constrained.yaml: it
+may act as people only to list ConfigMaps.
 
 On the way:
-  kubectl proxy       127.0.0.1:%d (%s): adds the kubeconfig's token
-  kube-apiserver      authenticates it, checks RBAC (ClusterRole %s: list, watch
-                      and create on notes.%s), forwards through its
-                      aggregation layer to the APIService v1.%s
+  kubectl proxy       127.0.0.1:%d (%s): adds %s's client certificate
+  kube-apiserver      authenticates her, checks RBAC (ClusterRole %s: list,
+                      watch and create on notes.%s, list on
+                      configmaps.%s), forwards through its aggregation
+                      layer to the APIService v1.%s
                       (Service %s/%s, ExternalName localhost)
   addon-proxy         %s: trusts X-Remote-User only over the API
                       server's front-proxy client certificate
-  examples/dashboard  %s: shows the user addon-proxy names
+  examples/dashboard  %s: trusts addon-proxy's headers only over its
+                      client certificate; lists ConfigMaps as %s,
+                      logged in as %s
 
 Ctrl-C stops it all.
-`, w.url, testcluster.User, kubeconfig, w.port, w.kubectl, dashRole, dashGroup, dashGroup, dashNamespace, dashService, w.addon, w.upstream)
+`, w.url, person, filepath.Join(w.tmp, person+".kubeconfig"), personGroup, configMaps, teamA, teamB,
+		w.port, w.kubectl, person, dashRole, dashGroup, dashGroup, dashGroup, dashNamespace, dashService, w.addon, w.upstream, person, dashboardUser)
 }
 
 // stop ends the processes, the last started first, each with SIGTERM and
@@ -277,9 +327,16 @@ func (w *walkThrough) startWatched(out io.Writer, name string, onLine func(strin
 	return p, nil
 }
 
-// waitHTTP waits until url answers 200, p exits or startWithin passes.
-func (w *walkThrough) waitHTTP(ctx context.Context, p *proc, url string) error {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+// waitHTTP waits until url answers 200, p exits or startWithin passes; an
+// https url's server is verified against ca.
+func (w *walkThrough) waitHTTP(ctx context.Context, p *proc, url string, ca []byte) error {
+	transport := &http.Transport{DisableKeepAlives: true}
+	if ca != nil {
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(ca)
+		transport.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: transport}
 	deadline := time.Now().Add(startWithin)
 	last := "no answer yet"
 	for {
@@ -361,20 +418,25 @@ func register(ctx context.Context, c *testcluster.Cluster, port int, ca []byte) 
 	}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating Service %s/%s: %w", dashNamespace, dashService, err)
 	}
-	// The kubeconfig's user is in system:masters (testcluster's issuer
-	// says so of every token), which RBAC allows everything: the binding
-	// changes nothing for it. The role and binding are what a cluster
-	// whose users are not admins would need, for the guide to point at.
+	// alice needs the role to use the dashboard; the kubeconfig's user is
+	// in system:masters (testcluster's issuer says so of every token),
+	// which RBAC allows everything, and is bound for the guide to point at.
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: dashRole},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{dashGroup}, Resources: []string{"notes"}, Verbs: []string{"list", "watch", "create"}}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{dashGroup}, Resources: []string{"notes"}, Verbs: []string{"list", "watch", "create"}},
+			{APIGroups: []string{dashGroup}, Resources: []string{"configmaps"}, Verbs: []string{"list"}},
+		},
 	}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating ClusterRole %s: %w", dashRole, err)
 	}
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: dashRole + "s"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: dashRole},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testcluster.User}},
+		Subjects: []rbacv1.Subject{
+			{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: person},
+			{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testcluster.User},
+		},
 	}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating ClusterRoleBinding %ss: %w", dashRole, err)
 	}
@@ -453,7 +515,7 @@ func kubectlPath() (string, error) {
 var signedIn = regexp.MustCompile(`signed in as <strong id="user">([^<]*)</strong>`)
 
 // checkPage gets the page through kubectl proxy, as the browser will, and
-// tells whether it names the kubeconfig's user.
+// tells whether it names the person.
 func checkPage(ctx context.Context, url string) error {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -470,8 +532,8 @@ func checkPage(ctx context.Context, url string) error {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	m := signedIn.FindSubmatch(body)
-	if resp.StatusCode != http.StatusOK || m == nil || string(m[1]) != testcluster.User {
-		return fmt.Errorf("GET %s: %s, not the page signed in as %s:\n%s", url, resp.Status, testcluster.User, bytes.TrimSpace(body))
+	if resp.StatusCode != http.StatusOK || m == nil || string(m[1]) != person {
+		return fmt.Errorf("GET %s: %s, not the page signed in as %s:\n%s", url, resp.Status, person, bytes.TrimSpace(body))
 	}
 	return nil
 }

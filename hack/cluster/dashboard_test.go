@@ -17,15 +17,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/testkit/testlog"
 )
 
 // make dashboard as a person runs it: the program started as a process on
 // a proxy port of its own, the URL it prints opened through kubectl proxy
-// (the page names the kubeconfig's user), a note posted from the page's
-// origin as a browser posts it and kept under that name, another site's
-// refused; then Ctrl-C, after which the program exits 0 and leaves no
+// (the page names alice), a note posted from the page's origin as a
+// browser posts it and kept under that name, another site's refused, the
+// ConfigMaps alice may list listed and those she may not refused; then
+// Ctrl-C, after which the program exits 0 and leaves no
 // process and no file behind.
 func TestDashboardServesAPersonAndStops(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -65,7 +65,7 @@ func TestDashboardServesAPersonAndStops(t *testing.T) {
 		return strings.Contains(out.String(), "Open this page in a browser:\n\n    "+page+"\n")
 	})
 	t.Logf("the URL %v after the start", time.Since(start).Round(time.Millisecond))
-	for _, want := range []string{`"signed in as ` + testcluster.User + `"`, "ClusterRole dashboard-user", "Ctrl-C"} {
+	for _, want := range []string{`"signed in as ` + person + `"`, "ClusterRole dashboard-user", "deploy/dashboard/impersonate-constrained.yaml", "Ctrl-C"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the program's output does not say %q:\n%s", want, out.String())
 		}
@@ -79,8 +79,18 @@ func TestDashboardServesAPersonAndStops(t *testing.T) {
 
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
 	code, body := do(t, client, http.MethodGet, page, "", nil)
-	if code != http.StatusOK || !strings.Contains(body, `signed in as <strong id="user">`+testcluster.User+`</strong>`) {
-		t.Fatalf("GET %s: %d, want 200 and the page signed in as %s:\n%s", page, code, testcluster.User, body)
+	if code != http.StatusOK || !strings.Contains(body, `signed in as <strong id="user">`+person+`</strong>`) {
+		t.Fatalf("GET %s: %d, want 200 and the page signed in as %s:\n%s", page, code, person, body)
+	}
+	// The ConfigMaps the guide promises: team-a's as alice, team-b's
+	// refused by the API server.
+	configMaps := strings.TrimSuffix(page, "notes") + "configmaps"
+	if code, body := do(t, client, http.MethodGet, configMaps, "", nil); code != http.StatusOK || !strings.Contains(body, "<li>settings</li>\n<li>welcome</li>") {
+		t.Errorf("GET %s: %d, want 200 and team-a's ConfigMaps:\n%s", configMaps, code, body)
+	}
+	if code, body := do(t, client, http.MethodGet, configMaps+"?namespace="+teamB, "", nil); code != http.StatusForbidden ||
+		!strings.Contains(body, `<p id="forbidden">You may not list ConfigMaps in team-b.</p>`) || strings.Contains(body, "launch-plan") {
+		t.Errorf("GET %s?namespace=%s: %d, want the 403 page:\n%s", configMaps, teamB, code, body)
 	}
 
 	// A browser posts the page's form with the page's Origin.
@@ -91,8 +101,8 @@ func TestDashboardServesAPersonAndStops(t *testing.T) {
 	if code, body := do(t, client, http.MethodPost, page, form, http.Header{"Origin": {origin}}); code != http.StatusOK {
 		t.Fatalf("POST %s from %s: %d, want 200 (addon-proxy's page for the dashboard's redirect):\n%s", page, origin, code, body)
 	}
-	if _, body := do(t, client, http.MethodGet, page, "", nil); !strings.Contains(body, "<li>"+testcluster.User+": "+note+"</li>") {
-		t.Errorf("the page after the POST does not list the note under %s:\n%s", testcluster.User, body)
+	if _, body := do(t, client, http.MethodGet, page, "", nil); !strings.Contains(body, "<li>"+person+": "+note+"</li>") {
+		t.Errorf("the page after the POST does not list the note under %s:\n%s", person, body)
 	}
 	forged := "from another site"
 	if code, body := do(t, client, http.MethodPost, page, url.Values{"text": {forged}}.Encode(), http.Header{"Origin": {"http://evil.example"}}); code != http.StatusForbidden {

@@ -157,7 +157,7 @@ func run(ctx context.Context, opts options, revoke <-chan os.Signal, out io.Writ
 			return err
 		}
 		exited = w.exited
-		w.printGuide(out, kubeconfig)
+		w.printGuide(out)
 	} else {
 		printQuickstart(out, c, dir, kubeconfig)
 	}

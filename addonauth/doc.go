@@ -161,6 +161,17 @@
 // plain-text page that says what happened and where the origin may be
 // trusted (Options.TrustedOriginsSetting).
 //
+// # Acting as the caller
+//
+// ActAsCaller makes, from the service's own config, one whose every
+// request carries the caller the middleware verified for the request being
+// served (Impersonate-User, -Uid, -Group, -Extra-*), taken from the
+// context the request is made with, never from a header: the API server's
+// RBAC then decides what each person sees, and its audit log names both.
+// A request with no verified caller in its context fails with ErrNoCaller
+// before it is sent. The RBAC it needs, constrained impersonation
+// (KEP-5284) or classic, is in deploy/dashboard and docs/addonauth.md.
+//
 // # Paths
 //
 // Options.AllowPaths, when set, are the only paths served (404 for others,

@@ -3,10 +3,14 @@ package addonauth_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/addonauth"
@@ -82,4 +86,74 @@ func serveDashboard(ctx context.Context, cfg *rest.Config, dashboard http.Handle
 		TLSConfig: &tls.Config{ClientAuth: tls.RequestClientCert}, // the middleware verifies the front proxy's
 	}
 	return srv.ListenAndServeTLS("/tls/tls.crt", "/tls/tls.key")
+}
+
+// A service that lists ConfigMaps as each caller, as docs/addonauth.md
+// shows it: one client, made from the service's own config, whose every
+// request acts as the caller of the request being served. It is compiled,
+// not run: it needs the cluster whose callers it verifies.
+func ExampleActAsCaller() {
+	v := vault.New(vault.Options{})
+	defer v.Close()
+	cfg, err := v.RESTConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := addonauth.New(addonauth.Options{Audience: "dashboard.kube-system.svc", Config: cfg, FrontProxy: &addonauth.FrontProxy{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := serveConfigMaps(context.Background(), v, a); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// serveConfigMaps serves each caller the ConfigMaps of team-a the cluster
+// lets them list.
+func serveConfigMaps(ctx context.Context, v *vault.Vault, a *addonauth.Authenticator) error {
+	cfg, err := v.RESTConfig(ctx) // the service's own login
+	if err != nil {
+		return err
+	}
+	acting, err := addonauth.ActAsCaller(cfg)
+	if err != nil {
+		return err
+	}
+	asCaller, err := kubernetes.NewForConfig(acting) // one client for every caller
+	if err != nil {
+		return err
+	}
+	http.Handle("/configmaps", a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// r.Context() holds the caller: the list is made as them.
+		list, err := asCaller.CoreV1().ConfigMaps("team-a").List(r.Context(), metav1.ListOptions{})
+		if apierrors.IsForbidden(err) {
+			http.Error(w, "the cluster does not let you list them", http.StatusForbidden)
+			return
+		}
+		if err != nil {
+			http.Error(w, "the cluster did not answer", http.StatusBadGateway)
+			return
+		}
+		for _, cm := range list.Items {
+			fmt.Fprintln(w, cm.Name)
+		}
+	})))
+	return http.ListenAndServe(":8080", nil)
+}
+
+// A request made through ActAsCaller's config outside a request the
+// middleware verified has no one to act as: it is never sent, not even as
+// the service.
+func ExampleActAsCaller_noCaller() {
+	acting, err := addonauth.ActAsCaller(&rest.Config{Host: "https://kubernetes.default.svc"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	clients, err := kubernetes.NewForConfig(acting)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = clients.CoreV1().ConfigMaps("team-a").List(context.Background(), metav1.ListOptions{})
+	fmt.Println(errors.Is(err, addonauth.ErrNoCaller))
+	// Output: true
 }

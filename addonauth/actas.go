@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
@@ -32,19 +34,28 @@ var ErrNoCaller = errors.New("addonauth: no verified caller in the request's con
 // and one that already names someone to impersonate is refused.
 //
 // What is sent is the identity the API server would rebuild itself: a
-// ServiceAccount or a node by its name alone (constrained impersonation
-// allows nothing more for them, and the API server adds their groups), a
-// person with UID, groups and extras (extras can restrict what a person
-// may do, so none is dropped), system:authenticated left for the API
-// server to add. The docs/addonauth.md guide gives the RBAC this needs.
+// ServiceAccount (its name and its two groups) or a node (a node's name, in
+// system:nodes) by its name alone, as constrained impersonation requires
+// (the API server then adds a ServiceAccount's groups, and, under
+// constrained impersonation, a node's; under classic impersonation a node
+// has system:authenticated alone); anyone else, whatever their name, with
+// UID, groups and extras (extras can restrict what a person may do, so
+// none is dropped); system:authenticated left for the API server to add.
+// The docs/addonauth.md guide gives the RBAC this needs.
+//
+// A redirect to another host is not followed: the caller's identity is the
+// API server's to know. The service's own credential must not impersonate
+// anyone itself (a kubeconfig's "as:"): Kubernetes does not impersonate
+// through an impersonation, and the request would go out with the
+// credential underneath.
 //
 // A client-go clientset or a controller-runtime client made from it
 // passes each call's context on: call it with the request's. A cache
-// (an informer, a manager's client) lists with contexts of its own and
-// would fail; one per person would hold every object each may see, and a
-// revoked person's view until it noticed. List or get as the caller
-// instead, and give a controller-runtime client a RESTMapper made from the
-// service's own config.
+// (an informer) made from it lists with contexts of its own and fails;
+// one per person would hold every object each may see, and a revoked
+// person's view until it noticed. List or get as the caller instead; give
+// a controller-runtime client a RESTMapper made from the service's own
+// config, and never Options.Cache, whose reads would be the service's.
 func ActAsCaller(cfg *rest.Config) (*rest.Config, error) {
 	if cfg == nil {
 		return nil, errors.New("addonauth: ActAsCaller: the config is nil")
@@ -63,9 +74,18 @@ type actingAs struct{ next http.RoundTripper }
 
 func (a actingAs) RoundTrip(req *http.Request) (*http.Response, error) {
 	u, ok := UserFrom(req.Context())
-	if !ok {
+	if !ok || u.Name == "" {
+		// An empty Impersonate-User is no impersonation to the API
+		// server: the request would be the service's own.
 		closeBody(req)
 		return nil, ErrNoCaller
+	}
+	if prev := req.Response; prev != nil && prev.Request != nil && prev.Request.URL.Host != req.URL.Host {
+		// A redirect to another host: the caller's identity (name,
+		// groups, extras such as a credential's id) is the API server's
+		// to know, no one else's.
+		closeBody(req)
+		return nil, fmt.Errorf("addonauth: a request acting as the caller was redirected from %s to another host, %s: not followed", prev.Request.URL.Host, req.URL.Host)
 	}
 	for name := range req.Header {
 		if strings.HasPrefix(http.CanonicalHeaderKey(name), "Impersonate-") {
@@ -81,7 +101,7 @@ func (a actingAs) WrappedRoundTripper() http.RoundTripper { return a.next }
 
 // impersonation is what a request acting as u asks for.
 func impersonation(u User) transport.ImpersonationConfig {
-	if _, _, err := serviceaccount.SplitUsername(u.Name); err == nil || strings.HasPrefix(u.Name, "system:node:") {
+	if isServiceAccount(u) || isNode(u) {
 		return transport.ImpersonationConfig{UserName: u.Name}
 	}
 	groups := make([]string, 0, len(u.Groups))
@@ -91,6 +111,22 @@ func impersonation(u User) transport.ImpersonationConfig {
 		}
 	}
 	return transport.ImpersonationConfig{UserName: u.Name, UID: u.UID, Groups: groups, Extra: u.Extra}
+}
+
+// isServiceAccount tells whether u is a ServiceAccount as its token's
+// authenticator makes one: its name and its two groups. A name alone may be
+// anyone's (a certificate's common name, a webhook's answer).
+func isServiceAccount(u User) bool {
+	ns, _, err := serviceaccount.SplitUsername(u.Name)
+	return err == nil && slices.Contains(u.Groups, serviceaccount.AllServiceAccountsGroup) &&
+		slices.Contains(u.Groups, serviceaccount.MakeNamespaceGroupName(ns))
+}
+
+// isNode tells whether u is a node as the API server takes one: a name
+// system:node:NAME of a node's valid name, in group system:nodes.
+func isNode(u User) bool {
+	name, ok := strings.CutPrefix(u.Name, "system:node:")
+	return ok && len(validation.IsDNS1123Subdomain(name)) == 0 && slices.Contains(u.Groups, user.NodesGroup)
 }
 
 // closeBody closes the body of a request that is not sent, as a

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -290,5 +291,133 @@ func TestActAsCallerThroughAVaultKeepsTheCallerAcrossARotation(t *testing.T) {
 	last := reqs[len(reqs)-1]
 	if last.Get("Authorization") == "Bearer service-1" || last.Get("Impersonate-User") != "alice" || last.Get("Impersonate-Group") != "devs" {
 		t.Errorf("the replayed request sent %v, want a new service token and alice with her group", last)
+	}
+}
+
+// A token whose review vouches for no name is no caller: the middleware
+// refuses it, and a caller with no name in a context is never acted as
+// (the API server takes an empty Impersonate-User as none, and the request
+// would be the service's own).
+func TestActAsCallerNeverActsAsTheServiceForAnEmptyName(t *testing.T) {
+	api := newFakeAPI(t)
+	api.accept("webhook-token", authnv1.UserInfo{Username: "", Groups: []string{"system:authenticated"}})
+	seen := &impersonationSeen{}
+	kube := httptest.NewServer(seen)
+	defer kube.Close()
+	acting, err := ActAsCaller(&rest.Config{Host: kube.URL, BearerToken: "service-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Audience: audience, Config: api.config(), ReviewForeign: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := false
+	srv := httptest.NewServer(a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served = true
+		_, _ = get(r.Context(), t, acting)
+	})))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/hello", nil)
+	req.Header.Set("Authorization", "Bearer webhook-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || served {
+		t.Errorf("a token reviewed with no user name: %d, served %v; want 401, not served", resp.StatusCode, served)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+	defer cancel()
+	if _, err := get(withUser(ctx, User{Groups: []string{"devs"}}), t, acting); !errors.Is(err, ErrNoCaller) {
+		t.Errorf("a caller with no name: %v, want ErrNoCaller", err)
+	}
+	if n := len(seen.requests()); n != 0 {
+		t.Errorf("%d requests reached the API server: %v", n, seen.requests())
+	}
+}
+
+// Only a caller who is a ServiceAccount or a node as the API server makes
+// them (the name and the groups) is sent by name alone: a name alone may be
+// anyone's, and the API server would give it groups it does not have and
+// drop the extras that restrict it.
+func TestActAsCallerSendsByNameAloneOnlyRealServiceAccountsAndNodes(t *testing.T) {
+	seen := &impersonationSeen{}
+	srv := httptest.NewServer(seen)
+	defer srv.Close()
+	acting, err := ActAsCaller(&rest.Config{Host: srv.URL, BearerToken: "service-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+	defer cancel()
+	for _, u := range []User{
+		{Name: "system:serviceaccount:kube-system:x", Groups: []string{"devs", "system:authenticated"}},
+		{Name: "system:serviceaccount:kube-system:x", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:default"}},
+		{Name: "system:node:Not_A_Node", Groups: []string{"system:nodes"}, Extra: map[string][]string{"example.com/scopes": {"read-only"}}},
+		{Name: "system:node:worker-1", Groups: []string{"devs"}, Extra: map[string][]string{"example.com/scopes": {"read-only"}}},
+	} {
+		before := len(seen.requests())
+		if _, err := get(withUser(ctx, u), t, acting); err != nil {
+			t.Fatal(err)
+		}
+		h := seen.requests()[before]
+		want := slices.DeleteFunc(slices.Clone(u.Groups), func(g string) bool { return g == "system:authenticated" })
+		if got := h.Values("Impersonate-Group"); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s in %v: groups sent %v, want %v", u.Name, u.Groups, got, want)
+		}
+		if u.Extra != nil && h.Get("Impersonate-Extra-Example.com%2fscopes") != "read-only" {
+			t.Errorf("%s: its restricting extra was dropped: %v", u.Name, h)
+		}
+	}
+}
+
+// client-go follows redirects: one to another host is refused, so the
+// caller's identity goes to the API server alone. One on the same host is
+// followed, as the same caller.
+func TestActAsCallerFollowsNoRedirectToAnotherHost(t *testing.T) {
+	other := &impersonationSeen{}
+	elsewhere := httptest.NewServer(other)
+	defer elsewhere.Close()
+	seen := &impersonationSeen{}
+	kube := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/namespaces/a/configmaps":
+			http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+		case "/api/v1/namespaces/b/configmaps":
+			http.Redirect(w, r, "/api/v1/namespaces/c/configmaps", http.StatusTemporaryRedirect)
+		default:
+			seen.ServeHTTP(w, r)
+		}
+	}))
+	defer kube.Close()
+	acting, err := ActAsCaller(&rest.Config{Host: kube.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := rest.HTTPClientFor(acting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+	defer cancel()
+	alice := withUser(ctx, User{Name: "alice", UID: "42", Groups: []string{"devs"},
+		Extra: map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=ab"}}})
+	req, _ := http.NewRequestWithContext(alice, http.MethodGet, kube.URL+"/api/v1/namespaces/a/configmaps", nil)
+	if _, err := client.Do(req); err == nil || !strings.Contains(err.Error(), "redirected") {
+		t.Errorf("a redirect to another host: %v, want a refusal", err)
+	}
+	if n := len(other.requests()); n != 0 {
+		t.Errorf("another host received %d requests: %v", n, other.requests())
+	}
+	req, _ = http.NewRequestWithContext(alice, http.MethodGet, kube.URL+"/api/v1/namespaces/b/configmaps", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("a redirect on the same host: %v", err)
+	}
+	resp.Body.Close()
+	if reqs := seen.requests(); len(reqs) != 1 || reqs[0].Get("Impersonate-User") != "alice" {
+		t.Errorf("the redirected request on the same host: %v, want it as alice", reqs)
 	}
 }

@@ -317,7 +317,11 @@ func (r *reviewer) ask(ctx context.Context, token string, local User) (*reviewed
 	}
 	st := tr.Status
 	now := r.opts.now()
-	if !st.Authenticated || !slices.ContainsFunc(st.Audiences, func(aud string) bool { return slices.Contains(r.audiences, aud) }) {
+	// A review that vouches for no name vouches for no one: an upstream
+	// reads an empty X-Authenticated-User as none, and the API server an
+	// empty Impersonate-User as no impersonation (ActAsCaller would act
+	// as the service itself).
+	if !st.Authenticated || st.User.Username == "" || !slices.ContainsFunc(st.Audiences, func(aud string) bool { return slices.Contains(r.audiences, aud) }) {
 		r.metrics.reviews.WithLabelValues("denied").Inc()
 		return &reviewed{err: errReviewDenied, until: now.Add(r.opts.FailureTTL), seq: seq, foreign: foreign}, nil
 	}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/user"
 )
 
 // listWithin bounds a list of ConfigMaps: a page that waits longer tells
@@ -37,6 +38,7 @@ type configMapsView struct {
 	More      bool   // the list had more than maxListed
 	Refused   string // why the cluster refused, in its words; "" when it listed
 	Dashboard bool   // the refusal was of the dashboard acting as the person
+	Masters   bool   // the person is in system:masters, whom no service may act as
 }
 
 // configMapsHTML is GET /configmaps. Its ids (user, namespace, configmaps,
@@ -51,7 +53,9 @@ var configMapsHTML = template.Must(template.New("configmaps").Parse(`<!doctype h
 <h1>ConfigMaps in <span id="namespace">{{.Namespace}}</span></h1>
 <p>as the cluster lets <strong id="user">{{.User}}</strong> see them: the dashboard asks the API server as you, and its RBAC decides.</p>
 {{- if .Refused}}
-{{- if .Dashboard}}
+{{- if .Masters}}
+<p id="forbidden">The cluster never lets a service act as a member of system:masters: use kubectl as yourself, or a user outside that group.</p>
+{{- else if .Dashboard}}
 <p id="forbidden">The cluster does not let the dashboard act as you: its own RBAC lacks a permission to impersonate (see deploy/dashboard).</p>
 {{- else}}
 <p id="forbidden">You may not list ConfigMaps in {{.Namespace}}.</p>
@@ -116,6 +120,12 @@ func (d *dashboard) configMaps(w http.ResponseWriter, r *http.Request, who ident
 		view.Refused = refusal.Status().Message
 		details := refusal.Status().Details
 		view.Dashboard = details != nil && slices.Contains(impersonationKinds, details.Kind) || !d.personRefused(ctx, ns)
+		// Constrained impersonation refuses system:masters whatever RBAC
+		// says: no permission of the dashboard's would change it. The
+		// API server names the first impersonation mode it tried, which
+		// may be another's, so the person's groups say it too.
+		view.Masters = details != nil && details.Kind == "groups" && details.Name == user.SystemPrivilegedGroup ||
+			view.Dashboard && slices.Contains(who.Groups, user.SystemPrivilegedGroup)
 	default:
 		log.Printf("dashboard: listing ConfigMaps in %s as %s: %v", ns, who.User, err)
 		http.Error(w, "dashboard: the cluster did not answer: try again", http.StatusBadGateway)

@@ -96,6 +96,7 @@ func TestConfigMapsPageShowsTheClustersRefusal(t *testing.T) {
 		err       error
 		allowed   bool  // the person may list, says the review
 		reviewErr error // the review refused
+		groups    []string
 		want      []string
 	}{{
 		name: "the person may not list",
@@ -120,10 +121,21 @@ func TestConfigMapsPageShowsTheClustersRefusal(t *testing.T) {
 		err:       impersonateOn,
 		reviewErr: apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}, "", errors.New("cannot impersonate-on:user-info:create")),
 		want:      []string{`does not let the dashboard act as you`},
+	}, {
+		name: "the person is in system:masters, whom constrained impersonation never acts as",
+		err: apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "groups"}, "system:masters",
+			errors.New("impersonating the system:masters group is not allowed")),
+		want: []string{`never lets a service act as a member of system:masters`},
+	}, {
+		name:      "the person is in system:masters, and the API server names another mode's refusal",
+		groups:    []string{"system:masters", "system:authenticated"},
+		err:       apierrors.NewForbidden(schema.GroupResource{Resource: "users"}, "admin", errors.New(`User "dashboard" cannot impersonate resource "users"`)),
+		reviewErr: apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}, "", errors.New("cannot impersonate")),
+		want:      []string{`never lets a service act as a member of system:masters`},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, _ := answeringReview(nil, tc.err, tc.allowed, tc.reviewErr)
-			resp, body := serve(t, d, as(http.MethodGet, "/configmaps", "bob", nil, nil))
+			resp, body := serve(t, d, as(http.MethodGet, "/configmaps", "bob", tc.groups, nil))
 			if resp.StatusCode != http.StatusForbidden {
 				t.Errorf("status %d, want 403", resp.StatusCode)
 			}
@@ -137,6 +149,9 @@ func TestConfigMapsPageShowsTheClustersRefusal(t *testing.T) {
 			}
 			if strings.Contains(body, "<li>") {
 				t.Errorf("a refused list shows items:\n%s", body)
+			}
+			if strings.Count(body, `id="forbidden"`) != 1 {
+				t.Errorf("the page says why %d times:\n%s", strings.Count(body, `id="forbidden"`), body)
 			}
 		})
 	}

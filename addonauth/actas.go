@@ -35,13 +35,16 @@ var ErrNoCaller = errors.New("addonauth: no verified caller in the request's con
 //
 // What is sent is the identity the API server would rebuild itself: a
 // ServiceAccount (its name and its two groups) or a node (a node's name, in
-// system:nodes) by its name alone, as constrained impersonation requires
-// (the API server then adds a ServiceAccount's groups, and, under
-// constrained impersonation, a node's; under classic impersonation a node
-// has system:authenticated alone); anyone else, whatever their name, with
-// UID, groups and extras (extras can restrict what a person may do, so
-// none is dropped); system:authenticated left for the API server to add.
-// The docs/addonauth.md guide gives the RBAC this needs.
+// system:nodes) with no extras but those the API server sets itself, by its
+// name alone, as constrained impersonation requires (the API server then
+// adds a ServiceAccount's groups, and, under constrained impersonation, a
+// node's; under classic impersonation a node has system:authenticated
+// alone); anyone else, whatever their name, with UID, groups and extras
+// (extras can restrict what a person may do, so none is dropped);
+// system:authenticated left for the API server to add. A caller with an
+// extra whose key has capitals is refused: the API server lowercases the
+// keys of Impersonate-Extra- headers. The docs/addonauth.md guide gives
+// the RBAC this needs.
 //
 // A redirect to another host is not followed: the caller's identity is the
 // API server's to know. The service's own credential must not impersonate
@@ -80,12 +83,21 @@ func (a actingAs) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, ErrNoCaller
 	}
-	if prev := req.Response; prev != nil && prev.Request != nil && prev.Request.URL.Host != req.URL.Host {
+	if prev := req.Response; prev != nil && prev.Request != nil && (prev.Request.URL.Host != req.URL.Host || prev.Request.URL.Scheme != req.URL.Scheme) {
 		// A redirect to another host: the caller's identity (name,
 		// groups, extras such as a credential's id) is the API server's
 		// to know, no one else's.
 		closeBody(req)
-		return nil, fmt.Errorf("addonauth: a request acting as the caller was redirected from %s to another host, %s: not followed", prev.Request.URL.Host, req.URL.Host)
+		return nil, fmt.Errorf("addonauth: a request acting as the caller was redirected from %s://%s to another server, %s://%s: not followed",
+			prev.Request.URL.Scheme, prev.Request.URL.Host, req.URL.Scheme, req.URL.Host)
+	}
+	for key := range u.Extra {
+		if key != strings.ToLower(key) {
+			// The API server lowercases an Impersonate-Extra- header's
+			// name before it unescapes it: it would act as someone else.
+			closeBody(req)
+			return nil, fmt.Errorf("addonauth: the caller's extra %q has capitals, which no Impersonate-Extra- header carries as they are: not acted as", key)
+		}
 	}
 	for name := range req.Header {
 		if strings.HasPrefix(http.CanonicalHeaderKey(name), "Impersonate-") {
@@ -101,7 +113,7 @@ func (a actingAs) WrappedRoundTripper() http.RoundTripper { return a.next }
 
 // impersonation is what a request acting as u asks for.
 func impersonation(u User) transport.ImpersonationConfig {
-	if isServiceAccount(u) || isNode(u) {
+	if (isServiceAccount(u) || isNode(u)) && onlyServerExtras(u) {
 		return transport.ImpersonationConfig{UserName: u.Name}
 	}
 	groups := make([]string, 0, len(u.Groups))
@@ -127,6 +139,22 @@ func isServiceAccount(u User) bool {
 func isNode(u User) bool {
 	name, ok := strings.CutPrefix(u.Name, "system:node:")
 	return ok && len(validation.IsDNS1123Subdomain(name)) == 0 && slices.Contains(u.Groups, user.NodesGroup)
+}
+
+// serverExtras are the extras the API server gives a ServiceAccount's
+// token itself: what it rebuilds, or has no use for, when one is
+// impersonated by name.
+var serverExtras = []string{serviceaccount.PodNameKey, serviceaccount.PodUIDKey, serviceaccount.NodeNameKey, serviceaccount.NodeUIDKey, user.CredentialIDKey}
+
+// onlyServerExtras tells whether every extra of u's is one the API server
+// sets itself: another (a webhook's scopes) may restrict u, and is sent.
+func onlyServerExtras(u User) bool {
+	for key := range u.Extra {
+		if !slices.Contains(serverExtras, key) {
+			return false
+		}
+	}
+	return true
 }
 
 // closeBody closes the body of a request that is not sent, as a

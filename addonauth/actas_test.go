@@ -357,6 +357,11 @@ func TestActAsCallerSendsByNameAloneOnlyRealServiceAccountsAndNodes(t *testing.T
 		{Name: "system:serviceaccount:kube-system:x", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:default"}},
 		{Name: "system:node:Not_A_Node", Groups: []string{"system:nodes"}, Extra: map[string][]string{"example.com/scopes": {"read-only"}}},
 		{Name: "system:node:worker-1", Groups: []string{"devs"}, Extra: map[string][]string{"example.com/scopes": {"read-only"}}},
+		// A ServiceAccount whose token's authenticator added an extra of
+		// its own, which may restrict it: sent whole (constrained
+		// impersonation refuses it: closed, not wider).
+		{Name: "system:serviceaccount:default:x", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:default"},
+			Extra: map[string][]string{"example.com/scopes": {"read-only"}, "authentication.kubernetes.io/pod-name": {"x-0"}}},
 	} {
 		before := len(seen.requests())
 		if _, err := get(withUser(ctx, u), t, acting); err != nil {
@@ -387,6 +392,8 @@ func TestActAsCallerFollowsNoRedirectToAnotherHost(t *testing.T) {
 			http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
 		case "/api/v1/namespaces/b/configmaps":
 			http.Redirect(w, r, "/api/v1/namespaces/c/configmaps", http.StatusTemporaryRedirect)
+		case "/api/v1/namespaces/d/configmaps":
+			http.Redirect(w, r, "https://"+r.Host+"/api/v1/namespaces/c/configmaps", http.StatusTemporaryRedirect)
 		default:
 			seen.ServeHTTP(w, r)
 		}
@@ -411,6 +418,11 @@ func TestActAsCallerFollowsNoRedirectToAnotherHost(t *testing.T) {
 	if n := len(other.requests()); n != 0 {
 		t.Errorf("another host received %d requests: %v", n, other.requests())
 	}
+	// The same host and port by another scheme is another server.
+	req, _ = http.NewRequestWithContext(alice, http.MethodGet, kube.URL+"/api/v1/namespaces/d/configmaps", nil)
+	if _, err := client.Do(req); err == nil || !strings.Contains(err.Error(), "redirected") {
+		t.Errorf("a redirect to https on the same host: %v, want a refusal", err)
+	}
 	req, _ = http.NewRequestWithContext(alice, http.MethodGet, kube.URL+"/api/v1/namespaces/b/configmaps", nil)
 	resp, err := client.Do(req)
 	if err != nil {
@@ -419,5 +431,27 @@ func TestActAsCallerFollowsNoRedirectToAnotherHost(t *testing.T) {
 	resp.Body.Close()
 	if reqs := seen.requests(); len(reqs) != 1 || reqs[0].Get("Impersonate-User") != "alice" {
 		t.Errorf("the redirected request on the same host: %v, want it as alice", reqs)
+	}
+}
+
+// An extra key with capitals cannot be carried as it is (the API server
+// lowercases an Impersonate-Extra- header's name before unescaping it):
+// such a caller is refused, never acted as with another key.
+func TestActAsCallerRefusesAnExtraKeyWithCapitals(t *testing.T) {
+	seen := &impersonationSeen{}
+	srv := httptest.NewServer(seen)
+	defer srv.Close()
+	acting, err := ActAsCaller(&rest.Config{Host: srv.URL, BearerToken: "service-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+	defer cancel()
+	u := User{Name: "alice", Extra: map[string][]string{"example.com/Scopes": {"read-only"}}}
+	if _, err := get(withUser(ctx, u), t, acting); err == nil || !strings.Contains(err.Error(), "capitals") {
+		t.Errorf("an extra key with capitals: %v, want a refusal", err)
+	}
+	if n := len(seen.requests()); n != 0 {
+		t.Errorf("%d requests reached the server: %v", n, seen.requests())
 	}
 }

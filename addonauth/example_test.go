@@ -103,6 +103,9 @@ func ExampleActAsCaller() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The front proxy's configuration, followed; and TLS that asks for
+	// its client certificate.
+	go func() { _ = a.Start(context.Background()) }()
 	if err := serveConfigMaps(context.Background(), v, a); err != nil {
 		log.Fatal(err)
 	}
@@ -127,7 +130,10 @@ func serveConfigMaps(ctx context.Context, v *vault.Vault, a *addonauth.Authentic
 		// r.Context() holds the caller: the list is made as them.
 		list, err := asCaller.CoreV1().ConfigMaps("team-a").List(r.Context(), metav1.ListOptions{})
 		if apierrors.IsForbidden(err) {
-			http.Error(w, "the cluster does not let you list them", http.StatusForbidden)
+			// The caller's RBAC, or the service's own for impersonation:
+			// the message names whom the API server refused.
+			log.Printf("listing ConfigMaps as the caller: %v", err)
+			http.Error(w, "the cluster refused: "+err.Error(), http.StatusForbidden)
 			return
 		}
 		if err != nil {
@@ -138,7 +144,8 @@ func serveConfigMaps(ctx context.Context, v *vault.Vault, a *addonauth.Authentic
 			fmt.Fprintln(w, cm.Name)
 		}
 	})))
-	return http.ListenAndServe(":8080", nil)
+	srv := &http.Server{Addr: ":8443", TLSConfig: &tls.Config{ClientAuth: tls.RequestClientCert}}
+	return srv.ListenAndServeTLS("/tls/tls.crt", "/tls/tls.key")
 }
 
 // A request made through ActAsCaller's config outside a request the

@@ -506,7 +506,7 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 		adminProxy := startKubectlProxy(ctx, kubeconfig)
 		code, body, _ := get(adminProxy+prefix+"/configmaps", "", nil)
 		Expect(code).To(Equal(http.StatusForbidden), body)
-		Expect(body).To(ContainSubstring("never lets a service act as a member of system:masters"))
+		Expect(body).To(ContainSubstring("does not let the dashboard act as a member of system:masters"))
 		// The API server's words name the first impersonation mode it
 		// tried (the last that served this request's kind, here classic
 		// from an earlier spec), not always system:masters.

@@ -54,7 +54,7 @@ var configMapsHTML = template.Must(template.New("configmaps").Parse(`<!doctype h
 <p>as the cluster lets <strong id="user">{{.User}}</strong> see them: the dashboard asks the API server as you, and its RBAC decides.</p>
 {{- if .Refused}}
 {{- if .Masters}}
-<p id="forbidden">The cluster never lets a service act as a member of system:masters: use kubectl as yourself, or a user outside that group.</p>
+<p id="forbidden">This cluster does not let the dashboard act as a member of system:masters (constrained impersonation never does, whatever RBAC grants): use kubectl as yourself, or a user outside that group.</p>
 {{- else if .Dashboard}}
 <p id="forbidden">The cluster does not let the dashboard act as you: its own RBAC lacks a permission to impersonate (see deploy/dashboard).</p>
 {{- else}}

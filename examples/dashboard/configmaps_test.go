@@ -125,13 +125,13 @@ func TestConfigMapsPageShowsTheClustersRefusal(t *testing.T) {
 		name: "the person is in system:masters, whom constrained impersonation never acts as",
 		err: apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "groups"}, "system:masters",
 			errors.New("impersonating the system:masters group is not allowed")),
-		want: []string{`never lets a service act as a member of system:masters`},
+		want: []string{`does not let the dashboard act as a member of system:masters`},
 	}, {
 		name:      "the person is in system:masters, and the API server names another mode's refusal",
 		groups:    []string{"system:masters", "system:authenticated"},
 		err:       apierrors.NewForbidden(schema.GroupResource{Resource: "users"}, "admin", errors.New(`User "dashboard" cannot impersonate resource "users"`)),
 		reviewErr: apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}, "", errors.New("cannot impersonate")),
-		want:      []string{`never lets a service act as a member of system:masters`},
+		want:      []string{`does not let the dashboard act as a member of system:masters`},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, _ := answeringReview(nil, tc.err, tc.allowed, tc.reviewErr)

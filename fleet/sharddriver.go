@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,13 +273,13 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 	if n := len(dropped); n > 0 && !fenceIn(e.notes) {
 		delete(to, "")
 		s.metrics.moves.WithLabelValues("out", "view changed").Add(float64(n))
-		s.log.Info("gave clusters up", "clusters", n, "to", to, "why", why)
+		s.log.Info("gave clusters up", append([]any{"clusters", n}, append(namedIn(dropped), "to", to, "why", why)...)...)
 	}
 	if moved > 0 {
 		s.metrics.moves.WithLabelValues("in", "taken").Add(float64(moved))
 	}
 	if len(took) > 0 {
-		kv := []any{"clusters", len(took)}
+		kv := append([]any{"clusters", len(took)}, namedIn(took)...)
 		if moved > 0 {
 			kv = append(kv, "lastClaimedBy", from)
 		}
@@ -291,6 +292,24 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 		s.log.Info("took clusters", kv...)
 	}
 	return dropped, took
+}
+
+// maxNamed is how many clusters a line of a batch names: a thousand taken
+// at a start are one line, not a thousand.
+const maxNamed = 10
+
+// namedIn is the key-value pairs that name the clusters of ms in a log
+// line: "names", the first maxNamed in order, and "more", how many others.
+func namedIn(ms []*Member) []any {
+	names := make([]string, 0, len(ms))
+	for _, m := range ms {
+		names = append(names, m.name)
+	}
+	slices.Sort(names)
+	if len(names) <= maxNamed {
+		return []any{"names", names}
+	}
+	return []any{"names", names[:maxNamed], "more", len(names) - maxNamed}
 }
 
 func fenceIn(notes []shardNote) bool {

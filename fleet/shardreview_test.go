@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -344,5 +346,26 @@ func TestShardsFailingListsRetryEveryHalfRetryPeriod(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // past b's LeaseDuration (1 s)
 	if n := c.lists.Load() - before; n > 80 {
 		t.Errorf("%d lists in 1.5 s against a hub that refuses them (RetryPeriod 50 ms: about 60): a busy loop", n)
+	}
+}
+
+// A batch's log line names its clusters, the first ten in order, and counts
+// the others: the line at the default level that says who owns a cluster.
+func TestShardLogLinesNameTheClustersOfABatch(t *testing.T) {
+	members := func(names ...string) []*Member {
+		var ms []*Member
+		for _, n := range names {
+			ms = append(ms, &Member{name: n})
+		}
+		return ms
+	}
+	if got := fmt.Sprint(namedIn(members("ns/b", "ns/a"))); got != "[names [ns/a ns/b]]" {
+		t.Errorf("two clusters: %s", got)
+	}
+	many := clusterNames(12)
+	slices.Reverse(many)
+	got := fmt.Sprint(namedIn(members(many...)))
+	if want := fmt.Sprint([]any{"names", clusterNames(10), "more", 2}); got != want {
+		t.Errorf("twelve clusters: %s, want %s", got, want)
 	}
 }

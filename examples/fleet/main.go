@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -51,8 +52,14 @@ func main() {
 	flag.StringVar(&o.shardGroup, "shard-group", "", "share the clusters with the other replicas of this group (default: this process serves every cluster)")
 	flag.StringVar(&o.shardNamespace, "shard-namespace", "", "the hub namespace of the group's Leases (with --shard-group)")
 	flag.StringVar(&o.identity, "identity", os.Getenv("POD_NAME"), "this replica, unique in its group (default: $POD_NAME, else the host name)")
+	logOpts := zap.Options{}
+	logOpts.BindFlags(flag.CommandLine) // the quickstart's --zap-* flags
+	verbosity := flag.Int("v", 0, "log verbosity: 1 names each cluster this replica takes (\"cluster taken\") or gives up; at 0, \"took clusters\" names the first ten of a batch")
 	flag.Parse()
-	ctrl.SetLogger(zap.New())
+	if *verbosity > 0 {
+		logOpts.Level = zapcore.Level(-*verbosity)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&logOpts)))
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
 		ctrl.Log.WithName("fleet-example").Error(err, "stopped")
 		os.Exit(1) // after run has returned: every vault is closed

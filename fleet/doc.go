@@ -163,7 +163,9 @@
 // as one that joins does, waits until that peer's Lease says it has let it
 // go: its vault closed. A replica that closes ([Fleet.Close]) ends its
 // clusters' contexts, waits for their vaults, then marks its Lease
-// released, and the others take them at once; one killed or cut from the
+// released, and the others take them at once, while its OnRemoves run (a
+// slow or hung one holds up neither the release nor, past five seconds,
+// Close); one killed or cut from the
 // hub has its clusters owned again within LeaseDuration + 2×RetryPeriod. A
 // replica that can renew its Lease but not list the others' (RBAC) claims
 // no share after RenewDeadline, so that its share is not left unowned. An

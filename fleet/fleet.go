@@ -351,9 +351,11 @@ func (f *Fleet) tellRemove(m *Member) {
 }
 
 // Close removes every cluster, closing their vaults concurrently, and makes
-// Add fail with ErrClosed. With Options.Shards, it then marks this
-// replica's Lease released, so that the others take its clusters at once. It is safe
-// to call more than once.
+// Add fail with ErrClosed. With Options.Shards, it marks this replica's
+// Lease released once the vaults have closed, so that the others take its
+// clusters at once, while the OnRemoves run; then it waits for them (and
+// for the hooks of clusters that moved earlier) five seconds at most. It is
+// safe to call more than once.
 func (f *Fleet) Close() {
 	f.mu.Lock()
 	f.closed = true
@@ -368,14 +370,24 @@ func (f *Fleet) Close() {
 	for _, s := range seats {
 		f.left(s, "the fleet was closed")
 	}
-	var wg sync.WaitGroup
+	if f.shards == nil {
+		var wg sync.WaitGroup
+		for _, m := range members {
+			wg.Go(func() { f.retire(m, nil) })
+		}
+		wg.Wait()
+		return
+	}
+	// Sharded: the Lease is released once the vaults have closed, not
+	// after the OnRemoves, which run beside them: a peer may take a
+	// cluster whose context and vault are done, and a slow or hung
+	// OnRemove must not hold the whole share up until the Lease expires.
+	var onRemoves sync.WaitGroup
 	for _, m := range members {
-		wg.Go(func() { f.retire(m, nil) })
+		f.shards.running.Go(func() { m.vault.Close(); f.shards.stopped(m) })
+		onRemoves.Go(func() { f.tellRemove(m); f.shards.removed(m) })
 	}
-	wg.Wait()
-	if f.shards != nil {
-		f.shards.close()
-	}
+	f.shards.close(&onRemoves)
 }
 
 // member returns the named cluster's member: ErrClosed, ErrUnknownCluster,

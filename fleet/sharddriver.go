@@ -34,7 +34,8 @@ type sharding struct {
 	clock       clock.Clock
 	wakeup      chan struct{}
 	stop        context.CancelFunc
-	running     sync.WaitGroup // the loop, the watch, the requests and the hooks
+	running     sync.WaitGroup // the loop, the watch, the requests and the vaults' Close
+	hooks       sync.WaitGroup // the OnAdds and OnRemoves of the clusters taken and given up: the release waits for none
 	closed      sync.Once
 	deleting    atomic.Bool // stale Leases are being deleted
 
@@ -177,10 +178,10 @@ func (s *sharding) apply(ctx context.Context, core *shardCore, e shardEffects) {
 		// The vault closes beside OnRemove, not after it: its logins stop
 		// now, and a peer may take the cluster once it has closed.
 		s.running.Go(func() { m.vault.Close(); s.stopped(m) })
-		s.running.Go(func() { s.fleet.tellRemove(m); s.removed(m) })
+		s.hooks.Go(func() { s.fleet.tellRemove(m); s.removed(m) })
 	}
 	if len(took) > 0 {
-		s.running.Go(func() {
+		s.hooks.Go(func() {
 			for _, m := range took {
 				s.fleet.tellAdd(m)
 			}
@@ -402,9 +403,26 @@ func (s *sharding) notOwnedLocked(name string) error {
 // that ignores its context.
 const closeWait = 6 * time.Second
 
-// close stops the loop and marks this replica's Lease released, once the
-// fleet has retired every member: the peers take its clusters at once.
-func (s *sharding) close() { s.closed.Do(s.leave) }
+// hookWait bounds how long Close waits, after the release, for the OnAdds
+// and OnRemoves still running: a hung one holds up neither the handover
+// nor Close.
+const hookWait = 5 * time.Second
+
+// close stops the loop and marks this replica's Lease released, once every
+// vault of its clusters has closed (the fleet's Close has ended their
+// contexts and closes them beside their OnRemoves, in others): the peers
+// take its clusters at once. Then it waits for others, and for the hooks
+// the loop started, hookWait at most.
+func (s *sharding) close(others *sync.WaitGroup) {
+	s.closed.Do(s.leave)
+	done := make(chan struct{})
+	go func() { others.Wait(); s.hooks.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-s.clock.After(hookWait):
+		s.log.Info("an OnAdd or OnRemove still runs: the fleet's Close returns without waiting for it any longer (the Lease is released, the clusters' contexts and vaults are done)", "waited", hookWait)
+	}
+}
 
 func (s *sharding) leave() {
 	// The release lets the peers take every cluster at once: not while a

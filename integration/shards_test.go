@@ -35,6 +35,9 @@ var _ = Describe("A sharded fleet", Ordered, Label("long"), func() {
 		ns       string
 		book     *ownershipBook
 		replicas = map[string]*shardReplica{}
+		// hangs holds, for a replica, what its OnRemoves wait for once
+		// they have recorded the removal: an OnRemove that hangs.
+		hangs = map[string]chan struct{}{}
 	)
 
 	start := func(id string) *shardReplica {
@@ -51,7 +54,12 @@ var _ = Describe("A sharded fleet", Ordered, Label("long"), func() {
 			Shards:   &sh,
 			Logger:   GinkgoLogr.WithValues("test-replica", id),
 			OnAdd:    func(ctx context.Context, m *fleet.Member) { book.added(id, ctx, m) },
-			OnRemove: func(m *fleet.Member) { book.removed(id, m) },
+			OnRemove: func(m *fleet.Member) {
+				book.removed(id, m)
+				if hung := hangs[id]; hung != nil {
+					<-hung
+				}
+			},
 		})
 		for i := range clusters {
 			name := fmt.Sprintf("c%03d", i)
@@ -138,6 +146,28 @@ var _ = Describe("A sharded fleet", Ordered, Label("long"), func() {
 		for _, c := range book.causes("r3") {
 			Expect(c).To(MatchError(fleet.ErrClosed))
 		}
+	}, NodeTimeout(2*time.Minute))
+
+	// F2 (issue 58): a rolling update's Close, with an OnRemove that waits
+	// on something that never comes.
+	It("hands a replica's clusters over at once when it closes with an OnRemove that hangs, and its Close returns", func(ctx SpecContext) {
+		hung := make(chan struct{})
+		DeferCleanup(func() { close(hung) })
+		hangs["slow"] = hung
+		start("slow")
+		Eventually(func() bool { return book.countsByReplica()["slow"] > 0 && book.settled(clusters, 2*shards.RetryPeriod) }).
+			WithTimeout(testwait.Hang).Should(BeTrue(), "slow took its share")
+		closing := time.Now()
+		closed := make(chan struct{})
+		go func() { replicas["slow"].fleet.Close(); close(closed) }()
+		Eventually(func() bool { return book.countsByReplica()["slow"] == 0 && len(book.owners()) == clusters }).
+			WithTimeout(testwait.Hang).WithPolling(10 * time.Millisecond).Should(BeTrue())
+		handedOver := time.Since(closing)
+		report("sharded fleet: a replica whose OnRemoves hang closed: every cluster owned again %v after its Close began (LeaseDuration %v)",
+			handedOver.Round(time.Millisecond), shards.LeaseDuration)
+		Expect(handedOver).To(BeNumerically("<", shards.LeaseDuration/2), "the release, not the Lease's expiry, handed them over")
+		Eventually(closed).WithTimeout(testwait.Hang).Should(BeClosed(), "Close returns, its OnRemoves still hung")
+		report("sharded fleet: its Close returned %v after it began", time.Since(closing).Round(time.Millisecond))
 	}, NodeTimeout(2*time.Minute))
 
 	// An operator's reset during an incident (kubectl delete lease -l

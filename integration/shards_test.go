@@ -51,9 +51,9 @@ var _ = Describe("A sharded fleet", Ordered, Label("long"), func() {
 		sh.Config, sh.Namespace, sh.Group, sh.Identity = cfg, ns, "shards", id
 		r := &shardReplica{id: id, proxy: proxy}
 		r.fleet = fleet.New(fleet.Options{
-			Shards:   &sh,
-			Logger:   GinkgoLogr.WithValues("test-replica", id),
-			OnAdd:    func(ctx context.Context, m *fleet.Member) { book.added(id, ctx, m) },
+			Shards: &sh,
+			Logger: GinkgoLogr.WithValues("test-replica", id),
+			OnAdd:  func(ctx context.Context, m *fleet.Member) { book.added(id, ctx, m) },
 			OnRemove: func(m *fleet.Member) {
 				book.removed(id, m)
 				if hung := hangs[id]; hung != nil {

@@ -74,7 +74,9 @@ type Options struct {
 	// concurrently), without the fleet's lock. OnRemove of a cluster
 	// returns before OnAdd of a cluster of the same name added later by
 	// the same goroutine or watch. Like OnAdd, it must not wait for
-	// long. Default: none.
+	// long: with Shards, Close waits for the OnRemoves (and the OnAdds)
+	// still running five seconds at most, after the Lease's release, and
+	// one may still run when Close has returned. Default: none.
 	OnRemove func(m *Member)
 	// Shards shares the fleet's clusters among the replicas of this
 	// program (see "Shards" in the package doc): each cluster has its
@@ -366,6 +368,14 @@ func (f *Fleet) Close() {
 			members = append(members, m)
 		}
 	}
+	if f.shards != nil {
+		// Under mu: a concurrent Close that found no member, and runs
+		// leave, waits for these vaults in running whatever closeWait
+		// says (and running's counter is not zero: the loop is in it).
+		for _, m := range members {
+			f.shards.running.Go(func() { m.vault.Close(); f.shards.stopped(m) })
+		}
+	}
 	f.mu.Unlock()
 	for _, s := range seats {
 		f.left(s, "the fleet was closed")
@@ -384,7 +394,6 @@ func (f *Fleet) Close() {
 	// OnRemove must not hold the whole share up until the Lease expires.
 	var onRemoves sync.WaitGroup
 	for _, m := range members {
-		f.shards.running.Go(func() { m.vault.Close(); f.shards.stopped(m) })
 		onRemoves.Go(func() { f.tellRemove(m); f.shards.removed(m) })
 	}
 	f.shards.close(&onRemoves)

@@ -37,6 +37,7 @@ type sharding struct {
 	running     sync.WaitGroup // the loop, the watch, the requests and the vaults' Close
 	hooks       sync.WaitGroup // the OnAdds and OnRemoves of the clusters taken and given up: the release waits for none
 	closed      sync.Once
+	hooksDue    time.Time   // set by the first close: when every close stops waiting for the hooks
 	deleting    atomic.Bool // stale Leases are being deleted
 
 	inboxMu sync.Mutex // guards inbox
@@ -413,13 +414,20 @@ const hookWait = 5 * time.Second
 // contexts and closes them beside their OnRemoves, in others): the peers
 // take its clusters at once. Then it waits for others, and for the hooks
 // the loop started, hookWait at most.
+//
+// Every call waits until the same deadline, hookWait after the first
+// release: a Close called again (a deferred one beside a manager's) does
+// not wait for a hung hook again.
 func (s *sharding) close(others *sync.WaitGroup) {
-	s.closed.Do(s.leave)
+	s.closed.Do(func() {
+		s.leave()
+		s.hooksDue = s.clock.Now().Add(hookWait)
+	})
 	done := make(chan struct{})
 	go func() { others.Wait(); s.hooks.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-s.clock.After(hookWait):
+	case <-s.clock.After(s.hooksDue.Sub(s.clock.Now())):
 		s.log.Info("an OnAdd or OnRemove still runs: the fleet's Close returns without waiting for it any longer (the Lease is released, the clusters' contexts and vaults are done)", "waited", hookWait)
 	}
 }

@@ -158,10 +158,10 @@ func TestShardsRemoveAndAddDuringATakeLeaveNoMemberTheFenceMisses(t *testing.T) 
 }
 
 // Fleet.Remove of a cluster whose login ignores its context waits in the
-// vault's Close; Fleet.Close meanwhile (safe for concurrent use) releases
-// the Lease once its own members are retired and the loop's hooks have
-// returned, but nothing waits for the Remove's vault: a peer that still
-// sees the cluster takes it while this replica's handler runs.
+// vault's Close; Fleet.Close meanwhile (safe for concurrent use) must
+// release the Lease only once that vault has closed too, not only its own
+// members' vaults: a peer that still sees the cluster would take it while
+// this replica's handler runs.
 func TestShardsCloseReleasesOnlyOnceAConcurrentRemovesVaultHasClosed(t *testing.T) {
 	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
 	var alive sync.Map

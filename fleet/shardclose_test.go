@@ -1,15 +1,12 @@
 package fleet
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 
 	"github.com/authvault/authvault/testkit/testwait"
 )
@@ -22,21 +19,8 @@ const closeLeaseDuration = 4 * time.Second
 // onRemove as the fleet's OnRemove.
 func shardedWithOnRemove(t *testing.T, c *hubClient, identity string, alive *sync.Map, onRemove func(*Member)) *Fleet {
 	t.Helper()
-	f := New(Options{OnAdd: func(ctx context.Context, m *Member) {
-		n, _ := alive.LoadOrStore(m.Name(), new(atomic.Int32))
-		n.(*atomic.Int32).Add(1)
-		context.AfterFunc(ctx, func() { n.(*atomic.Int32).Add(-1) })
-	}, OnRemove: onRemove})
-	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
-		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 2 * time.Second, LeaseDuration: closeLeaseDuration}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSharding(f, cfg, c, clock.RealClock{})
-	f.shards = s
-	s.start()
-	t.Cleanup(f.Close)
-	return f
+	return shardedWith(t, c, identity, alive,
+		Shards{RetryPeriod: 50 * time.Millisecond, RenewDeadline: 2 * time.Second, LeaseDuration: closeLeaseDuration}, onRemove)
 }
 
 // ownedBy polls until every cluster of names is owned by f (its Vault is

@@ -149,6 +149,16 @@ func (c *hubClient) Watch(ctx context.Context, _ metav1.ListOptions) (watch.Inte
 // counts, per cluster, the OnAdd contexts not yet ended, across fleets.
 func shardedOnHub(t *testing.T, c *hubClient, identity string, alive *sync.Map, also ...func(context.Context, *Member)) *Fleet {
 	t.Helper()
+	return shardedWith(t, c, identity, alive, hubDurations, nil, also...)
+}
+
+// hubDurations are the hub tests' Shards durations.
+var hubDurations = Shards{RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}
+
+// shardedWith is shardedOnHub with the durations of durations and
+// onRemove as the fleet's OnRemove.
+func shardedWith(t *testing.T, c *hubClient, identity string, alive *sync.Map, durations Shards, onRemove func(*Member), also ...func(context.Context, *Member)) *Fleet {
+	t.Helper()
 	f := New(Options{OnAdd: func(ctx context.Context, m *Member) {
 		n, _ := alive.LoadOrStore(m.Name(), new(atomic.Int32))
 		n.(*atomic.Int32).Add(1)
@@ -156,9 +166,9 @@ func shardedOnHub(t *testing.T, c *hubClient, identity string, alive *sync.Map, 
 		for _, g := range also {
 			g(ctx, m)
 		}
-	}})
+	}, OnRemove: onRemove})
 	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
-		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
+		RetryPeriod: durations.RetryPeriod, RenewDeadline: durations.RenewDeadline, LeaseDuration: durations.LeaseDuration}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +184,7 @@ func shardedOnHub(t *testing.T, c *hubClient, identity string, alive *sync.Map, 
 func shardOn(t *testing.T, f *Fleet, leases coordinationv1client.LeaseInterface, identity string) {
 	t.Helper()
 	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
-		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond, LeaseDuration: time.Second}.withDefaults()
+		RetryPeriod: hubDurations.RetryPeriod, RenewDeadline: hubDurations.RenewDeadline, LeaseDuration: hubDurations.LeaseDuration}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

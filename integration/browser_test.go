@@ -604,23 +604,7 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 	})
 
 	It("in a real browser: alice and bob each see the ConfigMaps the cluster lets them see, and a page that says what they may not", func(ctx SpecContext) {
-		run, cancel := browser.New(GinkgoT())
-		DeferCleanup(cancel)
-		step := func(actions ...chromedp.Action[chromedp.Void]) {
-			GinkgoHelper()
-			c, stop := context.WithTimeout(run, testwait.Hang)
-			defer stop()
-			Expect(chromedp.Do(c, actions...)).To(Succeed())
-		}
-		text := func(id string) string {
-			c, stop := context.WithTimeout(run, testwait.Hang)
-			defer stop()
-			got, err := chromedp.Run(c, chromedp.Text(chromedp.ID(id)))
-			if err != nil {
-				return err.Error()
-			}
-			return got
-		}
+		_, step, text := chromium()
 		By("alice follows the notes page's link")
 		step(chromedp.Navigate(proxies["alice"] + prefix + "/notes"))
 		Eventually(func() string { return text("user") }).WithTimeout(testwait.Hang).Should(Equal("alice"))
@@ -639,25 +623,7 @@ var _ = Describe("A person in a browser, through kubectl proxy and the aggregati
 
 	It("in a real browser: shows the user's name, keeps a note under it; another site can neither post one nor read the page", func(ctx SpecContext) {
 		page := proxies["alice"] + prefix + "/notes"
-		run, cancel := browser.New(GinkgoT())
-		DeferCleanup(cancel)
-		step := func(actions ...chromedp.Action[chromedp.Void]) {
-			GinkgoHelper()
-			c, stop := context.WithTimeout(run, testwait.Hang)
-			defer stop()
-			Expect(chromedp.Do(c, actions...)).To(Succeed())
-		}
-		// text is the text of the element with id, or why there is none
-		// (a page still loading): polled.
-		text := func(id string) string {
-			c, stop := context.WithTimeout(run, testwait.Hang)
-			defer stop()
-			got, err := chromedp.Run(c, chromedp.Text(chromedp.ID(id)))
-			if err != nil {
-				return err.Error()
-			}
-			return got
-		}
+		run, step, text := chromium()
 		// bodyText is the whole page's text, or why there is none.
 		bodyText := func() string {
 			c, stop := context.WithTimeout(run, testwait.Hang)
@@ -729,6 +695,31 @@ ws.onclose = () => { result.textContent = "closed: read " + got.length + " " + g
 	srv := httptest.NewServer(mux)
 	DeferCleanup(srv.Close)
 	return srv.URL
+}
+
+// chromium starts a headless Chromium for the spec and returns its
+// context, step, which runs actions (each within testwait.Hang), and text,
+// the text of the element with an id, or why there is none (a page still
+// loading): polled.
+func chromium() (context.Context, func(...chromedp.Action[chromedp.Void]), func(string) string) {
+	run, cancel := browser.New(GinkgoT())
+	DeferCleanup(cancel)
+	step := func(actions ...chromedp.Action[chromedp.Void]) {
+		GinkgoHelper()
+		c, stop := context.WithTimeout(run, testwait.Hang)
+		defer stop()
+		Expect(chromedp.Do(c, actions...)).To(Succeed())
+	}
+	text := func(id string) string {
+		c, stop := context.WithTimeout(run, testwait.Hang)
+		defer stop()
+		got, err := chromedp.Run(c, chromedp.Text(chromedp.ID(id)))
+		if err != nil {
+			return err.Error()
+		}
+		return got
+	}
+	return run, step, text
 }
 
 var kubectlServing = regexp.MustCompile(`Starting to serve on ([0-9.]+:[0-9]+)`)

@@ -159,34 +159,56 @@
 // once they have returned. Its peers take them once they have seen its
 // Lease unchanged for the LeaseDuration that Lease states (its holder's,
 // not theirs: replicas may differ in LeaseDuration, as in a rolling
-// change, if their RetryPeriod and budget are alike). A replica that takes a cluster from a live peer,
-// as one that joins does, waits until that peer's Lease says it has let it
-// go: its vault closed. A replica that closes ([Fleet.Close]) ends its
-// clusters' contexts, waits for their vaults, then marks its Lease
-// released, and the others take them at once, while its OnRemoves run (a
-// slow or hung one holds up neither the release nor, past five seconds,
-// Close); one killed or cut from the
-// hub has its clusters owned again within LeaseDuration + 2×RetryPeriod. A
+// change). A replica that takes a cluster from a live peer, as one that
+// joins does, waits until that peer's Lease says it has let it go: its
+// vault closed. A replica that closes ([Fleet.Close]) ends its clusters'
+// contexts, waits for their vaults, then marks its Lease released and
+// deletes it, and the others take them at once, while its OnRemoves run
+// (a slow or hung one holds up neither the release nor, past five
+// seconds, Close); one killed or cut from the hub has its clusters owned
+// again within LeaseDuration + 2×RetryPeriod. A
 // replica that can renew its Lease but not list the others' (RBAC) claims
 // no share after RenewDeadline, so that its share is not left unowned. An
 // OnRemove never delays a peer's take, but a replica whose OnRemove or
 // vault Close of a cluster of its share runs longer than the budget
 // (below) claims no share until it returns.
 //
-// A Lease deleted by someone else (kubectl delete lease during an incident)
-// hides its replica until that replica writes it again, which it does at
-// its next renewal. So a replica takes nothing while a Lease it saw is
-// missing, for that Lease's duration. It takes nothing until its lists
-// have run without a gap (over RetryPeriod and a request's timeout) for
-// LeaseDuration and a little more: a new replica, or one whose lists
-// failed, cannot have seen every Lease that stands sooner. And a renewal
-// counts only on a Lease that has stood unbroken long enough for every
-// peer to have listed it, so a replica whose Lease was deleted may give
-// its clusters up and take them again. Deleting a group's Leases never
-// speeds a handover: the replicas delete a Lease unchanged for twice its
-// LeaseDuration themselves. A new replica therefore takes its first clusters about
-// LeaseDuration + RetryPeriod + half the budget (below) after it starts:
-// 20 s with the defaults.
+// Every Lease of the group carries the finalizer fleet.authvault.dev/shard,
+// so that a delete (kubectl delete lease during an incident, a
+// DeleteCollection, the deletion of Namespace) only marks it: it stays on
+// the hub, claiming what it claimed, and every replica still sees it. Its
+// holder, seeing the mark, gives its clusters up, writes that it holds
+// nothing, takes the finalizer off (the Lease goes) and writes a new one;
+// its clusters are owned again within about LeaseDuration. A replica cut
+// from the hub keeps its marked Lease until its peers have seen it
+// unchanged for twice its LeaseDuration: then they take the finalizer
+// off and delete it, at the version they saw. So a Lease leaves the hub
+// only once no replica holds a cluster by it, and a replica that starts
+// sees, in its first list, every replica that may hold a cluster: it
+// claims its share at once, and takes it RetryPeriod and a quarter after
+// it started (the replicas started within a RetryPeriod of it, as in a
+// Deployment's first rollout, are counted first, so that each cluster
+// moves once), 2.5 s and a few requests with the defaults. It logs, at
+// INFO, when its share is still claimed by a peer, which, and why. A
+// replica whose lists fail for a while takes again at its first list
+// once they answer.
+//
+// What a person can still do to break it: take the finalizer off a
+// Lease by hand (kubectl patch lease … --type=json -p
+// '[{"op":"remove","path":"/metadata/finalizers"}]'). A replica cut from
+// the hub then keeps its clusters until its RenewDeadline while its peers
+// take them at once: two owners for up to RenewDeadline; one that reaches
+// the hub gives them up at its next renewal, which finds its Lease gone,
+// and logs why. A Lease written by a release before the finalizer (rules
+// 2) is one a delete removes at once: a replica of this release stands by
+// while one of those runs (below), and waits out the duration of such a
+// Lease gone from a list. When the last replica of a group is gone for
+// good (the Deployment deleted, every pod killed), its Leases keep their
+// finalizers: they hold up the deletion of Namespace until a replica of
+// the group starts again (it takes the finalizer off each once it has
+// expired), or a person takes the finalizers off; kubectl delete
+// deployment lets the replicas stop cleanly, and a clean stop deletes
+// its Lease.
 //
 // What this rests on is one budget, LeaseDuration − RenewDeadline (5 s by
 // default), spent once. A quarter of it is the timeout of every Lease
@@ -208,16 +230,22 @@
 // Leases made after its Lease said its view, a quorum read that sees every
 // peer's earlier write. Replicas of one group keep their LeaseDurations
 // within four times of each other (or of a minute): a longer one is read
-// as that, and its replica's clusters could then have two owners. Keep
-// their RetryPeriods and budgets alike too: the argument for a Lease
-// deleted again and again, in time with the lists, takes the same ones.
+// as that, and its replica's clusters could then have two owners. Their
+// RetryPeriods and budgets may differ.
 //
-// The protocol is a state machine without I/O that a model test drives
-// on a fake clock against a hub that deletes Leases, loses and delays
-// replies, stalls and kills replicas, with hung hooks and mixed durations
-// and rules, checking at every step that no cluster has two owners and
-// that every cluster is owned once the faults stop (make model-shards runs
-// it for long).
+// The protocol is a state machine without I/O that a model test drives on
+// a fake clock, its fault space the assumptions above: LeaseDurations four
+// times apart; writes, lists, deletes and finalizer updates failing,
+// delayed or lost, each alone; Leases deleted (marked) and, in a third of
+// the runs, finalizers taken off by hand; replicas stalled, killed,
+// closed, cut from the hub or joining; vault Closes within the slack and
+// OnRemoves fast, slow or hung; clocks 1% apart. It checks at every step
+// that no cluster has two owners (after a finalizer taken off by hand,
+// for no longer than RenewDeadline and a Close), and that no cluster goes
+// unowned for longer than LeaseDuration + 2×RetryPeriod and the requests'
+// and Close's time past the end of the last fault that may keep it so;
+// once the faults stop, that every live replica's Lease stands, unmarked
+// (make model-shards runs it for long).
 //
 // Identity must be unique in the group: the pod's name is, the host name
 // is not under hostNetwork. A process that finds its identity's Lease

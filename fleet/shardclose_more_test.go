@@ -17,12 +17,13 @@ import (
 	"github.com/authvault/authvault/testkit/testwait"
 )
 
-// released tells whether identity's Lease in hub is marked released.
+// released tells whether identity's Lease in hub, which stood before, is
+// released: marked so, or deleted, as a clean release ends.
 func released(hub *leaseHub, identity string) bool {
 	hub.mu.Lock()
 	defer hub.mu.Unlock()
 	l := hub.leases[leaseName("g", identity)]
-	return l != nil && l.Annotations[releasedAnnotation] == "true"
+	return l == nil || l.Annotations[releasedAnnotation] == "true"
 }
 
 // Close's own members' vaults now close in s.running, beside the

@@ -17,24 +17,36 @@ import (
 //
 // What it rests on, event by event:
 //
+//   - Every Lease of the group carries this package's finalizer, so that
+//     a delete (kubectl, DeleteCollection, a namespace's deletion) only
+//     marks it: a Lease leaves the hub only once its holder, holding
+//     nothing, takes the finalizer off, or a peer does once the Lease has
+//     stood unchanged for twice its duration, at the version it listed
+//     (the holder fenced itself long before), or a person does it by hand
+//     (the exception fleet/doc.go names). So a Lease gone from a list
+//     claims nothing, and a replica that starts sees, in its first list,
+//     every replica that may hold a cluster.
 //   - A replica holds a cluster (a live member, or a vault not yet closed)
 //     only while its last counted renewal began less than RenewDeadline
-//     ago, and only clusters its Lease, as last written, gives it.
-//   - A renewal counts only if it completed within the request timeout,
-//     and only on a Lease this replica has seen exist, unbroken (one UID),
-//     for proveFor: a Lease deleted under it is no proof of anything until
-//     its new one has stood long enough for every peer to have listed it.
+//     ago, and only clusters its Lease, as last written, gives it. A
+//     renewal counts only if it completed within the request timeout.
+//   - A replica whose Lease is marked for deletion stands by: it gives
+//     every cluster up, writes that it holds nothing, takes its finalizer
+//     off (the Lease goes) and writes a new Lease. One whose Lease went
+//     under it (the finalizer taken off by someone else) fences at once.
 //   - A peer is expired only when a list that began LeaseDuration (the
-//     peer's own, as its Lease says) after this replica first saw the
-//     peer's current version still shows that version. A peer whose Lease
-//     is gone from a list may have written it again meanwhile: until its
-//     duration has passed since the list that missed it, it may claim
-//     anything, and nothing is taken.
+//     peer's own, as its Lease says, up to four times this replica's)
+//     after this replica first saw the peer's current version still shows
+//     that version.
 //   - A replica takes a cluster only after a list that began after its own
 //     Lease was written with the view that gives it the cluster, showing
-//     no live peer that claims it, and only once its lists have run
-//     unbroken (no gap longer than listGap) for coverFor: a peer it has
-//     never seen cannot hide from that many lists.
+//     no live peer that claims it: of two replicas that write and then
+//     list, the later list sees the earlier write.
+//   - A replica that has just started takes nothing until a list that
+//     began settle (RetryPeriod and a quarter) after its start: the Leases
+//     of the replicas started within a RetryPeriod of it are in that list,
+//     so that replicas started together agree on the view before any
+//     takes, and each cluster moves once.
 //   - A replica claims a share (its Lease's view holds it) only when it
 //     can take it: so a peer never waits on a share nobody takes.
 type shardCore struct {
@@ -42,14 +54,14 @@ type shardCore struct {
 	self       string
 	rd, ld, rp time.Duration // RenewDeadline, LeaseDuration, RetryPeriod
 	timeout    time.Duration // of each Lease request: budget/4
-	listGap    time.Duration // the longest gap between lists that keeps the coverage
-	proveFor   time.Duration // how long a Lease must stand before its renewals count
+	settle     time.Duration // from its start, how long a replica takes nothing
 	rules      int
+	startedAt  time.Time // the first step's time
 
 	// This replica's Lease.
 	renewed     time.Time    // start of the last renewal that counts; zero: none, or fenced since
 	lifeUID     string       // the Lease's UID as last written; "": none known
-	lifeStart   time.Time    // when that Lease was first known to exist
+	marked      bool         // the Lease is marked for deletion: give everything up, then let it go
 	writing     bool         // a write is in flight
 	inflight    leaseContent // what it writes: it may land whatever its answer
 	wroteAt     time.Time    // when the last write began
@@ -60,16 +72,15 @@ type shardCore struct {
 	writeFailed bool         // the last write failed (logged once)
 
 	// The lists.
-	listing      bool
-	listTried    time.Time // when the last list began, whatever its answer
-	nextList     time.Time
-	listedAt     time.Time // start of the last successful list
-	listedEnd    time.Time // and its end
-	coveredSince time.Time // start of the first list of the unbroken run that ends at listedAt
-	joined       bool      // coverage reached since the lists last went stale: may claim a share
-	listFailed   bool      // the last list failed (logged once)
-	peers        map[string]*peerLease
-	longest      time.Duration // the longest LeaseDuration a peer has published
+	listing    bool
+	listTried  time.Time // when the last list began, whatever its answer
+	nextList   time.Time
+	listedAt   time.Time // start of the last successful list
+	listedEnd  time.Time // and its end
+	joined     bool      // listed once: may claim a share
+	waitNoted  bool      // said, once its settle was over, what its share waits for
+	listFailed bool      // the last list failed (logged once)
+	peers      map[string]*peerLease
 
 	// The clusters.
 	seats    map[string]uint64   // every cluster of the fleet, owned or not, with its seat's number
@@ -90,10 +101,11 @@ type shardCore struct {
 type leaseContent struct {
 	view    []string // the replicas whose shares it computes; holds the writer while it claims one
 	standby bool     // claims nothing (written as released)
+	free    bool     // standby, and the finalizer taken off: a Lease marked for deletion goes
 }
 
 func (a leaseContent) equal(b leaseContent) bool {
-	return a.standby == b.standby && slices.Equal(a.view, b.view)
+	return a.standby == b.standby && a.free == b.free && slices.Equal(a.view, b.view)
 }
 
 // leaseRecord is a peer's Lease as a list showed it, decoded by the driver.
@@ -104,6 +116,8 @@ type leaseRecord struct {
 	released         bool // stopped cleanly, or standing by: claims nothing
 	rules            int
 	duration         time.Duration // the holder's LeaseDuration
+	guarded          bool          // it carries the finalizer: it cannot leave the hub while it claims
+	marked           bool          // marked for deletion: its holder gives its clusters up
 }
 
 // peerLease is a peer's Lease as this replica last saw it.
@@ -111,7 +125,7 @@ type peerLease struct {
 	leaseRecord
 	firstSeen time.Time // end of the list that first showed this version
 	expired   bool      // a list confirmed it unchanged for its duration
-	missing   time.Time // end of the first list it was absent from; zero: listed
+	missing   time.Time // for a Lease without the finalizer (an older release's): end of the first list it was absent from; zero: listed
 }
 
 // claims tells whether p's replica may hold the cluster name.
@@ -199,6 +213,7 @@ const (
 	noteListOK
 	noteWriteFailed
 	noteWriteOK
+	noteWaiting // settled, n clusters of its share are claimed by peer: taken when it lets go (why)
 )
 
 // clockShare is the part of a duration the clocks of two replicas may
@@ -208,7 +223,10 @@ const clockShare = 100
 // coreRules is the version of the placement rules this code computes
 // claims with: rendezvous hashing over a view that holds a replica while it
 // claims a share. A Lease without it is of rules 1 (before the Lease said).
-const coreRules = 2
+//
+// Rules 3 add the finalizer: a replica of rules 3 stands by while one of
+// rules 2 lives, whose Lease may vanish under it.
+const coreRules = 3
 
 func newShardCore(sh Shards) *shardCore {
 	budget := sh.LeaseDuration - sh.RenewDeadline
@@ -217,17 +235,11 @@ func newShardCore(sh Shards) *shardCore {
 		timeout: budget / 4, rules: coreRules,
 		peers: map[string]*peerLease{}, seats: map[string]uint64{}, owned: map[string]uint64{}, ownedAt: map[string]uint64{},
 		retiring: map[string][]*drop{}, lost: map[string]lostFrom{},
-		standby: "it has not yet listed the group's Leases unbroken for long enough",
+		standby: "it has not yet listed the group's Leases",
 	}
-	c.listGap = c.rp + c.timeout
-	c.proveFor = (c.listGap + c.timeout) * (clockShare + 2) / clockShare
+	c.settle = c.rp + c.rp/4
 	return c
 }
-
-// coverFor is how long the lists must run unbroken before this replica
-// takes anything: a replica it has never seen, whose Lease stood for
-// proveFor, is then in one of them.
-func (c *shardCore) coverFor() time.Duration { return max(c.ld, c.longest) + c.proveFor }
 
 // listed records a list of the group's Leases that began at start and
 // answered at end: all of them but this replica's own.
@@ -237,9 +249,6 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 	if c.listFailed {
 		c.listFailed = false
 		e.notes = append(e.notes, shardNote{kind: noteListOK})
-	}
-	if c.listedAt.IsZero() || start.Sub(c.listedAt) > c.listGap {
-		c.coveredSince = start
 	}
 	c.listedAt, c.listedEnd = start, end
 	seen := make(map[string]bool, len(leases))
@@ -276,22 +285,22 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 		case seen[name]:
 		case p.expired:
 			delete(c.peers, name)
+		case p.guarded:
+			// Gone with its finalizer: taken off by its holder, which held
+			// nothing then, or by a peer at a version that had expired.
+			c.noteLoss(p, nil, p.firstSeen)
+			delete(c.peers, name)
 		case p.missing.IsZero():
-			// As good as a new version: it may have been written again (a
-			// replica that stood by may claim a share now) before it went.
+			// An older release's Lease, which a delete removes at once: it
+			// may have been written again (a replica that stood by may
+			// claim a share now) before it went.
 			p.missing = end
 		case !start.Before(p.missing.Add(p.duration)):
 			c.noteLoss(p, nil, p.firstSeen)
 			delete(c.peers, name)
 		}
 	}
-	c.longest = 0
-	for _, p := range c.peers {
-		c.longest = max(c.longest, p.duration)
-	}
-	if start.Sub(c.coveredSince) >= c.coverFor() {
-		c.joined = true
-	}
+	c.joined = true
 }
 
 // maxPeerDuration bounds the LeaseDuration a peer's Lease may claim, for
@@ -330,16 +339,19 @@ func (c *shardCore) listFailedAt(start time.Time, e *shardEffects) {
 type writeResult struct {
 	start, end time.Time
 	ok         bool
-	uid        string    // the Lease's UID after the write
-	foundAt    time.Time // when the driver first knew this Lease existed: after its Get or Create
-	gone       bool      // the Lease was found deleted (or replaced)
+	uid        string // the Lease's UID after the write
+	gone       bool   // the Lease was found gone (its finalizer taken off by someone else), or replaced
+	marked     bool   // the Lease, as written, is marked for deletion
 }
 
 // wrote records a write of content.
 func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) {
 	c.writing = false
-	if r.gone {
+	if r.gone && !content.free {
+		// Its finalizer was taken off by another: peers may have taken
+		// what it claimed. (Letting its marked Lease go, it is expected.)
 		c.lifeUID = ""
+		c.fenceNow(r.end, e, "this replica's Lease went from the hub under it (its finalizer taken off by someone else): its peers may take its clusters")
 	}
 	if !r.ok {
 		// What the hub holds is now this content or the last: until a write
@@ -356,15 +368,27 @@ func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) 
 		e.notes = append(e.notes, shardNote{kind: noteWriteOK})
 	}
 	if r.uid != c.lifeUID {
-		c.lifeUID, c.lifeStart = r.uid, r.foundAt
+		if c.lifeUID != "" && !content.free {
+			c.fenceNow(r.end, e, "this replica's Lease was replaced under it: its peers may take its clusters")
+		}
+		c.lifeUID = r.uid
 	}
+	c.marked = r.marked && !content.free
 	// A list after the write that first said this content decides what
 	// to take: a renewal of the same content changes nothing a peer sees.
 	changed := !content.equal(c.published) || c.publishedAt.IsZero()
 	if changed {
 		c.published, c.publishedAt = content, r.end
 	}
-	if r.start.Sub(c.lifeStart) >= c.proveFor && r.end.Sub(r.start) <= c.timeout && r.start.After(c.renewed) {
+	if content.free {
+		// The Lease is gone: the next write creates one, which claims
+		// nothing until it says a view.
+		c.lifeUID = ""
+		c.published = leaseContent{}
+		c.publishedAt = time.Time{}
+		return
+	}
+	if r.end.Sub(r.start) <= c.timeout && r.start.After(c.renewed) {
 		c.renewed = r.start
 	}
 	if changed {
@@ -462,8 +486,11 @@ func (c *shardCore) step(now time.Time, e *shardEffects) {
 	if c.closed {
 		return
 	}
+	if c.startedAt.IsZero() {
+		c.startedAt = now
+	}
 	c.fence(now, e)
-	if c.closing && len(c.owned) == 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(c.retiring)), c.holds) {
+	if c.closing && c.holdsNothing() {
 		e.letGo = true
 	}
 	c.decideStandby(now, e)
@@ -472,8 +499,13 @@ func (c *shardCore) step(now time.Time, e *shardEffects) {
 	if c.gateOpen(c.target0()) {
 		c.given = c.target0()
 	}
+	if c.marked && c.published.standby && !c.publishedAt.IsZero() && c.holdsNothing() {
+		// Its Lease says it holds nothing, and it does: the finalizer may
+		// come off, and the next write creates a Lease.
+		c.given = leaseContent{standby: true, free: true}
+	}
 	// A failed write is tried again after RetryPeriod, whatever changed.
-	if !c.writing && (!now.Before(c.nextWrite) || !c.writeFailed && (!c.given.equal(c.published) || c.proofDue(now))) {
+	if !c.writing && (!now.Before(c.nextWrite) || !c.writeFailed && !c.given.equal(c.published)) {
 		c.writing = true
 		c.wroteAt = now
 		c.nextWrite = now.Add(c.rp)
@@ -481,13 +513,26 @@ func (c *shardCore) step(now time.Time, e *shardEffects) {
 		c.inflight = content
 		e.write = &content
 	}
-	if !c.listing && (!now.Before(c.nextList) || c.expiryDue(now)) {
+	if !c.listing && (!now.Before(c.nextList) || c.expiryDue(now) || c.settleDue(now)) {
 		c.listing = true
 		c.listTried = now
 		e.list = true
 	}
 	c.take(now, e)
 	c.schedule(now, e)
+}
+
+// holdsNothing tells whether no vault of this replica's may log in to any
+// cluster.
+func (c *shardCore) holdsNothing() bool {
+	return len(c.owned) == 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(c.retiring)), c.holds)
+}
+
+// settleDue tells whether the settle has just ended with no list begun
+// since: a list now may let this replica take its share.
+func (c *shardCore) settleDue(now time.Time) bool {
+	at := c.startedAt.Add(c.settle)
+	return !now.Before(at) && c.listTried.Before(at)
 }
 
 // expiryDue tells whether a live peer's Lease may have expired since the
@@ -502,14 +547,6 @@ func (c *shardCore) expiryDue(now time.Time) bool {
 	return false
 }
 
-// proofDue tells whether this replica's Lease has just stood for
-// proveFor with no renewal that counts: write at once, so that the first
-// that may count comes as early as it can.
-func (c *shardCore) proofDue(now time.Time) bool {
-	at := c.lifeStart.Add(c.proveFor)
-	return c.lifeUID != "" && !c.eligible(now) && !now.Before(at) && c.wroteAt.Before(at)
-}
-
 // eligible tells whether a renewal that counts began within RenewDeadline.
 func (c *shardCore) eligible(now time.Time) bool {
 	return !c.renewed.IsZero() && now.Before(c.renewed.Add(c.rd))
@@ -521,10 +558,14 @@ func (c *shardCore) fence(now time.Time, e *shardEffects) {
 	if c.renewed.IsZero() || c.eligible(now) {
 		return
 	}
+	c.fenceNow(now, e, "no renewal of this replica's Lease counted within RenewDeadline (failed, or slower than its timeout)")
+}
+
+// fenceNow gives every cluster up at once, for why.
+func (c *shardCore) fenceNow(now time.Time, e *shardEffects, why string) {
 	c.renewed = time.Time{}
-	const why = "no renewal of this replica's Lease counted within RenewDeadline (failed, slower than its timeout, or on a Lease created again under it)"
 	n := c.dropWhere(now, e, func(string) (bool, string, string) { return true, "", why })
-	e.notes = append(e.notes, shardNote{kind: noteFenced, n: n})
+	e.notes = append(e.notes, shardNote{kind: noteFenced, n: n, why: why})
 }
 
 // dropWhere gives up each owned cluster that should go (with its new
@@ -551,11 +592,15 @@ func (c *shardCore) dropWhere(now time.Time, e *shardEffects, should func(string
 func (c *shardCore) decideStandby(now time.Time, e *shardEffects) {
 	why := ""
 	switch {
+	case c.marked:
+		why = "its Lease was deleted (kubectl delete, a namespace's deletion): it gives its clusters up, lets that Lease go and writes a new one"
 	case !c.listedAt.IsZero() && now.Sub(c.listedAt) >= c.rd:
-		c.joined = false
+		// Its peers count it in their views, and it cannot see that its
+		// share grew (a peer gone): it gives its share to them until its
+		// next list.
 		why = "it has not listed the group's Leases for RenewDeadline"
 	case !c.joined:
-		why = "it has not yet listed the group's Leases unbroken for long enough"
+		why = "it has not yet listed the group's Leases"
 	default:
 		if p := c.lowerRules(); p != nil {
 			why = "replica " + p.holder + " runs older placement rules: the oldest rules share the clusters"
@@ -701,6 +746,47 @@ func (c *shardCore) take(now time.Time, e *shardEffects) {
 		delete(c.lost, name)
 		e.takes = append(e.takes, t)
 	}
+	if !c.waitNoted {
+		c.waitNoted = true
+		c.noteWaiting(e)
+	}
+}
+
+// noteWaiting notes, once this replica could first take, the peer that
+// still claims the most of its share, if any: a new replica says why its
+// share is not all taken yet.
+func (c *shardCore) noteWaiting(e *shardEffects) {
+	by := map[string]int{}
+	for name := range c.seats {
+		if ownerOf(c.target, name) != c.self {
+			continue
+		}
+		if _, ok := c.owned[name]; ok {
+			continue
+		}
+		for _, p := range c.peers {
+			if p.claims(name, c.rules) {
+				by[p.holder]++
+				break
+			}
+		}
+	}
+	peer, n := "", 0
+	for _, id := range slices.Sorted(maps.Keys(by)) {
+		if by[id] > n {
+			peer, n = id, by[id]
+		}
+	}
+	if n == 0 {
+		return
+	}
+	why := "it takes them as that replica lets them go, or, if it has stopped, once its Lease has not changed for its LeaseDuration"
+	for _, p := range c.peers {
+		if p.holder == peer && p.marked {
+			why = "that replica's Lease was deleted: it gives them up, or, if it has stopped, they are taken once its Lease has not changed for its LeaseDuration"
+		}
+	}
+	e.notes = append(e.notes, shardNote{kind: noteWaiting, peer: peer, n: n, why: why})
 }
 
 // cannotTake says why nothing may be taken now, or "".
@@ -714,12 +800,12 @@ func (c *shardCore) cannotTake(now time.Time) string {
 		return "its Lease does not say its view yet"
 	case c.publishedAt.IsZero() || c.listedAt.Before(c.publishedAt):
 		return "no list since its Lease was written"
-	case c.listedAt.Sub(c.coveredSince) < c.coverFor():
-		return "its lists have not run unbroken for long enough"
+	case c.listedAt.Before(c.startedAt.Add(c.settle)):
+		return "replicas started within a RetryPeriod of it are counted first"
 	}
 	for _, p := range c.peers {
 		if !p.missing.IsZero() {
-			return "the Lease of replica " + p.holder + " is gone from the hub"
+			return "the Lease of replica " + p.holder + " (of an older release) is gone from the hub"
 		}
 	}
 	return ""
@@ -745,9 +831,6 @@ func (c *shardCore) schedule(now time.Time, e *shardEffects) {
 	}
 	if !c.writing {
 		soon(c.nextWrite)
-		if c.lifeUID != "" && !c.eligible(now) {
-			soon(c.lifeStart.Add(c.proveFor)) // the first renewal that may count
-		}
 	} else {
 		soon(c.wroteAt.Add(c.timeout)) // a write past its timeout counts for nothing
 	}
@@ -769,6 +852,9 @@ func (c *shardCore) schedule(now time.Time, e *shardEffects) {
 	}
 	if !c.listedAt.IsZero() {
 		soon(c.listedAt.Add(c.rd))
+	}
+	if !c.listing && c.listedAt.Before(c.startedAt.Add(c.settle)) {
+		soon(c.startedAt.Add(c.settle)) // the list that ends the settle
 	}
 	e.next = next
 }

@@ -41,6 +41,13 @@ func mustRun(t *testing.T, m *shardModel, end time.Duration) {
 	}
 }
 
+// deleteAll deletes every Lease on the hub, as kubectl delete leases --all.
+func (m *shardModel) deleteAll() {
+	for _, n := range slices.Sorted(maps.Keys(m.hub)) {
+		m.deleteLease(n)
+	}
+}
+
 // ownedOnce fails t unless every cluster has one owner.
 func ownedOnce(t *testing.T, m *shardModel, when string) map[string]string {
 	t.Helper()
@@ -56,10 +63,9 @@ func ownedOnce(t *testing.T, m *shardModel, when string) map[string]string {
 
 // 1. Someone deletes the group's Leases (an operator's reset) while a
 // replica cannot see them: a new one, or one whose lists failed for longer
-// than LeaseDuration. It takes nothing a replica it cannot see may claim
-// until its lists have run unbroken for long enough to have seen every
-// Lease that stands, and its own Lease, if deleted too, has stood for as
-// long as a peer's lists take to see it.
+// than LeaseDuration. The finalizer keeps each Lease, marked, until its
+// holder has given its clusters up (or, cut from the hub, until its peers
+// expire it), so every replica sees every Lease that may claim a cluster.
 func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 	t.Run("a new replica", func(t *testing.T) {
 		m := quietModel(20)
@@ -67,7 +73,7 @@ func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 		m.start("b", shortShards)
 		mustRun(t, m, 5*time.Second)
 		ownedOnce(t, m, "before")
-		m.at(0, "every Lease deleted", func() { clear(m.hub) })
+		m.at(0, "every Lease deleted", m.deleteAll)
 		m.at(time.Millisecond, "", func() { m.start("c", shortShards) })
 		mustRun(t, m, 15*time.Second)
 		owner := ownedOnce(t, m, "after")
@@ -81,7 +87,7 @@ func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 		b := m.start("b", shortShards)
 		mustRun(t, m, 5*time.Second)
 		ownedOnce(t, m, "before")
-		m.at(0, "every Lease deleted; a and b cut", func() { clear(m.hub); a.cut, b.cut = true, true })
+		m.at(0, "every Lease deleted; a and b cut", func() { m.deleteAll(); a.cut, b.cut = true, true })
 		m.at(time.Millisecond, "", func() { m.start("c", shortShards) })
 		mustRun(t, m, 15*time.Second)
 		if owner := ownedOnce(t, m, "after"); owner["ns/c00"] != "c" {
@@ -94,7 +100,7 @@ func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 		m.start("b", shortShards)
 		mustRun(t, m, 5*time.Second)
 		ownedOnce(t, m, "before")
-		m.at(0, "a's Lease deleted; a cut", func() { delete(m.hub, leaseName("g", "a")); a.cut = true })
+		m.at(0, "a's Lease deleted; a cut", func() { m.deleteLease(leaseName("g", "a")); a.cut = true })
 		mustRun(t, m, 10*time.Second)
 		if owner := ownedOnce(t, m, "after"); owner["ns/c01"] != "b" {
 			t.Errorf("ns/c01 owned by %s, want the one replica left", owner["ns/c01"])
@@ -109,8 +115,8 @@ func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 		ownedOnce(t, m, "before")
 		m.at(0, "c cannot list", func() { c.noList = true })
 		m.at(1500*time.Millisecond, "the Leases of a and b deleted; c lists again", func() {
-			delete(m.hub, leaseName("g", "a"))
-			delete(m.hub, leaseName("g", "b"))
+			m.deleteLease(leaseName("g", "a"))
+			m.deleteLease(leaseName("g", "b"))
 			c.noList = false
 		})
 		mustRun(t, m, 15*time.Second)

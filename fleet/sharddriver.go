@@ -43,6 +43,9 @@ type sharding struct {
 	inboxMu sync.Mutex // guards inbox
 	inbox   []shardEvent
 
+	listedMu sync.Mutex                       // guards listed
+	listed   map[string]*coordinationv1.Lease // the peers' Leases as last listed, for remove
+
 	view  atomic.Pointer[[]string] // the core's view after its last step, for RESTConfig's errors
 	letGo chan struct{}            // the loop's own: closed once the core, closing, holds nothing
 
@@ -99,7 +102,8 @@ func (s *sharding) start() {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	core := newShardCore(s.cfg)
-	s.log.Info("this replica claims no share yet: it lists the group's Leases first", "for", core.coverFor().Round(time.Millisecond))
+	s.log.Info("this replica takes its share of the fleet's clusters once it has listed the group's Leases, and not sooner than settle after its start: replicas started within a RetryPeriod of it are counted first, so that each cluster moves once",
+		"settle", core.settle)
 	s.running.Go(func() { s.loop(ctx, core) })
 	s.running.Go(func() { s.watchLeases(ctx) })
 }
@@ -335,9 +339,11 @@ func (s *sharding) logNotes(notes []shardNote) {
 			s.log.Info("this replica claims its share of the fleet's clusters: it takes each once its holder lets it go")
 		case noteStandby:
 			s.log.Info("this replica claims no share of the fleet's clusters", "why", n.why)
+		case noteWaiting:
+			s.log.Info("part of this replica's share is still claimed by a peer", "clusters", n.n, "peer", n.peer, "why", n.why)
 		case noteFenced:
 			s.metrics.moves.WithLabelValues("out", "lease lost").Add(float64(n.n))
-			s.log.Info("no renewal of this replica's Lease counted within RenewDeadline: gave every cluster up", "clusters", n.n)
+			s.log.Info("gave every cluster up", "clusters", n.n, "why", n.why)
 		case noteRefused:
 			s.log.Error(nil, "a peer's Lease cannot be read: this replica takes no cluster until it can", "peer", n.peer, "why", n.why)
 		case noteListOK:
@@ -368,10 +374,17 @@ func (s *sharding) look(ctx context.Context, timeout time.Duration) {
 	leases, err := s.list(ctx, timeout)
 	end := s.clock.Now()
 	records := make([]leaseRecord, 0, len(leases))
+	byName := make(map[string]*coordinationv1.Lease, len(leases))
 	for i := range leases {
 		if r, ok := s.record(&leases[i]); ok {
 			records = append(records, r)
+			byName[r.name] = &leases[i]
 		}
+	}
+	if err == nil {
+		s.listedMu.Lock()
+		s.listed = byName
+		s.listedMu.Unlock()
 	}
 	s.post(func(c *shardCore, _ time.Time, e *shardEffects) {
 		if err != nil {

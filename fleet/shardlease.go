@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -41,6 +42,9 @@ const (
 	// spec's leaseDurationSeconds rounds it up to a second): its peers
 	// expire the Lease on it.
 	durationAnnotation = "fleet.authvault.dev/lease-duration"
+	// leaseFinalizer keeps a replica's Lease on the hub while it may
+	// claim a cluster: a delete only marks it (see shardCore).
+	leaseFinalizer = "fleet.authvault.dev/shard"
 )
 
 // leaseName is the name of identity's Lease in group: the same across the
@@ -59,7 +63,8 @@ func (s *sharding) record(l *coordinationv1.Lease) (leaseRecord, bool) {
 		return leaseRecord{}, false
 	}
 	r := leaseRecord{name: l.Name, holder: ptr.Deref(l.Spec.HolderIdentity, ""), rv: l.ResourceVersion,
-		released: l.Annotations[releasedAnnotation] == "true", rules: 1}
+		released: l.Annotations[releasedAnnotation] == "true", rules: 1,
+		guarded: slices.Contains(l.Finalizers, leaseFinalizer), marked: l.DeletionTimestamp != nil}
 	r.readable = json.Unmarshal([]byte(encoded), &r.view) == nil
 	if v, ok := l.Annotations[rulesAnnotation]; ok {
 		n, err := strconv.Atoi(v)
@@ -101,7 +106,10 @@ func (s *sharding) write(ctx context.Context, content leaseContent, timeout time
 		return res, err
 	}
 	s.mine = l
-	res.ok, res.uid, res.foundAt = true, string(l.UID), res.end
+	res.ok, res.uid, res.marked = true, string(l.UID), l.DeletionTimestamp != nil
+	if content.free {
+		s.mine = nil // gone, or about to be: the next write creates one
+	}
 	return res, nil
 }
 
@@ -123,6 +131,8 @@ func (s *sharding) writeLease(ctx context.Context, content leaseContent, res *wr
 		// may still hold its clusters: deleted under it, it is written
 		// again by that process, or expires.
 		return nil, fmt.Errorf("fleet: the Lease %s/%s of identity %q, renewed by another process, is gone: waiting LeaseDuration before writing it", s.cfg.Namespace, s.lease, s.cfg.Identity)
+	case apierrors.IsNotFound(err) && content.free:
+		return &coordinationv1.Lease{}, nil // gone already
 	case apierrors.IsNotFound(err):
 		s.foreign = nil
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.lease, Namespace: s.cfg.Namespace}}
@@ -190,17 +200,54 @@ func (s *sharding) fill(l *coordinationv1.Lease, content leaseContent, now metav
 	} else {
 		delete(l.Annotations, releasedAnnotation)
 	}
+	switch {
+	case content.free:
+		l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == leaseFinalizer })
+	case l.DeletionTimestamp == nil && !slices.Contains(l.Finalizers, leaseFinalizer):
+		// Never added to a Lease marked for deletion: the API server
+		// refuses it, and the holder lets that one go.
+		l.Finalizers = append(l.Finalizers, leaseFinalizer)
+	}
 	l.Spec.HolderIdentity = ptr.To(s.cfg.Identity)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32((s.cfg.LeaseDuration + time.Second - 1) / time.Second))
 	l.Spec.RenewTime = &now
 }
 
-// remove deletes the Lease name if it is still at version (a Lease that
-// has changed since is alive again, or another's).
+// remove takes the finalizer off a peer's Lease and deletes it, if it is
+// still at version (a Lease that has changed since is alive again, or
+// another's).
 func (s *sharding) remove(ctx context.Context, name, version string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RetryPeriod)
 	defer cancel()
-	err := s.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &version}})
+	s.listedMu.Lock()
+	l := s.listed[name]
+	s.listedMu.Unlock()
+	if l == nil || l.ResourceVersion != version {
+		return nil
+	}
+	return s.letGoOf(ctx, l)
+}
+
+// letGoOf takes the finalizer off l and deletes it, both at the version
+// l is at: a write meanwhile (its holder alive again) stops both.
+func (s *sharding) letGoOf(ctx context.Context, l *coordinationv1.Lease) error {
+	if slices.Contains(l.Finalizers, leaseFinalizer) {
+		l = l.DeepCopy()
+		l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == leaseFinalizer })
+		updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if updated.DeletionTimestamp != nil && len(updated.Finalizers) == 0 {
+			return nil // the API server deleted it with the update
+		}
+		l = updated
+	}
+	version := l.ResourceVersion
+	err := s.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &version}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -240,9 +287,8 @@ func (s *sharding) watchLeases(ctx context.Context) {
 	}
 }
 
-// release marks this replica's Lease released, with an empty view: its
-// peers take its clusters at once, and delete the Lease once it has not
-// changed for twice LeaseDuration.
+// release marks this replica's Lease released, with an empty view, takes
+// its finalizer off and deletes it: its peers take its clusters at once.
 func (s *sharding) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RetryPeriod)
 	defer cancel()
@@ -261,12 +307,17 @@ func (s *sharding) release(ctx context.Context) error {
 		l = got
 	}
 	l = l.DeepCopy()
-	s.fill(l, leaseContent{standby: true}, metav1.NewMicroTime(s.clock.Now()))
-	_, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
+	s.fill(l, leaseContent{standby: true, free: true}, metav1.NewMicroTime(s.clock.Now()))
+	updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
 		return nil
+	case err != nil:
+		return err
+	case updated.DeletionTimestamp != nil:
+		return nil // deleted with the update
 	}
-	return err
+	return s.letGoOf(ctx, updated)
 }
 
 // ownedCount is how many of the fleet's clusters this replica owns now

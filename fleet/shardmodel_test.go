@@ -53,10 +53,13 @@ func TestShardModel(t *testing.T) {
 }
 
 // The configurations replicas are given: each passes withDefaults.
+// The longest LeaseDuration is four times the shortest, as the package
+// doc allows, and their RetryPeriods and budgets differ.
 var modelConfigs = []Shards{
 	{LeaseDuration: 1000 * time.Millisecond, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
-	{LeaseDuration: 1500 * time.Millisecond, RenewDeadline: 1000 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
+	{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1000 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
 	{LeaseDuration: 800 * time.Millisecond, RenewDeadline: 400 * time.Millisecond, RetryPeriod: 80 * time.Millisecond},
+	{LeaseDuration: 400 * time.Millisecond, RenewDeadline: 250 * time.Millisecond, RetryPeriod: 25 * time.Millisecond},
 }
 
 type modelReplica struct {
@@ -68,6 +71,8 @@ type modelReplica struct {
 	reborn  bool          // dead, and restarted as a new replica of its identity
 	cut     bool          // every request fails at once
 	noList  bool          // lists fail at once
+	noWrite bool          // writes fail at once
+	closed  bool          // closed cleanly (Fleet.Close): its Lease released
 	stalled time.Duration // real time until which it does nothing
 	timerAt time.Duration // real time of its pending tick; -1: none
 	timerN  int           // invalidates older tick events
@@ -84,6 +89,8 @@ type modelLease struct {
 	duration     time.Duration
 	rules        int
 	releasedFlag bool
+	finalizer    bool // the package's finalizer is on it
+	marked       bool // deleted while it had the finalizer
 }
 
 type modelEvent struct {
@@ -122,8 +129,14 @@ type shardModel struct {
 	rv, uid  int
 	seats    []string
 	faulty   bool // faults still injected
+	hand     bool // a person may take a finalizer off by hand (the doc's exception)
 	log      []string
 	quietAt  time.Duration
+	hooksEnd time.Duration // when the last hook started returns: a slow or hung one is a fault too
+	faultEnd time.Duration // when the last fault that may leave a cluster unowned ends
+	handAt   time.Duration // when a person last took a finalizer off by hand; -1: never
+	overlap  time.Duration // the longest two owners lasted after that (the doc's exception)
+	twoSince time.Duration // since when two replicas own a cluster; -1: none do
 
 	// For the schedule tests (shardcore_test.go).
 	hookTimes     func(r *modelReplica, name string) (closeIn, removeIn time.Duration) // nil: random
@@ -146,7 +159,7 @@ var debugModel = false
 var modelEpoch = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 
 func newShardModel(seed uint64) *shardModel {
-	m := &shardModel{rnd: rand.New(rand.NewPCG(seed, 0x5a4d)), hub: map[string]*modelLease{}, faulty: true,
+	m := &shardModel{rnd: rand.New(rand.NewPCG(seed, 0x5a4d)), hub: map[string]*modelLease{}, faulty: true, handAt: -1, twoSince: -1,
 		unownedSince: map[string]time.Duration{}, longest: map[string]time.Duration{},
 		fencedAt: map[string]time.Duration{}, lastRemovedAt: map[string]time.Duration{}}
 	for i := range 10 + m.rnd.IntN(10) {
@@ -274,12 +287,15 @@ func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 	}
 	for _, d := range e.deletes {
 		name, rv := d.name, d.rv
-		m.request(r, func() { // linearized
+		m.request(r, func() { // the finalizer off and the delete, both at rv
 			if l := m.hub[name]; l != nil && strconv.Itoa(l.rv) == rv {
 				delete(m.hub, name)
 				m.say("hub: %s deletes stale %s", r.id, name)
 			}
 		}, func(bool) {})
+	}
+	if e.letGo {
+		m.release(r)
 	}
 	r.timerN++
 	if !e.next.IsZero() {
@@ -293,13 +309,37 @@ func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 	}
 }
 
+// release is the end of a clean Close: the loop stops, and the Lease is
+// marked released, its finalizer taken off, and deleted.
+func (m *shardModel) release(r *modelReplica) {
+	if len(r.members) > 0 {
+		panic(fmt.Sprintf("%s releases its Lease while it owns %v", r.id, slices.Sorted(maps.Keys(r.members))))
+	}
+	for name, vs := range r.vaults {
+		if len(vs) > 0 {
+			panic(fmt.Sprintf("%s releases its Lease while a vault of %s may log in", r.id, name))
+		}
+	}
+	r.core.close()
+	r.dead, r.closed = true, true
+	name := leaseName("g", r.id)
+	m.request(r, func() {
+		if l := m.hub[name]; l != nil && l.holder == r.id {
+			delete(m.hub, name)
+			m.say("hub: %s released and deleted its Lease", r.id)
+		}
+	}, func(bool) {})
+	m.say("%s closed", r.id)
+}
+
 // hooks runs a dropped member's vault Close and OnRemove: fast, slow, or
 // (OnRemove only) hung for long.
 func (m *shardModel) hooks(r *modelReplica, name string, gen uint64) {
-	closeIn, removeIn := m.randomHookTimes()
+	closeIn, removeIn := m.randomHookTimes(r)
 	if m.hookTimes != nil {
 		closeIn, removeIn = m.hookTimes(r, name)
 	}
+	m.hooksEnd = max(m.hooksEnd, m.now+max(closeIn, removeIn))
 	m.at(closeIn, "", func() {
 		delete(r.vaults[name], gen)
 		m.deliver(r, "vault of "+name+" closed", func(*shardEffects) { r.core.stopped(name, gen) })
@@ -322,31 +362,69 @@ func (m *shardModel) lostOwner(name string) {
 	}
 }
 
-func (m *shardModel) randomHookTimes() (closeIn, removeIn time.Duration) {
-	closeIn = time.Duration(m.rnd.IntN(20)) * time.Millisecond
+// randomHookTimes draws how long a vault's Close and an OnRemove of r's
+// take. A Close takes at most half r's slack (the doc's assumption: the
+// slack covers a stall and the handlers' return; stalls take the other
+// half); OnRemove is not in the budget.
+func (m *shardModel) randomHookTimes(r *modelReplica) (closeIn, removeIn time.Duration) {
+	half := int(r.cfg.slack() / 2 / time.Millisecond)
+	closeIn = time.Duration(m.rnd.IntN(min(20, half))) * time.Millisecond
 	if m.rnd.IntN(10) == 0 {
-		closeIn = time.Duration(m.rnd.IntN(300)) * time.Millisecond
+		closeIn = time.Duration(m.rnd.IntN(half)) * time.Millisecond
 	}
 	removeIn = time.Duration(m.rnd.IntN(30)) * time.Millisecond
 	switch m.rnd.IntN(12) {
 	case 0:
 		removeIn = time.Duration(m.rnd.IntN(500)) * time.Millisecond
 	case 1:
-		removeIn = 3 * time.Second // hung, for a while
+		if m.faulty {
+			removeIn = 3 * time.Second // hung, for a while
+		}
 	}
 	return closeIn, removeIn
 }
 
-// check fails the run if a replica other than taker owns name.
+// check fails the run if a replica other than taker owns name, but
+// after a finalizer taken off by hand (the doc's exception), where it
+// counts two owners from then on in overlap (see twoOwners).
 func (m *shardModel) check(name string, taker *modelReplica) {
 	for _, o := range m.replicas {
 		if o == taker || o.dead {
 			continue
 		}
 		if _, ok := o.members[name]; ok || len(o.vaults[name]) > 0 {
+			if m.handAt >= 0 {
+				if m.twoSince < 0 {
+					m.twoSince = m.now
+				}
+				m.say("two owners after a finalizer taken off by hand: %s takes %s while %s owns it", taker.id, name, o.id)
+				continue
+			}
 			panic(fmt.Sprintf("two owners: %s takes %s while %s owns it (member %v, open vaults %v)", taker.id, name, o.id, ok, o.vaults[name]))
 		}
 	}
+}
+
+// twoOwners tells whether a cluster has two owners now (members or open
+// vaults of two live replicas), and tracks overlap.
+func (m *shardModel) twoOwners() bool {
+	if m.twoSince < 0 {
+		return false
+	}
+	for _, s := range m.seats {
+		n := 0
+		for _, r := range m.replicas {
+			if _, ok := r.members[s]; (ok || len(r.vaults[s]) > 0) && !r.dead {
+				n++
+			}
+		}
+		if n > 1 {
+			m.overlap = max(m.overlap, m.now-m.twoSince)
+			return true
+		}
+	}
+	m.twoSince = -1
+	return false
 }
 
 // request runs a hub operation for r: it lands (lin) after a delay, and
@@ -358,6 +436,11 @@ func (m *shardModel) request(r *modelReplica, lin func(), answer func(ok bool)) 
 
 // requestWithin is request with the time left before r gives up on it.
 func (m *shardModel) requestWithin(r *modelReplica, timeout time.Duration, lin func(), answer func(ok bool)) {
+	m.requestOf(r, timeout, false, lin, answer)
+}
+
+// requestOf is requestWithin for a write of r's Lease when isWrite.
+func (m *shardModel) requestOf(r *modelReplica, timeout time.Duration, isWrite bool, lin func(), answer func(ok bool)) {
 	fast := func() time.Duration { return time.Duration(1+m.rnd.IntN(15)) * time.Millisecond }
 	landIn, replyIn := fast(), fast()
 	lost := false
@@ -373,7 +456,7 @@ func (m *shardModel) requestWithin(r *modelReplica, timeout time.Duration, lin f
 			lin = nil // refused: never lands
 		}
 	}
-	if r.cut || lin == nil {
+	if r.cut || lin == nil || r.noWrite && isWrite {
 		lin, landIn, replyIn = nil, 0, time.Millisecond // refused at once
 	}
 	landed := false
@@ -398,7 +481,8 @@ func (m *shardModel) list(r *modelReplica) {
 				continue
 			}
 			snap = append(snap, leaseRecord{name: name, holder: l.holder, rv: strconv.Itoa(l.rv), view: l.content.view,
-				readable: true, released: l.content.standby || l.releasedFlag, rules: l.rules, duration: l.duration})
+				readable: true, released: l.content.standby || l.releasedFlag, rules: l.rules, duration: l.duration,
+				guarded: l.finalizer, marked: l.marked})
 		}
 	}
 	if r.noList {
@@ -425,8 +509,10 @@ func (m *shardModel) list(r *modelReplica) {
 }
 
 // write is the driver's write: an Update of its copy (and a Create at
-// once when that finds the Lease deleted), or, with no copy, a Get and then
-// an Update of what it read, or a Create when it read nothing.
+// once when that finds the Lease gone), or, with no copy, a Get and then an
+// Update of what it read, or a Create when it read nothing. It puts the
+// finalizer on a Lease not marked for deletion, and takes it off when
+// content is free (a marked Lease then goes).
 func (m *shardModel) write(r *modelReplica, content leaseContent) {
 	start := m.local(r)
 	startReal := m.now
@@ -442,10 +528,8 @@ func (m *shardModel) write(r *modelReplica, content leaseContent) {
 	report := func(res writeResult) {
 		res.start, res.end = start, m.local(r)
 		m.deliver(r, "", func(e *shardEffects) {
-			if !res.ok {
+			if !res.ok || content.free {
 				r.cache = nil // read it again
-			} else if fresh || res.gone || r.core.lifeUID != res.uid {
-				res.foundAt = res.end
 			}
 			r.core.wrote(content, res, e)
 		})
@@ -453,13 +537,27 @@ func (m *shardModel) write(r *modelReplica, content leaseContent) {
 	put := func(cur *modelLease) writeResult {
 		m.rv++
 		cur.rv, cur.content, cur.duration, cur.rules = m.rv, content, r.cfg.LeaseDuration, r.core.rules
+		switch {
+		case content.free:
+			cur.finalizer = false
+			if cur.marked {
+				delete(m.hub, name)
+				m.say("hub: %s let its marked Lease go", r.id)
+			}
+		case !cur.marked:
+			cur.finalizer = true
+		}
 		cp := *cur
 		r.cache = &cp
-		return writeResult{ok: true, uid: strconv.Itoa(cur.uid)}
+		return writeResult{ok: true, uid: strconv.Itoa(cur.uid), marked: cur.marked && !content.free}
 	}
 	create := func(within time.Duration, gone bool) {
 		var res writeResult
-		m.requestWithin(r, within, func() {
+		m.requestOf(r, within, true, func() {
+			if content.free {
+				res = writeResult{ok: true} // gone already
+				return
+			}
 			if m.hub[name] != nil {
 				return // AlreadyExists
 			}
@@ -479,7 +577,7 @@ func (m *shardModel) write(r *modelReplica, content leaseContent) {
 	}
 	var res writeResult
 	notFound := false
-	m.request(r, func() {
+	m.requestOf(r, timeout, true, func() {
 		cur := m.hub[name]
 		switch {
 		case cur == nil:
@@ -488,8 +586,10 @@ func (m *shardModel) write(r *modelReplica, content leaseContent) {
 			res = put(cur)
 		}
 	}, func(ok bool) {
-		if ok && notFound {
-			create(timeout-(m.now-startReal), true) // deleted under it: created again within the same timeout
+		if ok && notFound && !r.dead {
+			// Gone under it: created again within the same timeout (not
+			// by a process that has stopped: its request's context is done).
+			create(timeout-(m.now-startReal), true)
 			return
 		}
 		res.ok = ok && res.ok
@@ -503,24 +603,108 @@ func (m *shardModel) run(steps int) (err error) {
 			err = fmt.Errorf("%v", p)
 		}
 	}()
+	m.hand = m.rnd.IntN(3) == 0
 	m.scheduleFaults()
 	faultsEnd := 20 * time.Second
-	m.at(faultsEnd, "faults stop", func() { m.faulty = false; m.quietAt = m.now })
+	m.at(faultsEnd, "faults stop", func() {
+		m.faulty, m.quietAt = false, m.now
+		for _, r := range m.replicas {
+			r.cut, r.noList, r.noWrite = false, false, false
+		}
+	})
 	for m.steps < steps && m.queue.Len() > 0 {
 		m.runNext()
-		if !m.faulty && m.now > m.quietAt+m.bound() {
-			return m.settled()
+		if m.twoOwners() && m.overlap > m.handBound() {
+			return fmt.Errorf("after a finalizer taken off by hand, two owners for %v, past the doc's bound %v", m.overlap, m.handBound())
+		}
+		if err := m.orphanedTooLong(); err != nil {
+			return err
+		}
+		if quiet := max(m.quietAt, m.hooksEnd); !m.faulty && m.now > quiet+m.bound() {
+			if err := m.settled(); err != nil {
+				return err
+			}
+			if m.now > quiet+m.bound()+3*time.Second {
+				return nil
+			}
 		}
 	}
 	return fmt.Errorf("ran out of events (%d run) before the bound after the faults", m.steps)
 }
 
-// bound is how long after the faults stop every cluster has an owner:
-// a replica joining takes after its coverage, a hung OnRemove (3 s) is
-// given up after the budget, and a Lease deleted last costs its replica a
-// proof and its peers a LeaseDuration.
+// The bounds the package doc states, at the model's longest durations.
+var (
+	modelMaxLD      = 1600 * time.Millisecond
+	modelMaxRD      = 1000 * time.Millisecond
+	modelMaxRP      = 100 * time.Millisecond
+	modelMaxTimeout = 150 * time.Millisecond // (LeaseDuration − RenewDeadline)/4
+	modelMaxClose   = 212 * time.Millisecond // the slowest vault Close the model runs: half the slack of 1600/1000 ms
+)
+
+// bound is how long after the faults stop every cluster has an owner, as
+// the doc states it: a killed replica's clusters are taken within
+// LeaseDuration + 2×RetryPeriod, plus the requests' time and the vaults'
+// Close of whoever let them go.
 func (m *shardModel) bound() time.Duration {
-	return 3*time.Second + 2*1500*time.Millisecond + 2*time.Second
+	return modelMaxLD + 2*modelMaxRP + 2*modelMaxTimeout + modelMaxClose
+}
+
+// handBound is how long two replicas may own a cluster after a person
+// took a Lease's finalizer off by hand (the doc's exception): until the
+// holder fences, at its next write if it can reach the hub, at
+// RenewDeadline if not, and its vaults close.
+func (m *shardModel) handBound() time.Duration {
+	return modelMaxRD + modelMaxRP + modelMaxTimeout + modelMaxClose
+}
+
+// orphanedTooLong fails once a cluster has had no owner for longer than
+// the bound, counted from when it lost its owner or from the end of the
+// last fault that may keep it unowned, whichever is later: checked at every
+// step, faults or not.
+func (m *shardModel) orphanedTooLong() error {
+	if !m.live() {
+		return nil
+	}
+	for _, name := range m.seats {
+		since, ok := m.unownedSince[name]
+		if !ok {
+			if !m.ownedNow(name) {
+				m.unownedSince[name] = m.now // never owned yet: since now, or since the start
+			}
+			continue
+		}
+		from := max(since, m.faultEnd, m.hooksEnd)
+		if m.now-from > m.bound()+m.joinBound() {
+			return fmt.Errorf("%s has had no owner since %v (the last fault ended at %v, the last hook at %v): %v, past the bound %v", name, since, m.faultEnd, m.hooksEnd, m.now-since, m.bound()+m.joinBound())
+		}
+	}
+	return nil
+}
+
+// live tells whether a replica that may own clusters runs: the newest
+// rules stand by while an older runs, and every replica may be gone.
+func (m *shardModel) live() bool {
+	for _, r := range m.replicas {
+		if !r.dead {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *shardModel) ownedNow(name string) bool {
+	for _, r := range m.replicas {
+		if _, ok := r.members[name]; ok && !r.dead {
+			return true
+		}
+	}
+	return false
+}
+
+// joinBound is what a replica that just started adds: its settle, and a
+// write and a list.
+func (m *shardModel) joinBound() time.Duration {
+	return modelMaxRP + modelMaxRP/4 + 2*modelMaxTimeout
 }
 
 // settled checks that every cluster has one owner among the live replicas.
@@ -540,6 +724,18 @@ func (m *shardModel) settled() error {
 	if len(orphans) > 0 {
 		return fmt.Errorf("%v after the faults stopped, clusters with other than one owner: %v", m.bound(), orphans)
 	}
+	// Every live replica's Lease stands, with the finalizer, and none is
+	// left marked for deletion: a replica lets a marked Lease go.
+	for _, r := range m.replicas {
+		l := m.hub[leaseName("g", r.id)]
+		switch {
+		case r.dead:
+		case l == nil:
+			return fmt.Errorf("%v after the faults stopped, %s has no Lease", m.bound(), r.id)
+		case l.marked || !l.finalizer:
+			return fmt.Errorf("%v after the faults stopped, %s's Lease is marked %v, has the finalizer %v", m.bound(), r.id, l.marked, l.finalizer)
+		}
+	}
 	return nil
 }
 
@@ -556,6 +752,7 @@ func (m *shardModel) runNext() {
 
 // kill ends r's process: its members and vaults with it.
 func (m *shardModel) kill(r *modelReplica) {
+	m.faultEnd = max(m.faultEnd, m.now)
 	r.dead = true
 	names := slices.Collect(maps.Keys(r.members))
 	clear(r.members)
@@ -598,7 +795,7 @@ func (m *shardModel) owners() map[string][]string {
 func (m *shardModel) scheduleFaults() {
 	for range 3 + m.rnd.IntN(8) {
 		at := time.Duration(m.rnd.IntN(19000)) * time.Millisecond
-		switch m.rnd.IntN(6) {
+		switch m.rnd.IntN(10) {
 		case 0, 1:
 			m.at(at, "", func() {
 				names := slices.Sorted(maps.Keys(m.hub))
@@ -606,19 +803,22 @@ func (m *shardModel) scheduleFaults() {
 					return
 				}
 				if m.rnd.IntN(3) == 0 {
-					clear(m.hub)
+					for _, n := range names {
+						m.deleteLease(n)
+					}
 					m.say("hub: every Lease deleted")
 					return
 				}
 				n := names[m.rnd.IntN(len(names))]
-				delete(m.hub, n)
+				m.deleteLease(n)
 				m.say("hub: Lease %s deleted", n)
 			})
 		case 2:
 			m.at(at, "", func() {
 				r := m.replicas[m.rnd.IntN(len(m.replicas))]
-				r.stalled = m.now + time.Duration(m.rnd.IntN(100))*time.Millisecond
+				r.stalled = m.now + time.Duration(m.rnd.IntN(int(r.cfg.slack()/2/time.Millisecond)))*time.Millisecond
 				m.say("%s stalls until %v", r.id, r.stalled)
+				m.faultEnd = max(m.faultEnd, r.stalled)
 			})
 		case 3:
 			m.at(at, "", func() {
@@ -656,7 +856,109 @@ func (m *shardModel) scheduleFaults() {
 					}
 				}
 			})
+		case 6:
+			// Writes alone, or lists alone, fail for a while.
+			m.at(at, "", func() {
+				r := m.replicas[m.rnd.IntN(len(m.replicas))]
+				d := time.Duration(m.rnd.IntN(2500)) * time.Millisecond
+				writes := m.rnd.IntN(2) == 0
+				if writes {
+					r.noWrite = true
+				} else {
+					r.noList = true
+				}
+				m.outage(r, d)
+				m.say("%s: its %s fail for %v", r.id, map[bool]string{true: "writes", false: "lists"}[writes], d)
+				m.at(d, "", func() { r.noWrite, r.noList = false, false })
+			})
+		case 7:
+			// Cut from the hub altogether for a while.
+			m.at(at, "", func() {
+				r := m.replicas[m.rnd.IntN(len(m.replicas))]
+				d := time.Duration(m.rnd.IntN(3000)) * time.Millisecond
+				r.cut = true
+				m.outage(r, d)
+				m.say("%s is cut from the hub for %v", r.id, d)
+				m.at(d, "", func() { r.cut = false })
+			})
+		case 8:
+			// Fleet.Close: a clean stop, and a new replica in its place.
+			m.at(at, "", func() {
+				r := m.replicas[m.rnd.IntN(len(m.replicas))]
+				if r.dead {
+					return
+				}
+				m.closeReplica(r)
+				if len(m.replicas) < 7 {
+					m.addReplica()
+				}
+			})
+		case 9:
+			if m.hand {
+				// The doc's exception: a person takes the finalizer off a
+				// Lease by hand (a marked one then goes).
+				m.at(at, "", func() {
+					names := slices.Sorted(maps.Keys(m.hub))
+					if len(names) == 0 {
+						return
+					}
+					n := names[m.rnd.IntN(len(names))]
+					l := m.hub[n]
+					l.finalizer = false
+					m.rv++
+					l.rv = m.rv
+					if l.marked {
+						delete(m.hub, n)
+					}
+					m.handAt = m.now
+					m.faultEnd = max(m.faultEnd, m.now)
+					m.say("hub: the finalizer of %s taken off by hand", n)
+				})
+			}
 		}
+	}
+}
+
+// closeReplica is Fleet.Close on r: every member's context ends, its
+// vault's Close and OnRemove beside, and the Lease is released once no
+// vault may log in.
+func (m *shardModel) closeReplica(r *modelReplica) {
+	m.deliver(r, "Close", func(*shardEffects) {
+		r.core.closeDown()
+		m.faultEnd = max(m.faultEnd, m.now)
+		for i, name := range m.seats {
+			if gen, ok := r.members[name]; ok {
+				delete(r.members, name)
+				m.lostOwner(name)
+				r.core.seatGone(name, uint64(i+1), m.local(r))
+				r.core.seatAdded(name, uint64(i+1)) // the seat stays: only this replica closes
+				m.hooks(r, name, gen)
+			}
+		}
+	})
+}
+
+// outage records that r cannot reach the hub (or lists, or writes) for
+// d: a fault that may leave clusters unowned for its length (a peer that
+// dies meanwhile is expired only once r has seen its Lease unchanged for
+// its duration).
+func (m *shardModel) outage(r *modelReplica, d time.Duration) {
+	m.faultEnd = max(m.faultEnd, m.now+d)
+}
+
+// deleteLease deletes the Lease name as the API server does: marked while
+// it has the finalizer.
+func (m *shardModel) deleteLease(name string) {
+	m.faultEnd = max(m.faultEnd, m.now)
+	l := m.hub[name]
+	if !l.finalizer {
+		delete(m.hub, name)
+		return
+	}
+	if !l.marked {
+		l.marked = true
+		m.rv++
+		l.rv = m.rv
 	}
 }
 
@@ -664,8 +966,8 @@ func (m *shardModel) dump() string {
 	var b strings.Builder
 	for _, r := range m.replicas {
 		c := r.core
-		fmt.Fprintf(&b, "%s dead=%v rules=%d target=%v standby=%q renewed=%v elig=%v published=%v given=%v listedAt=%v pubAt=%v covered=%v cannot=%q owned=%v retiring=%d\n",
-			r.id, r.dead, c.rules, c.target, c.standby, c.renewed.Sub(modelEpoch), c.eligible(m.local(r)), c.published, c.given, c.listedAt.Sub(modelEpoch), c.publishedAt.Sub(modelEpoch), c.coveredSince.Sub(modelEpoch), c.cannotTake(m.local(r)), slices.Sorted(maps.Keys(c.owned)), len(c.retiring))
+		fmt.Fprintf(&b, "%s dead=%v rules=%d target=%v standby=%q renewed=%v elig=%v published=%v given=%v listedAt=%v pubAt=%v started=%v cannot=%q owned=%v retiring=%d\n",
+			r.id, r.dead, c.rules, c.target, c.standby, c.renewed.Sub(modelEpoch), c.eligible(m.local(r)), c.published, c.given, c.listedAt.Sub(modelEpoch), c.publishedAt.Sub(modelEpoch), c.startedAt.Sub(modelEpoch), c.cannotTake(m.local(r)), slices.Sorted(maps.Keys(c.owned)), len(c.retiring))
 		for n, p := range c.peers {
 			fmt.Fprintf(&b, "   peer %s %s rv=%s exp=%v rel=%v missing=%v view=%v rules=%d\n", n, p.holder, p.rv, p.expired, p.released, !p.missing.IsZero(), p.view, p.rules)
 		}

@@ -33,7 +33,9 @@ import (
 // of the protocol, each a way to two owners or an orphan.
 
 // leaseHub is an in-memory API server for Leases: resourceVersions bump on
-// every write, Update and Delete honour them, List is a consistent read.
+// every write, Update and Delete honour them, List is a consistent read,
+// and finalizers hold a deleted Lease as the API server does (marked; gone
+// once an update takes the last one off; none added to a marked one).
 type leaseHub struct {
 	mu     sync.Mutex
 	rv     int
@@ -95,9 +97,17 @@ func (c *hubClient) Update(_ context.Context, l *coordinationv1.Lease, _ metav1.
 	if cur.ResourceVersion != l.ResourceVersion {
 		return nil, apierrors.NewConflict(leaseGR, l.Name, errors.New("changed"))
 	}
+	if cur.DeletionTimestamp != nil && len(l.Finalizers) > len(cur.Finalizers) {
+		return nil, apierrors.NewForbidden(leaseGR, l.Name, errors.New("no new finalizers can be added if the object is being deleted"))
+	}
 	c.hub.rv++
 	l = l.DeepCopy()
+	l.DeletionTimestamp = cur.DeletionTimestamp
 	l.ResourceVersion = strconv.Itoa(c.hub.rv)
+	if l.DeletionTimestamp != nil && len(l.Finalizers) == 0 {
+		delete(c.hub.leases, l.Name)
+		return l, nil
+	}
 	c.hub.leases[l.Name] = l
 	return l.DeepCopy(), nil
 }
@@ -115,8 +125,23 @@ func (c *hubClient) Delete(_ context.Context, name string, o metav1.DeleteOption
 	if o.Preconditions != nil && o.Preconditions.ResourceVersion != nil && *o.Preconditions.ResourceVersion != cur.ResourceVersion {
 		return apierrors.NewConflict(leaseGR, name, errors.New("changed"))
 	}
-	delete(c.hub.leases, name)
+	c.hub.deleteLocked(name)
 	return nil
+}
+
+// deleteLocked deletes the Lease name as the API server does: marks it
+// while it has finalizers.
+func (h *leaseHub) deleteLocked(name string) {
+	cur := h.leases[name]
+	if len(cur.Finalizers) == 0 {
+		delete(h.leases, name)
+		return
+	}
+	if cur.DeletionTimestamp == nil {
+		h.rv++
+		cur.ResourceVersion = strconv.Itoa(h.rv)
+		cur.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	}
 }
 
 func (c *hubClient) List(_ context.Context, o metav1.ListOptions) (*coordinationv1.LeaseList, error) {

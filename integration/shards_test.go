@@ -171,10 +171,9 @@ var _ = Describe("A sharded fleet", Ordered, Label("long"), func() {
 	}, NodeTimeout(2*time.Minute))
 
 	// An operator's reset during an incident (kubectl delete lease -l
-	// <group label>), then a rollout's new pod: the new replica has never
-	// seen the live ones, whose Leases are gone until they write them
-	// again, and takes nothing until its lists have run long enough to
-	// have seen every Lease that stands.
+	// <group label>), then a rollout's new pod: the finalizer keeps each
+	// Lease, marked, until its holder has given its clusters up, so the
+	// new replica sees every replica that may hold one.
 	It("gives no cluster two owners when the group's Leases are deleted and a new replica starts at once", func(ctx SpecContext) {
 		leases := kubernetes.NewForConfigOrDie(cluster.Admin).CoordinationV1().Leases(ns)
 		Expect(leases.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "fleet.authvault.dev/group=shards"})).To(Succeed())

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -30,6 +32,7 @@ import (
 // benchFlags configure the bench.
 type benchFlags struct {
 	clusters, small int
+	replicas        int // of the scale bench
 	window          time.Duration
 	dir             string
 	shards          replicaFlags // the Shards durations
@@ -102,7 +105,9 @@ func bench(bf benchFlags) (*results, error) {
 		return res, err
 	}
 	res.allOwned = time.Since(start)
+	res.fromStart = r.sinceStart("r0", "r1", "r2")
 	r.settle()
+	res.startTakes = r.count("add")
 	res.writesLarge = writes(bf.window)
 	res.replicas = r.stats("r0", "r1", "r2")
 
@@ -122,6 +127,7 @@ func bench(bf benchFlags) (*results, error) {
 	}
 	r.settle()
 	res.join = r.moves(before, r.owners(), "", time.Time{})
+	res.joinTime = r.sinceStart("r3")
 
 	// A replica cut from the hub.
 	if res.cut, _, err = r.lose("r0", r.cut); err != nil {
@@ -240,7 +246,7 @@ func (r *run) start(id, ns, group string, sharded bool) error {
 	}
 	sh := r.flags.shards
 	cmd := exec.Command(self(), "-replica", "-identity", id, "-hub", kubeconfig, "-leases", r.leases, "-secrets", ns,
-		"-group", group, fmt.Sprintf("-sharded=%t", sharded), fmt.Sprintf("-v=%d", r.flags.shards.verbosity),
+		"-group", group, fmt.Sprintf("-sharded=%t", sharded), fmt.Sprintf("-v=%d", r.flags.shards.verbosity), fmt.Sprintf("-connect=%t", sh.connect),
 		"-lease-duration", sh.leaseDuration.String(), "-renew-deadline", sh.renewDeadline.String(), "-retry-period", sh.retryPeriod.String())
 	logFile, err := os.Create(filepath.Join(r.flags.dir, id+".log"))
 	if err != nil {
@@ -303,20 +309,93 @@ func (r *run) cut(id string) {
 // stopAll stops every replica (SIGTERM; SIGKILL after a minute).
 func (r *run) stopAll() {
 	r.mu.Lock()
-	procs := r.procs
-	r.procs = map[string]*proc{}
+	ids := slices.Collect(maps.Keys(r.procs))
 	r.mu.Unlock()
-	for id, p := range procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(time.Minute):
-			r.failures = append(r.failures, fmt.Errorf("replica %s did not stop within a minute of SIGTERM", id))
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		p.proxy.Close()
+	for _, id := range ids {
+		r.stop(id)
 	}
+}
+
+// stop stops the replica id (SIGTERM; SIGKILL after a minute): it closes
+// its fleet, which releases its Lease.
+func (r *run) stop(id string) {
+	r.mu.Lock()
+	p := r.procs[id]
+	delete(r.procs, id)
+	r.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		r.failures = append(r.failures, fmt.Errorf("replica %s did not stop within a minute of SIGTERM", id))
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.proxy.Close()
+}
+
+// waitForStats waits until the replica id has written n stats lines more.
+func (r *run) waitForStats(id string, n int) error {
+	want := r.countOf(id, "stats") + n
+	deadline := time.Now().Add(hang)
+	for r.countOf(id, "stats") < want {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica %s wrote no stats for %v", id, hang)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// countOf is how many events of kind ev the replica id wrote so far.
+func (r *run) countOf(id, ev string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.replica == id && e.Ev == ev {
+			n++
+		}
+	}
+	return n
+}
+
+// sinceStart is how long after the first of ids' processes started the
+// last cluster any of them owns now was taken.
+func (r *run) sinceStart(ids ...string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var first, last int64
+	for _, e := range r.events {
+		if !slices.Contains(ids, e.replica) {
+			continue
+		}
+		switch e.Ev {
+		case "start":
+			if first == 0 || e.T < first {
+				first = e.T
+			}
+		case "add":
+			last = max(last, e.T)
+		}
+	}
+	return time.Duration(last - first)
+}
+
+// count is how many events of kind ev the replicas wrote so far.
+func (r *run) count(ev string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Ev == ev {
+			n++
+		}
+	}
+	return n
 }
 
 // reset forgets the events so far.

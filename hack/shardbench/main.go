@@ -18,7 +18,10 @@
 //   - logins, heap and sockets of each replica, beside one unsharded
 //     process that serves the same clusters.
 //
-// make bench-shards runs it with the defaults (about 4 min); the figures
+// With -scale it measures the scale instead (scale.go): ten thousand
+// clusters over five replicas.
+//
+// make bench-shards runs both with the defaults (about 8 min); the figures
 // go to docs/benchmarks.md. It exits non-zero when a goal is missed.
 package main
 
@@ -50,7 +53,10 @@ func command(args []string, out io.Writer) int {
 	fs.StringVar(&rf.group, "group", "bench", "replica: the group")
 	fs.BoolVar(&rf.sharded, "sharded", true, "replica: share the clusters (false: serve every one)")
 	fs.IntVar(&rf.verbosity, "v", 0, "the replicas' log verbosity")
-	fs.IntVar(&bf.clusters, "clusters", 1000, "clusters (kubeconfig Secrets)")
+	fs.BoolVar(&rf.connect, "connect", true, "replica: each owned cluster logs in and asks its version")
+	scale := fs.Bool("scale", false, "measure the scale instead: -clusters (default 10,000) over -replicas (5), no logins")
+	fs.IntVar(&bf.replicas, "replicas", 5, "with -scale: the replicas")
+	fs.IntVar(&bf.clusters, "clusters", 0, "clusters (kubeconfig Secrets; default 1,000, or 10,000 with -scale)")
 	fs.IntVar(&bf.small, "small", 100, "clusters of the second measure of Lease writes")
 	fs.DurationVar(&bf.window, "window", 20*time.Second, "how long Lease writes are counted")
 	fs.StringVar(&bf.dir, "dir", "bin/shardbench", "where the replicas' logs go")
@@ -61,9 +67,26 @@ func command(args []string, out io.Writer) int {
 	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
 	var err error
-	if *isReplica {
+	switch {
+	case *isReplica:
 		err = replica(rf, out)
-	} else {
+	case *scale:
+		if bf.clusters == 0 {
+			bf.clusters = 10000
+		}
+		bf.shards = rf
+		var res *scaleResults
+		res, err = scaleBench(bf)
+		if res != nil {
+			res.print(out)
+			if err == nil {
+				err = res.missed()
+			}
+		}
+	default:
+		if bf.clusters == 0 {
+			bf.clusters = 1000
+		}
 		bf.shards = rf
 		var res *results
 		res, err = bench(bf)

@@ -20,9 +20,10 @@ import (
 	"github.com/authvault/authvault/fleet"
 )
 
-// event is one line a replica writes on its standard output: a cluster it
-// took (add) or gave up (remove, with why), or its figures (stats). T is
-// the wall clock, which every process of the machine shares.
+// event is one line a replica writes on its standard output: its start
+// (start, the first thing its process does), a cluster it took (add) or
+// gave up (remove, with why), or its figures (stats). T is the wall clock,
+// which every process of the machine shares.
 type event struct {
 	T       int64  `json:"t"`
 	Ev      string `json:"ev"`
@@ -38,6 +39,7 @@ type event struct {
 type replicaFlags struct {
 	identity, kubeconfig, leases, secrets, group string
 	sharded                                      bool
+	connect                                      bool // each owned cluster logs in and asks its version
 	verbosity                                    int
 	leaseDuration, renewDeadline, retryPeriod    time.Duration
 }
@@ -65,6 +67,7 @@ func replica(rf replicaFlags, out io.Writer) error {
 		e.T = time.Now().UnixNano()
 		_ = enc.Encode(e)
 	}
+	emit(event{Ev: "start"})
 	reg := prometheus.NewRegistry()
 	var ctxMu sync.Mutex
 	contexts := map[*fleet.Member]context.Context{} // OnAdd's, for OnRemove to say why it ended
@@ -79,6 +82,9 @@ func replica(rf replicaFlags, out io.Writer) error {
 			ctxMu.Lock()
 			contexts[m] = ctx
 			ctxMu.Unlock()
+			if !rf.connect {
+				return
+			}
 			go func() {
 				// A request, as a controller's would: the vault logs in
 				// and holds a connection to the cluster.

@@ -228,6 +228,9 @@ const clockShare = 100
 // rules 2 lives, whose Lease may vanish under it.
 const coreRules = 3
 
+// finalizerRules are the first rules whose Leases carry the finalizer.
+const finalizerRules = 3
+
 func newShardCore(sh Shards) *shardCore {
 	budget := sh.LeaseDuration - sh.RenewDeadline
 	c := &shardCore{
@@ -285,9 +288,11 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 		case seen[name]:
 		case p.expired:
 			delete(c.peers, name)
-		case p.guarded:
+		case p.guarded || p.rules >= finalizerRules:
 			// Gone with its finalizer: taken off by its holder, which held
-			// nothing then, or by a peer at a version that had expired.
+			// nothing then (a clean release shows that version, without
+			// the finalizer, for a moment), or by a peer at a version that
+			// had expired.
 			c.noteLoss(p, nil, p.firstSeen)
 			delete(c.peers, name)
 		case p.missing.IsZero():

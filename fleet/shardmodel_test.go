@@ -323,12 +323,28 @@ func (m *shardModel) release(r *modelReplica) {
 	r.core.close()
 	r.dead, r.closed = true, true
 	name := leaseName("g", r.id)
-	m.request(r, func() {
+	var rv int
+	m.request(r, func() { // marked released, the finalizer off
 		if l := m.hub[name]; l != nil && l.holder == r.id {
-			delete(m.hub, name)
-			m.say("hub: %s released and deleted its Lease", r.id)
+			m.rv++
+			l.rv, l.content, l.finalizer = m.rv, leaseContent{standby: true, free: true}, false
+			rv = l.rv
+			if l.marked {
+				delete(m.hub, name)
+			}
+			m.say("hub: %s released its Lease", r.id)
 		}
-	}, func(bool) {})
+	}, func(ok bool) {
+		if !ok {
+			return
+		}
+		m.request(r, func() { // and deleted at that version
+			if l := m.hub[name]; l != nil && l.rv == rv {
+				delete(m.hub, name)
+				m.say("hub: %s deleted its released Lease", r.id)
+			}
+		}, func(bool) {})
+	})
 	m.say("%s closed", r.id)
 }
 

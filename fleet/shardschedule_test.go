@@ -233,3 +233,35 @@ func TestShardScheduleFinalizerTakenOffByHand(t *testing.T) {
 	}
 	t.Logf("two owners for %v after the finalizer was taken off by hand", m.overlap)
 }
+
+// A replica closes cleanly: its Lease says released, then goes. A peer
+// that lists in between (its watch wakes it on the release) and then
+// finds the Lease gone takes its clusters at once: the release is this
+// release's, not an older one's whose Lease a delete removes at once.
+func TestShardScheduleCleanCloseHandsOverAtOnce(t *testing.T) {
+	timeout := (shortShards.LeaseDuration - shortShards.RenewDeadline) / 4
+	m := quietModel(20)
+	a := m.start("a", shortShards)
+	b := m.start("b", shortShards)
+	mustRun(t, m, 3*time.Second)
+	before := ownedOnce(t, m, "before")
+	m.at(0, "a closes", func() { m.closeReplica(a) })
+	name := leaseName("g", "a")
+	var watch func()
+	watch = func() { // b's watch wakes it on the release: it lists at once
+		if l := m.hub[name]; l != nil && l.content.free {
+			m.list(b)
+			return
+		}
+		m.at(100*time.Microsecond, "", watch)
+	}
+	m.at(0, "", watch)
+	mustRun(t, m, m.now+2*time.Second)
+	ownedOnce(t, m, "after")
+	bound := 2*shortShards.RetryPeriod + 3*timeout
+	for name, was := range before {
+		if was == "a" && m.longest[name] > bound {
+			t.Errorf("%s had no owner for %v after a closed, past %v", name, m.longest[name], bound)
+		}
+	}
+}

@@ -28,7 +28,7 @@ func TestBenchRunsEveryPhase(t *testing.T) {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run make test, or export KUBEBUILDER_ASSETS=$(hack/envtest.sh)")
 	}
 	res, err := bench(benchFlags{clusters: 30, small: 10, window: 3 * time.Second, dir: t.TempDir(),
-		shards: replicaFlags{leaseDuration: 4 * time.Second, renewDeadline: 2 * time.Second, retryPeriod: 500 * time.Millisecond}})
+		shards: replicaFlags{connect: true, leaseDuration: 4 * time.Second, renewDeadline: 2 * time.Second, retryPeriod: 500 * time.Millisecond}})
 	if res != nil {
 		var out bytes.Buffer
 		res.print(&out)

@@ -180,9 +180,10 @@
 // holder, seeing the mark, gives its clusters up, writes that it holds
 // nothing, takes the finalizer off (the Lease goes) and writes a new one;
 // its clusters are owned again within about LeaseDuration. A replica cut
-// from the hub keeps its marked Lease until its peers have seen it
-// unchanged for twice its LeaseDuration: then they take the finalizer
-// off and delete it, at the version they saw. So a Lease leaves the hub
+// from the hub, or killed, keeps its Lease (marked or not) until its peers
+// have seen it unchanged for its LeaseDuration: then they take its
+// clusters, take the finalizer off and delete the Lease, at the version
+// they saw. So a Lease leaves the hub
 // only once no replica holds a cluster by it, and a replica that starts
 // sees, in its first list, every replica that may hold a cluster: it
 // claims its share at once, and takes it RetryPeriod and a quarter after

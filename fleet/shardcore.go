@@ -21,8 +21,8 @@ import (
 //     a delete (kubectl, DeleteCollection, a namespace's deletion) only
 //     marks it: a Lease leaves the hub only once its holder, holding
 //     nothing, takes the finalizer off, or a peer does once the Lease has
-//     stood unchanged for twice its duration, at the version it listed
-//     (the holder fenced itself long before), or a person does it by hand
+//     expired (below), at the version it listed (the holder fenced itself
+//     before), or a person does it by hand
 //     (the exception fleet/doc.go names). So a Lease gone from a list
 //     claims nothing, and a replica that starts sees, in its first list,
 //     every replica that may hold a cluster.
@@ -279,7 +279,9 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 			c.noteLoss(p, nil, p.firstSeen)
 			p.expired = true
 		}
-		if !start.Before(p.firstSeen.Add(2 * p.duration)) {
+		if p.expired {
+			// Its holder has given everything up: the Lease goes, so that
+			// a replica that starts now need not wait it out too.
 			e.deletes = append(e.deletes, p.leaseRecord)
 		}
 	}

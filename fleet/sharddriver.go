@@ -204,7 +204,7 @@ func (s *sharding) apply(ctx context.Context, core *shardCore, e shardEffects) {
 			defer s.deleting.Store(false)
 			for _, d := range e.deletes {
 				if err := s.remove(ctx, d.name, d.rv); err == nil {
-					s.log.V(1).Info("deleted the Lease of a replica gone for twice its LeaseDuration", "lease", d.name, "peer", d.holder)
+					s.log.V(1).Info("deleted the Lease of a replica whose Lease expired", "lease", d.name, "peer", d.holder)
 				}
 			}
 		})

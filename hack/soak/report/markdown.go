@@ -191,8 +191,12 @@ func (s *Summary) faultsMarkdown(b *strings.Builder) {
 		b.WriteString("None.\n")
 		return
 	}
-	header(b, 1, "fault", "times", "total duration")
+	// A shared fleet's clusters unowned, per kind of fault that explains
+	// them: how many samples, the longest stretch of one cluster in one
+	// fault, and how long past its fault's end the last came.
+	header(b, 1, "fault", "times", "total duration", "unowned samples", "longest unowned", "unowned past its end")
 	for _, f := range s.Faults {
-		row(b, f.Kind, fmt.Sprint(f.Count), round(f.Total).String())
+		row(b, f.Kind, fmt.Sprint(f.Count), round(f.Total).String(), fmt.Sprint(f.Unowned),
+			f.UnownedFor.Round(100*time.Millisecond).String(), f.PastEnd.Round(100*time.Millisecond).String())
 	}
 }

@@ -58,6 +58,13 @@ type FaultTally struct {
 	Kind  string
 	Count int
 	Total time.Duration
+	// Unowned counts, over the faults of the kind, the samples that found
+	// a cluster no replica of a shared fleet owned which the fault
+	// explains; UnownedFor is the longest one cluster went so within one
+	// fault, and PastEnd how long after its fault's end the last such
+	// sample came (0 when none came after it).
+	Unowned             int
+	UnownedFor, PastEnd time.Duration
 }
 
 // Summarize reads r. Samples and failures may come in any order.
@@ -84,9 +91,33 @@ func Summarize(r *Run) *Summary {
 		}
 		s.Faults[i].Count++
 		s.Faults[i].Total += f.End.Sub(f.Start)
+		tallyUnowned(&s.Faults[i], f, ownership)
 	}
 	slices.SortFunc(s.Faults, func(a, b FaultTally) int { return strings.Compare(a.Kind, b.Kind) })
 	return s
+}
+
+// tallyUnowned adds to t the unowned samples of ownership that f explains.
+func tallyUnowned(t *FaultTally, f Fault, ownership map[string][]wire.Failure) {
+	first, last := map[string]time.Time{}, map[string]time.Time{}
+	for _, found := range ownership {
+		for _, x := range found {
+			if x.Kind != "unowned" || !f.explains(x) {
+				continue
+			}
+			t.Unowned++
+			t.PastEnd = max(t.PastEnd, x.At.Sub(f.End))
+			if at, ok := first[x.Cluster]; !ok || x.At.Before(at) {
+				first[x.Cluster] = x.At
+			}
+			if x.At.After(last[x.Cluster]) {
+				last[x.Cluster] = x.At
+			}
+		}
+	}
+	for name, at := range first {
+		t.UnownedFor = max(t.UnownedFor, last[name].Sub(at))
+	}
 }
 
 // roles are r's sides in the order the report shows them.

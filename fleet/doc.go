@@ -194,16 +194,25 @@
 // replica whose lists fail for a while takes again at its first list
 // once they answer.
 //
-// What a person can still do to break it: take the finalizer off a
-// Lease by hand (kubectl patch lease … --type=json -p
+// The replicas find the group's Leases by name (the group, a dash and a
+// hash of the identity), not by their label, so relabelling one hides
+// nothing; one whose view annotation a person took off may claim any
+// cluster, and nothing is taken until its holder writes it again. What a
+// person can still do to break it: take the finalizer off a Lease by hand
+// (kubectl patch lease … --type=json -p
 // '[{"op":"remove","path":"/metadata/finalizers"}]'). A replica cut from
 // the hub then keeps its clusters until its RenewDeadline while its peers
 // take them at once: two owners for up to RenewDeadline; one that reaches
 // the hub gives them up at its next renewal, which finds its Lease gone,
-// and logs why. A Lease written by a release before the finalizer (rules
-// 2) is one a delete removes at once: a replica of this release stands by
-// while one of those runs (below), and waits out the duration of such a
-// Lease gone from a list. When the last replica of a group is gone for
+// and logs why. Another finalizer on a Lease (a foreground deletion, a
+// policy tool's) keeps it marked after this replica's is off: the replica
+// stands by, renewing it each RetryPeriod, until it goes. A Lease written
+// by a release before the finalizer (rules 2) is one a delete removes at
+// once: a replica of this release stands by while one of those runs
+// (below), and waits out the duration of such a Lease gone from a list;
+// rolled back to such a release, a replica deletes an expired Lease of
+// this one only as far as marking it, and it stays until a replica of
+// this release runs or a person takes the finalizer off. When the last replica of a group is gone for
 // good (the Deployment deleted, every pod killed), its Leases keep their
 // finalizers: they hold up the deletion of Namespace until a replica of
 // the group starts again (it takes the finalizer off each once it has

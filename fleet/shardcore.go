@@ -360,6 +360,9 @@ func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) 
 		c.lifeUID = ""
 		c.fenceNow(r.end, e, "this replica's Lease went from the hub under it (its finalizer taken off by someone else): its peers may take its clusters")
 	}
+	if content.free {
+		c.lifeUID = "" // whatever its answer, it may have let its Lease go
+	}
 	if !r.ok {
 		// What the hub holds is now this content or the last: until a write
 		// succeeds, nothing is taken on either.
@@ -386,6 +389,14 @@ func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) 
 	changed := !content.equal(c.published) || c.publishedAt.IsZero()
 	if changed {
 		c.published, c.publishedAt = content, r.end
+	}
+	if content.free && r.marked {
+		// Another finalizer holds it: it stays marked, and this replica
+		// stands by, writing it each RetryPeriod, until it goes.
+		c.marked = true
+		c.lifeUID = r.uid
+		c.published, c.publishedAt = content, r.end
+		return
 	}
 	if content.free {
 		// The Lease is gone: the next write creates one, which claims

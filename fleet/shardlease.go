@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -54,13 +55,30 @@ func leaseName(group, identity string) string {
 	return group + "-" + hex.EncodeToString(sum[:8])
 }
 
+// inGroup tells whether a Lease of this name is one of group's: the group,
+// a dash and sixteen hex digits. The group's Leases are found by name,
+// not by their label: a person who relabels one (kubectl label, an apply
+// that prunes labels) must not hide a replica that holds clusters.
+func inGroup(group, name string) bool {
+	rest, ok := strings.CutPrefix(name, group+"-")
+	if !ok || len(rest) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil && strings.ToLower(rest) == rest
+}
+
 // record decodes a peer's Lease as the core reads it; false for this
-// replica's own Lease and for a Lease of the group's label that no replica
-// wrote (it has no view annotation): left alone.
+// replica's own Lease and for a Lease not of the group. A Lease of the
+// group's name without its view annotation (a person's edit) is
+// unreadable: it may claim any cluster.
 func (s *sharding) record(l *coordinationv1.Lease) (leaseRecord, bool) {
-	encoded, ours := l.Annotations[viewAnnotation]
-	if l.Name == s.lease || !ours {
+	if l.Name == s.lease || !inGroup(s.cfg.Group, l.Name) {
 		return leaseRecord{}, false
+	}
+	encoded, annotated := l.Annotations[viewAnnotation]
+	if !annotated {
+		encoded = "not annotated" // unreadable
 	}
 	r := leaseRecord{name: l.Name, holder: ptr.Deref(l.Spec.HolderIdentity, ""), rv: l.ResourceVersion,
 		released: l.Annotations[releasedAnnotation] == "true", rules: 1,
@@ -79,12 +97,13 @@ func (s *sharding) record(l *coordinationv1.Lease) (leaseRecord, bool) {
 	return r, true
 }
 
-// list lists the group's Leases from the hub, not from a cache: a quorum
-// read, which sees every write that ended before it began.
+// list lists the Leases of Namespace from the hub, not from a cache: a
+// quorum read, which sees every write that ended before it began. The
+// group's are those of its names (inGroup).
 func (s *sharding) list(ctx context.Context, timeout time.Duration) ([]coordinationv1.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: groupLabel + "=" + s.cfg.Group})
+	list, err := s.leases.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +127,11 @@ func (s *sharding) write(ctx context.Context, content leaseContent, timeout time
 	s.mine = l
 	res.ok, res.uid, res.marked = true, string(l.UID), l.DeletionTimestamp != nil
 	if content.free {
-		s.mine = nil // gone, or about to be: the next write creates one
+		// Gone, unless another finalizer holds it: then it stays marked.
+		res.marked = l.DeletionTimestamp != nil && len(l.Finalizers) > 0
+		if !res.marked {
+			s.mine = nil // the next write creates one
+		}
 	}
 	return res, nil
 }
@@ -119,10 +142,15 @@ func (s *sharding) writeLease(ctx context.Context, content leaseContent, res *wr
 		l := s.mine.DeepCopy()
 		s.fill(l, content, now)
 		updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
-		if !apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
+			res.gone = true // deleted under this replica: written again at once
+		case apierrors.IsConflict(err):
+			// Changed under it (marked for deletion, a finalizer taken
+			// off): read it again and write it at once.
+		default:
 			return updated, err
 		}
-		res.gone = true // deleted under this replica: written again at once
 	}
 	got, err := s.leases.Get(ctx, s.lease, metav1.GetOptions{})
 	switch {
@@ -234,6 +262,12 @@ func (s *sharding) letGoOf(ctx context.Context, l *coordinationv1.Lease) error {
 	if slices.Contains(l.Finalizers, leaseFinalizer) {
 		l = l.DeepCopy()
 		l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == leaseFinalizer })
+		// This version claims nothing: a list before the Delete, or a
+		// Delete that never lands, must not show its holder alive again.
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[releasedAnnotation] = "true"
 		updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
@@ -262,11 +296,11 @@ func (s *sharding) letGoOf(ctx context.Context, l *coordinationv1.Lease) error {
 func (s *sharding) watchLeases(ctx context.Context) {
 	known := map[string]string{}
 	for ctx.Err() == nil {
-		w, err := s.leases.Watch(ctx, metav1.ListOptions{LabelSelector: groupLabel + "=" + s.cfg.Group})
+		w, err := s.leases.Watch(ctx, metav1.ListOptions{})
 		if err == nil {
 			for ev := range w.ResultChan() {
 				l, ok := ev.Object.(*coordinationv1.Lease)
-				if !ok || l.Name == s.lease {
+				if !ok || l.Name == s.lease || !inGroup(s.cfg.Group, l.Name) {
 					continue
 				}
 				what := ptr.Deref(l.Spec.HolderIdentity, "") + "\x00" + l.Annotations[viewAnnotation] + "\x00" + l.Annotations[releasedAnnotation]
@@ -309,6 +343,20 @@ func (s *sharding) release(ctx context.Context) error {
 	l = l.DeepCopy()
 	s.fill(l, leaseContent{standby: true, free: true}, metav1.NewMicroTime(s.clock.Now()))
 	updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) { // changed since (marked): read it again
+		got, gerr := s.leases.Get(ctx, s.lease, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr):
+			return nil
+		case gerr != nil:
+			return gerr
+		case got.Annotations[incarnationAnnotation] != s.incarnation:
+			return nil
+		}
+		l = got.DeepCopy()
+		s.fill(l, leaseContent{standby: true, free: true}, metav1.NewMicroTime(s.clock.Now()))
+		updated, err = s.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil

@@ -88,7 +88,7 @@ type modelLease struct {
 	content      leaseContent
 	duration     time.Duration
 	rules        int
-	releasedFlag bool
+	releasedFlag bool // marked released by a peer that takes its finalizer off
 	finalizer    bool // the package's finalizer is on it
 	marked       bool // deleted while it had the finalizer
 }
@@ -287,12 +287,28 @@ func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 	}
 	for _, d := range e.deletes {
 		name, rv := d.name, d.rv
-		m.request(r, func() { // the finalizer off and the delete, both at rv
+		var now int
+		m.request(r, func() { // the finalizer off, marked released, at rv
 			if l := m.hub[name]; l != nil && strconv.Itoa(l.rv) == rv {
-				delete(m.hub, name)
-				m.say("hub: %s deletes stale %s", r.id, name)
+				m.rv++
+				l.rv, l.finalizer, l.releasedFlag = m.rv, false, true
+				now = l.rv
+				if l.marked {
+					delete(m.hub, name)
+				}
+				m.say("hub: %s takes the finalizer off stale %s", r.id, name)
 			}
-		}, func(bool) {})
+		}, func(ok bool) {
+			if !ok || now == 0 {
+				return
+			}
+			m.request(r, func() { // then the delete, at that version
+				if l := m.hub[name]; l != nil && l.rv == now {
+					delete(m.hub, name)
+					m.say("hub: %s deletes stale %s", r.id, name)
+				}
+			}, func(bool) {})
+		})
 	}
 	if e.letGo {
 		m.release(r)
@@ -553,6 +569,7 @@ func (m *shardModel) write(r *modelReplica, content leaseContent) {
 	put := func(cur *modelLease) writeResult {
 		m.rv++
 		cur.rv, cur.content, cur.duration, cur.rules = m.rv, content, r.cfg.LeaseDuration, r.core.rules
+		cur.releasedFlag = false // the writer's content says whether it is released
 		switch {
 		case content.free:
 			cur.finalizer = false

@@ -293,7 +293,7 @@ func TestShardCoreBoundsAPeersDuration(t *testing.T) {
 
 // record never panics on a peer's garbage, and reads it as unreadable.
 func TestShardsRecordOfGarbageNeverPanics(t *testing.T) {
-	s := &sharding{lease: "g-self"}
+	s := &sharding{lease: leaseName("g", "self"), cfg: Shards{Group: "g"}}
 	for _, tc := range []struct {
 		ann      map[string]string
 		readable bool
@@ -307,11 +307,18 @@ func TestShardsRecordOfGarbageNeverPanics(t *testing.T) {
 		{map[string]string{viewAnnotation: `[]`, durationAnnotation: "-5s"}, true},
 		{map[string]string{viewAnnotation: `[]`, durationAnnotation: "99999999999h"}, true},
 		{map[string]string{viewAnnotation: "\xff\xfe"}, false},
+		{nil, false}, // its view taken off by hand: it may claim anything
 	} {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "g-x", Annotations: tc.ann}}
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName("g", "x"), Annotations: tc.ann}}
 		r, ok := s.record(l)
 		if !ok || r.readable != tc.readable || r.duration < 0 {
 			t.Errorf("%q: ok %v readable %v (want %v) duration %v", tc.ann, ok, r.readable, tc.readable, r.duration)
+		}
+	}
+	for _, name := range []string{leaseName("g", "self"), "g-x", leaseName("g-old", "x"), "g-0123456789ABCDEF", "other-0123456789abcdef"} {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{viewAnnotation: "[]"}}}
+		if _, ok := s.record(l); ok {
+			t.Errorf("the Lease %s is read as a peer's of group g", name)
 		}
 	}
 }

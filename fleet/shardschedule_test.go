@@ -107,22 +107,24 @@ func TestShardScheduleExpiredLeaseWrittenAgainThenDeleted(t *testing.T) {
 	}
 	m.at(0, "a reaches the hub again", func() { a.cut = false })
 	var watch func()
-	deleted := time.Duration(0)
+	deleted, deletedLocal := time.Duration(0), time.Time{}
 	watch = func() { // the delete lands right after a's next write
 		if l := m.hub[name]; l != nil && l.uid != uid {
 			m.deleteLease(name)
 			m.say("hub: a's Lease, written again, deleted")
 			m.list(b) // b lists at once
-			deleted = m.now
+			deleted, deletedLocal = m.now, m.local(b)
 			return
 		}
 		m.at(100*time.Microsecond, "", watch)
 	}
 	m.at(0, "", watch)
 	for deleted == 0 && m.now < 10*time.Second {
-		mustRun(t, m, m.now+time.Millisecond)
+		mustRun(t, m, m.now+100*time.Microsecond)
 	}
-	mustRun(t, m, deleted+20*time.Millisecond) // b's list has answered; a has not let the marked Lease go yet
+	for b.core.listedAt.Before(deletedLocal) && m.now < deleted+time.Second { // until b's list answers
+		mustRun(t, m, m.now+100*time.Microsecond)
+	}
 	if p := b.core.peers[name]; p == nil || p.expired || !p.marked {
 		t.Errorf("after a wrote its Lease again and it was deleted, b's record of it: %+v; want it live and marked\n%s", p, m.tail())
 	}
@@ -272,4 +274,3 @@ func TestShardScheduleCleanCloseHandsOverAtOnce(t *testing.T) {
 		}
 	}
 }
-

@@ -1,0 +1,384 @@
+package fleet
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/authvault/authvault/testkit/testlog"
+)
+
+// Review 58: schedules that break the finalizer protocol's promises.
+
+// review58Fleet is a fleet sharded on hub as identity with durations d,
+// logging into buf; adds counts its OnAdds.
+func review58Fleet(t *testing.T, hub *leaseHub, identity string, d Shards, buf *testlog.Buffer, alive *sync.Map, adds *atomic.Int32) *Fleet {
+	t.Helper()
+	return review58FleetOn(t, &hubClient{hub: hub}, identity, d, buf, alive, adds)
+}
+
+func review58FleetOn(t *testing.T, leases coordinationv1client.LeaseInterface, identity string, d Shards, buf *testlog.Buffer, alive *sync.Map, adds *atomic.Int32) *Fleet {
+	t.Helper()
+	f := New(Options{Logger: buf.Logger(0), OnAdd: func(ctx context.Context, m *Member) {
+		adds.Add(1)
+		n, _ := alive.LoadOrStore(m.Name(), new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		context.AfterFunc(ctx, func() { n.(*atomic.Int32).Add(-1) })
+	}})
+	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
+		RetryPeriod: d.RetryPeriod, RenewDeadline: d.RenewDeadline, LeaseDuration: d.LeaseDuration}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shards = newSharding(f, cfg, leases, clock.RealClock{})
+	f.shards.start()
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (h *leaseHub) get(name string) *coordinationv1.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l := h.leases[name]; l != nil {
+		return l.DeepCopy()
+	}
+	return nil
+}
+
+func (h *leaseHub) version() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rv
+}
+
+// R58-1. The Lease is marked (a namespace's deletion, which also stops
+// the pods; or kubectl delete lease beside a rollout) after the replica's
+// last renewal and before its Close: release updates its stale copy,
+// gets a Conflict, and gives up. The Lease keeps the finalizer for good
+// (the last replica is gone: the namespace stays Terminating), and with
+// peers Close hands over after LeaseDuration, not at once.
+func TestShardsReview58CloseRightAfterTheLeaseIsMarkedLetsItGo(t *testing.T) {
+	slow := Shards{RetryPeriod: 400 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond, LeaseDuration: 2400 * time.Millisecond}
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	var adds atomic.Int32
+	buf := &testlog.Buffer{}
+	f := review58Fleet(t, hub, "a", slow, buf, &alive, &adds)
+	names := clusterNames(3)
+	for _, n := range names {
+		if err := f.Add(n, never); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, orphans := watchOwners(&alive, names, 2*time.Second); len(orphans) > 0 {
+		t.Fatalf("orphans before: %v", orphans)
+	}
+	name := leaseName("g", "a")
+	// Right after a renewal: the next is a RetryPeriod away.
+	rv := hub.get(name).ResourceVersion
+	deadline := time.Now().Add(2 * time.Second)
+	for hub.get(name).ResourceVersion == rv && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	hub.mu.Lock()
+	hub.deleteLocked(name) // the namespace controller's delete
+	hub.mu.Unlock()
+	f.Close() // the pod's SIGTERM
+	if l := hub.get(name); l != nil {
+		t.Errorf("after Close, the replica's Lease is still on the hub: marked %v, finalizers %v, released %q\nlog:\n%s",
+			l.DeletionTimestamp != nil, l.Finalizers, l.Annotations[releasedAnnotation], buf.String())
+	}
+}
+
+// R58-2. A Lease marked while another finalizer holds it too
+// (kubectl delete --cascade=foreground or --cascade=orphan until the
+// garbage collector runs, or a policy tool's finalizer): the holder
+// writes standby, takes its finalizer off (the Lease stays), then, its
+// mark forgotten, writes its share onto the marked Lease at once, sees
+// the mark, writes standby, ... a loop with no RetryPeriod between
+// writes and two INFO lines a turn, for as long as the other finalizer
+// stays (a peer that lists the share-claiming version also moves
+// clusters; the last check guards that).
+func TestShardsReview58MarkedLeaseHeldByAnotherFinalizerDoesNotSpin(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	var addsA, addsB atomic.Int32
+	bufA, bufB := &testlog.Buffer{}, &testlog.Buffer{}
+	names := clusterNames(20)
+	for _, r := range []struct {
+		id   string
+		buf  *testlog.Buffer
+		adds *atomic.Int32
+	}{{"a", bufA, &addsA}, {"b", bufB, &addsB}} {
+		f := review58Fleet(t, hub, r.id, hubDurations, r.buf, &alive, r.adds)
+		for _, n := range names {
+			if err := f.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if most, orphans := watchOwners(&alive, names, 1500*time.Millisecond); most > 1 || len(orphans) > 0 {
+		t.Fatalf("before: most owners %d, orphans %v", most, orphans)
+	}
+	name := leaseName("g", "a")
+	hub.mu.Lock()
+	l := hub.leases[name]
+	l.Finalizers = append(l.Finalizers, "foregroundDeletion")
+	hub.rv++
+	l.ResourceVersion = strconv.Itoa(hub.rv)
+	hub.deleteLocked(name)
+	hub.mu.Unlock()
+	rv0, b0 := hub.version(), addsB.Load()
+	window := time.Second
+	time.Sleep(window)
+	writes := hub.version() - rv0
+	// Two replicas renewing every 50 ms write about 40 times a second;
+	// letting one Lease go takes a few more.
+	if writes > 100 {
+		t.Errorf("%d writes to the hub in %v (two replicas, RetryPeriod %v): a loop without a RetryPeriod between writes", writes, window, hubDurations.RetryPeriod)
+	}
+	if n := strings.Count(bufA.String(), "this replica claims no share"); n > 10 {
+		t.Errorf("a logged %d times in %v that it claims no share", n, window)
+	}
+	if n := addsB.Load() - b0; n > int32(len(names)) {
+		t.Errorf("b took clusters %d times in %v (20 clusters): they flap between a's share and b", n, window)
+	}
+}
+
+// R58-3. kubectl delete lease on a live replica, the incident action the
+// doc names: the replica's next renewal updates its copy, which the mark
+// has outdated, and logs at ERROR that it cannot renew its Lease, then
+// that "the hub answers again". The hub answered all along.
+func TestShardsReview58DeletedLeaseIsNoRenewalError(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	var adds atomic.Int32
+	buf := &testlog.Buffer{}
+	f := review58Fleet(t, hub, "a", hubDurations, buf, &alive, &adds)
+	names := clusterNames(3)
+	for _, n := range names {
+		if err := f.Add(n, never); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, orphans := watchOwners(&alive, names, time.Second); len(orphans) > 0 {
+		t.Fatalf("orphans before: %v", orphans)
+	}
+	if err := (&hubClient{hub: hub}).Delete(context.Background(), leaseName("g", "a"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(line, "cannot renew this replica's Lease") || strings.Contains(line, "the hub answers again") {
+			t.Errorf("a Lease deleted by kubectl logged: %s", line)
+		}
+	}
+}
+
+// R58-4. The write that takes the finalizer off a marked Lease lands but
+// its answer is lost (a timeout). The next write finds no Lease, creates
+// one, and the core, seeing a new UID, "fences": it logs at INFO that its
+// Lease "was replaced under it: its peers may take its clusters", though
+// it had let that Lease go itself and held nothing.
+func TestShardCoreReview58LostAnswerToTheFreeWriteIsNoFence(t *testing.T) {
+	sh := shortShards
+	sh.Identity = "a"
+	c := newShardCore(sh)
+	c.seatAdded("ns/c00", 1)
+	now := modelEpoch
+	ms := time.Millisecond
+	var fenced []string
+	// step runs the core at now, answers its write with answer and its
+	// list with no peer, each 1 ms later, and steps again.
+	step := func(answer func(leaseContent) writeResult) {
+		var e shardEffects
+		c.step(now, &e)
+		for len(e.drops) > 0 { // vaults close at once
+			for _, d := range e.drops {
+				c.stopped(d.name, d.gen)
+				c.removed(d.name, d.gen)
+			}
+			e.drops = nil
+		}
+		write, list := e.write, e.list
+		for _, n := range e.notes {
+			if n.kind == noteFenced {
+				fenced = append(fenced, n.why)
+			}
+		}
+		now = now.Add(ms)
+		var e2 shardEffects
+		if write != nil {
+			r := answer(*write)
+			r.start, r.end = now.Add(-ms), now
+			c.wrote(*write, r, &e2)
+		}
+		if list {
+			c.listed(now.Add(-ms), now, nil, &e2)
+		}
+		for _, n := range e2.notes {
+			if n.kind == noteFenced {
+				fenced = append(fenced, n.why)
+			}
+		}
+	}
+	ok := func(uid string, marked bool) func(leaseContent) writeResult {
+		return func(leaseContent) writeResult { return writeResult{ok: true, uid: uid, marked: marked} }
+	}
+	// Start and take.
+	for range 40 {
+		step(ok("u1", false))
+		now = now.Add(sh.RetryPeriod / 4)
+	}
+	if len(c.owned) != 1 {
+		t.Fatalf("a owns %v, want ns/c00", c.owned)
+	}
+	// Deleted: the next renewals find the Lease marked; a stands by.
+	for range 20 {
+		done := false
+		step(func(w leaseContent) writeResult {
+			if w.free {
+				done = true
+				return writeResult{} // landed; its answer lost
+			}
+			return writeResult{ok: true, uid: "u1", marked: true}
+		})
+		now = now.Add(sh.RetryPeriod / 4)
+		if done {
+			break
+		}
+	}
+	if len(c.owned) != 0 {
+		t.Fatalf("a still owns %v with its Lease marked", c.owned)
+	}
+	// The Lease went with that write: the next write creates one.
+	fenced = nil
+	for range 20 {
+		step(ok("u2", false))
+		now = now.Add(sh.RetryPeriod / 4)
+	}
+	for _, why := range fenced {
+		t.Errorf("a fenced, holding nothing, after letting its own marked Lease go: %q", why)
+	}
+}
+
+// slowDeletes is a replica's hub connection whose Deletes take delay, and
+// fail without landing when fail is set (the request's context ran out:
+// remove's RetryPeriod is shared by the Update and the Delete; or the
+// replica restarted between the two).
+type slowDeletes struct {
+	*hubClient
+	delay time.Duration
+	fail  bool
+}
+
+func (c *slowDeletes) Delete(ctx context.Context, name string, o metav1.DeleteOptions) error {
+	time.Sleep(c.delay)
+	if c.fail {
+		return context.DeadlineExceeded
+	}
+	return c.hubClient.Delete(ctx, name, o)
+}
+
+// R58-5. A peer cleans up the Lease of a replica gone for twice its
+// LeaseDuration in two requests: an Update that takes the finalizer off,
+// then a Delete. The Update is a new version of that Lease, still
+// claiming its holder's share; a list between the two (the loop lists
+// beside the delete), or a Delete that never lands, shows the peers a
+// live replica again: they put it back in their view and give its share
+// up to it, and that share has no owner until the new version expires,
+// LeaseDuration later, a second outage 2×LeaseDuration after the first.
+func TestShardsReview58PeerCleanupDoesNotReviveTheDeadReplica(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		delay time.Duration
+		fail  bool
+	}{{"control: the Delete lands at once", 0, false}, {"the Delete lands 100 ms later", 100 * time.Millisecond, false}, {"the Delete never lands", 0, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+			var alive sync.Map
+			var addsA, addsB atomic.Int32
+			names := clusterNames(20)
+			ca := &hubClient{hub: hub}
+			cb := &slowDeletes{hubClient: &hubClient{hub: hub}, delay: c.delay, fail: c.fail}
+			fa := review58FleetOn(t, ca, "a", hubDurations, &testlog.Buffer{}, &alive, &addsA)
+			fb := review58FleetOn(t, cb, "b", hubDurations, &testlog.Buffer{}, &alive, &addsB)
+			for _, f := range []*Fleet{fa, fb} {
+				for _, n := range names {
+					if err := f.Add(n, never); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if most, orphans := watchOwners(&alive, names, 1500*time.Millisecond); most > 1 || len(orphans) > 0 {
+				t.Fatalf("before: most owners %d, orphans %v", most, orphans)
+			}
+			ca.down.Store(true) // a is cut from the hub for good: as killed, to its peers
+			// b takes a's share within LeaseDuration + 2×RetryPeriod and
+			// the requests; from then on every cluster stays owned.
+			bound := hubDurations.LeaseDuration + 2*hubDurations.RetryPeriod + 200*time.Millisecond
+			time.Sleep(bound)
+			orphaned := map[string]bool{}
+			end := time.Now().Add(3 * hubDurations.LeaseDuration)
+			for time.Now().Before(end) {
+				for _, n := range names {
+					if v, ok := alive.Load(n); !ok || v.(*atomic.Int32).Load() == 0 {
+						orphaned[n] = true
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if len(orphaned) > 0 {
+				t.Errorf("%d clusters had no owner again, after b had taken a's share and while b cleaned a's Lease up", len(orphaned))
+			}
+		})
+	}
+}
+
+// R58-6. The doc names taking a finalizer off as the one thing a person
+// can still do to give a cluster two owners. Relabelling a Lease (kubectl
+// label, or an apply that prunes labels and annotations) hid it from the
+// group's labelled list just as well, and a Lease of rules 3 gone from a
+// list claims nothing: the peer took the holder's share at once, while the
+// holder (here cut from the hub right then) kept it until its fence. The
+// group's Leases are now listed by name, and one without its view
+// annotation claims every cluster.
+func TestShardsReview58RelabelledLeaseGivesNoSecondOwner(t *testing.T) {
+	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive sync.Map
+	var adds atomic.Int32
+	names := clusterNames(20)
+	ca := &hubClient{hub: hub}
+	for id, c := range map[string]*hubClient{"a": ca, "b": {hub: hub}} {
+		f := review58FleetOn(t, c, id, hubDurations, &testlog.Buffer{}, &alive, &adds)
+		for _, n := range names {
+			if err := f.Add(n, never); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if most, orphans := watchOwners(&alive, names, 1500*time.Millisecond); most > 1 || len(orphans) > 0 {
+		t.Fatalf("before: most owners %d, orphans %v", most, orphans)
+	}
+	hub.mu.Lock()
+	l := hub.leases[leaseName("g", "a")]
+	l.Labels[groupLabel] = "g-old" // kubectl label lease … fleet.authvault.dev/group=g-old --overwrite
+	delete(l.Annotations, viewAnnotation)
+	hub.rv++
+	l.ResourceVersion = strconv.Itoa(hub.rv)
+	ca.down.Store(true) // and a cannot write it back: it holds its clusters until its fence
+	hub.mu.Unlock()
+	if most, _ := watchOwners(&alive, names, time.Second); most > 1 {
+		t.Errorf("a cluster had %d owners at once after a person relabelled a live replica's Lease", most)
+	}
+}

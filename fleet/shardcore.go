@@ -249,6 +249,12 @@ func newShardCore(sh Shards) *shardCore {
 func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardEffects) {
 	c.listing = false
 	c.nextList = start.Add(c.rp)
+	if start.Before(c.publishedAt) {
+		// It began before this replica's Lease said its view: a list
+		// after that write decides what to take, now, not a RetryPeriod
+		// later.
+		c.nextList = end
+	}
 	if c.listFailed {
 		c.listFailed = false
 		e.notes = append(e.notes, shardNote{kind: noteListOK})

@@ -274,3 +274,32 @@ func TestShardScheduleCleanCloseHandsOverAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A list that began before this replica's Lease said its new view, and
+// answered after, decides nothing: the next list goes out at once, not a
+// RetryPeriod later (on a real API server, peers that saw a replica close
+// took its clusters 0.5 s late, at their next periodic list).
+func TestShardCoreListsAgainAtOnceAfterAListThatBeganBeforeTheWrite(t *testing.T) {
+	sh := shortShards
+	sh.Identity = "a"
+	c := newShardCore(sh)
+	c.seatAdded("ns/c00", 1)
+	now := modelEpoch
+	var e shardEffects
+	c.step(now, &e)
+	if e.write == nil || !e.list {
+		t.Fatalf("the first step writes and lists: %+v", e)
+	}
+	content := *e.write
+	listStart := now
+	now = now.Add(time.Millisecond)
+	var e2 shardEffects
+	c.wrote(content, writeResult{start: listStart, end: now, ok: true, uid: "u1"}, &e2)
+	now = now.Add(time.Millisecond)
+	c.listed(listStart, now, nil, &e2) // began before the write ended
+	var e3 shardEffects
+	c.step(now, &e3)
+	if !e3.list {
+		t.Errorf("after a list that began before the write, no list at once: the next is at %v", c.nextList.Sub(now))
+	}
+}

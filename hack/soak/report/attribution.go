@@ -25,8 +25,9 @@ func covers(scope string, x wire.Failure) bool {
 		return false // what sharding promises never happens, whatever the fault
 	case "unowned":
 		// A replica killed, or the hub away: Leases that are not renewed
-		// are clusters let go before they are taken.
-		return scope == "all" || scope == "hub" || scope == "fleet"
+		// are clusters let go before they are taken. And a cluster whose
+		// Secret is deleted has left the fleet: no replica owns it.
+		return scope == "all" || scope == "hub" || scope == "fleet" || scope == "cluster:"+x.Cluster
 	}
 	switch {
 	case scope == "all":

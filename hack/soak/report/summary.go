@@ -91,14 +91,17 @@ func Summarize(r *Run) *Summary {
 		}
 		s.Faults[i].Count++
 		s.Faults[i].Total += f.End.Sub(f.Start)
-		tallyUnowned(&s.Faults[i], f, ownership)
+		tallyUnowned(&s.Faults[i], f, r.Faults, ownership)
 	}
 	slices.SortFunc(s.Faults, func(a, b FaultTally) int { return strings.Compare(a.Kind, b.Kind) })
 	return s
 }
 
 // tallyUnowned adds to t the unowned samples of ownership that f explains.
-func tallyUnowned(t *FaultTally, f Fault, ownership map[string][]wire.Failure) {
+// A sample past f's end counts in PastEnd only when no other fault of all
+// is under way then, and none that ended later explains it too: it is f's
+// tail, not the next fault's doing.
+func tallyUnowned(t *FaultTally, f Fault, all []Fault, ownership map[string][]wire.Failure) {
 	first, last := map[string]time.Time{}, map[string]time.Time{}
 	for _, found := range ownership {
 		for _, x := range found {
@@ -106,7 +109,9 @@ func tallyUnowned(t *FaultTally, f Fault, ownership map[string][]wire.Failure) {
 				continue
 			}
 			t.Unowned++
-			t.PastEnd = max(t.PastEnd, x.At.Sub(f.End))
+			if !underWay(all, x.At) && !explainedLater(all, f, x) {
+				t.PastEnd = max(t.PastEnd, x.At.Sub(f.End))
+			}
 			if at, ok := first[x.Cluster]; !ok || x.At.Before(at) {
 				first[x.Cluster] = x.At
 			}
@@ -118,6 +123,28 @@ func tallyUnowned(t *FaultTally, f Fault, ownership map[string][]wire.Failure) {
 	for name, at := range first {
 		t.UnownedFor = max(t.UnownedFor, last[name].Sub(at))
 	}
+}
+
+// explainedLater tells whether a fault of all that ended after f explains
+// x too.
+func explainedLater(all []Fault, f Fault, x wire.Failure) bool {
+	for _, g := range all {
+		if g.End.After(f.End) && g.explains(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// underWay tells whether a fault of all is under way at t (its grace
+// aside).
+func underWay(all []Fault, t time.Time) bool {
+	for _, f := range all {
+		if !t.Before(f.Start) && !t.After(f.End) {
+			return true
+		}
+	}
+	return false
 }
 
 // roles are r's sides in the order the report shows them.

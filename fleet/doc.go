@@ -194,10 +194,15 @@
 // replica whose lists fail for a while takes again at its first list
 // once they answer.
 //
-// The replicas find the group's Leases by name (the group, a dash and a
-// hash of the identity), not by their label, so relabelling one hides
-// nothing; one whose view annotation a person took off may claim any
-// cluster, and nothing is taken until its holder writes it again. What a
+// The replicas find the group's Leases by name (the group, a dash and
+// sixteen hex digits of a hash of the identity, as the start line says),
+// not by their label, so relabelling one hides nothing; one whose view
+// annotation a person took off may claim any cluster: no new take happens
+// until its holder writes it again, or, if the holder is gone, until it
+// expires. A Lease of such a name with no label, annotation or finalizer
+// of this package's is another tool's: ignored, never deleted. Give the
+// Leases a namespace with few others: each replica lists that namespace's
+// Leases every RetryPeriod. What a
 // person can still do to break it: take the finalizer off a Lease by hand
 // (kubectl patch lease … --type=json -p
 // '[{"op":"remove","path":"/metadata/finalizers"}]'). A replica cut from
@@ -212,13 +217,16 @@
 // (below), and waits out the duration of such a Lease gone from a list;
 // rolled back to such a release, a replica deletes an expired Lease of
 // this one only as far as marking it, and it stays until a replica of
-// this release runs or a person takes the finalizer off. When the last replica of a group is gone for
-// good (the Deployment deleted, every pod killed), its Leases keep their
-// finalizers: they hold up the deletion of Namespace until a replica of
-// the group starts again (it takes the finalizer off each once it has
-// expired), or a person takes the finalizers off; kubectl delete
-// deployment lets the replicas stop cleanly, and a clean stop deletes
-// its Lease.
+// this release runs or a person takes the finalizer off.
+//
+// When the last replica of a group is gone for good (every pod killed),
+// its Leases keep their finalizers: they hold up
+// the deletion of Namespace until a replica of the group starts again (it
+// takes the finalizer off each once it has expired), which cannot happen
+// when the replicas run in that namespace, or until a person takes the
+// finalizers off (docs/fleet.md has the command). Delete the Deployment
+// first and wait for its pods to go: a clean stop deletes its Lease, and
+// then the namespace goes.
 //
 // What this rests on is one budget, LeaseDuration − RenewDeadline (5 s by
 // default), spent once. A quarter of it is the timeout of every Lease

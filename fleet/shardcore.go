@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -62,6 +63,7 @@ type shardCore struct {
 	renewed     time.Time    // start of the last renewal that counts; zero: none, or fenced since
 	lifeUID     string       // the Lease's UID as last written; "": none known
 	marked      bool         // the Lease is marked for deletion: give everything up, then let it go
+	heldBy      []string     // others' finalizers that keep it marked once this one's is off
 	writing     bool         // a write is in flight
 	inflight    leaseContent // what it writes: it may land whatever its answer
 	wroteAt     time.Time    // when the last write began
@@ -194,10 +196,11 @@ type shardDrop struct {
 
 // shardNote is something the driver logs.
 type shardNote struct {
-	kind noteKind
-	peer string
-	why  string
-	n    int
+	kind  noteKind
+	peer  string
+	lease string
+	why   string
+	n     int
 }
 
 type noteKind int
@@ -276,7 +279,7 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 				c.noteLoss(old, p, old.firstSeen) // it may have let go right after its last version that claimed them
 			}
 			if !r.readable && (old == nil || old.readable) {
-				e.notes = append(e.notes, shardNote{kind: noteRefused, peer: r.holder, why: "its Lease's view cannot be read: it may hold any cluster, and none is taken meanwhile"})
+				e.notes = append(e.notes, shardNote{kind: noteRefused, peer: r.holder, lease: r.name, why: "its Lease's view cannot be read: it may hold any cluster, and none is taken meanwhile"})
 			}
 			continue
 		}
@@ -352,9 +355,10 @@ func (c *shardCore) listFailedAt(start time.Time, e *shardEffects) {
 type writeResult struct {
 	start, end time.Time
 	ok         bool
-	uid        string // the Lease's UID after the write
-	gone       bool   // the Lease was found gone (its finalizer taken off by someone else), or replaced
-	marked     bool   // the Lease, as written, is marked for deletion
+	uid        string   // the Lease's UID after the write
+	gone       bool     // the Lease was found gone (its finalizer taken off by someone else), or replaced
+	marked     bool     // the Lease, as written, is marked for deletion
+	heldBy     []string // free and marked: the finalizers that hold it
 }
 
 // wrote records a write of content.
@@ -390,6 +394,7 @@ func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) 
 		c.lifeUID = r.uid
 	}
 	c.marked = r.marked && !content.free
+	c.heldBy = r.heldBy
 	// A list after the write that first said this content decides what
 	// to take: a renewal of the same content changes nothing a peer sees.
 	changed := !content.equal(c.published) || c.publishedAt.IsZero()
@@ -400,8 +405,12 @@ func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) 
 		// Another finalizer holds it: it stays marked, and this replica
 		// stands by, writing it each RetryPeriod, until it goes.
 		c.marked = true
+		c.heldBy = r.heldBy
 		c.lifeUID = r.uid
 		c.published, c.publishedAt = content, r.end
+		if r.end.Sub(r.start) <= c.timeout && r.start.After(c.renewed) {
+			c.renewed = r.start
+		}
 		return
 	}
 	if content.free {
@@ -616,6 +625,8 @@ func (c *shardCore) dropWhere(now time.Time, e *shardEffects, should func(string
 func (c *shardCore) decideStandby(now time.Time, e *shardEffects) {
 	why := ""
 	switch {
+	case c.marked && len(c.heldBy) > 0:
+		why = "its Lease was deleted, and finalizers of others hold it on the hub " + fmt.Sprint(c.heldBy) + ": it claims no share until they are taken off"
 	case c.marked:
 		why = "its Lease was deleted (kubectl delete, a namespace's deletion): it gives its clusters up, lets that Lease go and writes a new one"
 	case !c.listedAt.IsZero() && now.Sub(c.listedAt) >= c.rd:

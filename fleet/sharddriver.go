@@ -103,7 +103,7 @@ func (s *sharding) start() {
 	s.stop = stop
 	core := newShardCore(s.cfg)
 	s.log.Info("this replica takes its share of the fleet's clusters once it has listed the group's Leases, and not sooner than settle after its start: replicas started within a RetryPeriod of it are counted first, so that each cluster moves once",
-		"settle", core.settle)
+		"settle", core.settle, "namespace", s.cfg.Namespace, "lease", s.lease)
 	s.running.Go(func() { s.loop(ctx, core) })
 	s.running.Go(func() { s.watchLeases(ctx) })
 }
@@ -345,7 +345,7 @@ func (s *sharding) logNotes(notes []shardNote) {
 			s.metrics.moves.WithLabelValues("out", "lease lost").Add(float64(n.n))
 			s.log.Info("gave every cluster up", "clusters", n.n, "why", n.why)
 		case noteRefused:
-			s.log.Error(nil, "a peer's Lease cannot be read: this replica takes no cluster until it can", "peer", n.peer, "why", n.why)
+			s.log.Error(nil, "a peer's Lease cannot be read: this replica takes no cluster until it can", "lease", n.lease, "peer", n.peer, "why", n.why)
 		case noteListOK:
 			s.log.Info("the hub answers again: the group's Leases are listed")
 		case noteWriteOK:

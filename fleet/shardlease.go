@@ -73,7 +73,7 @@ func inGroup(group, name string) bool {
 // group's name without its view annotation (a person's edit) is
 // unreadable: it may claim any cluster.
 func (s *sharding) record(l *coordinationv1.Lease) (leaseRecord, bool) {
-	if l.Name == s.lease || !inGroup(s.cfg.Group, l.Name) {
+	if l.Name == s.lease || !inGroup(s.cfg.Group, l.Name) || !s.marksOf(l) {
 		return leaseRecord{}, false
 	}
 	encoded, annotated := l.Annotations[viewAnnotation]
@@ -95,6 +95,22 @@ func (s *sharding) record(l *coordinationv1.Lease) (leaseRecord, bool) {
 		r.duration = time.Duration(sec) * time.Second
 	}
 	return r, true
+}
+
+// marksOf tells whether a replica of this package wrote l: it carries
+// the finalizer, the group's label or one of the package's annotations. A
+// Lease of a group's name with none of them is another tool's: neither
+// counted nor ever deleted.
+func (s *sharding) marksOf(l *coordinationv1.Lease) bool {
+	if slices.Contains(l.Finalizers, leaseFinalizer) || l.Labels[groupLabel] == s.cfg.Group {
+		return true
+	}
+	for k := range l.Annotations {
+		if strings.HasPrefix(k, "fleet.authvault.dev/") {
+			return true
+		}
+	}
+	return false
 }
 
 // list lists the Leases of Namespace from the hub, not from a cache: a
@@ -126,6 +142,9 @@ func (s *sharding) write(ctx context.Context, content leaseContent, timeout time
 	}
 	s.mine = l
 	res.ok, res.uid, res.marked = true, string(l.UID), l.DeletionTimestamp != nil
+	if res.marked {
+		res.heldBy = slices.DeleteFunc(slices.Clone(l.Finalizers), func(f string) bool { return f == leaseFinalizer })
+	}
 	if content.free {
 		// Gone, unless another finalizer holds it: then it stays marked.
 		res.marked = l.DeletionTimestamp != nil && len(l.Finalizers) > 0
@@ -296,7 +315,11 @@ func (s *sharding) letGoOf(ctx context.Context, l *coordinationv1.Lease) error {
 func (s *sharding) watchLeases(ctx context.Context) {
 	known := map[string]string{}
 	for ctx.Err() == nil {
-		w, err := s.leases.Watch(ctx, metav1.ListOptions{})
+		// The group's label narrows the watch to its Leases (a namespace
+		// may hold many others'): the watch only wakes the loop, whose
+		// lists find the group's Leases by name, a relabelled one too (it
+		// leaves the watch as a deletion, which wakes the loop).
+		w, err := s.leases.Watch(ctx, metav1.ListOptions{LabelSelector: groupLabel + "=" + s.cfg.Group})
 		if err == nil {
 			for ev := range w.ResultChan() {
 				l, ok := ev.Object.(*coordinationv1.Lease)

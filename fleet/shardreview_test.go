@@ -307,7 +307,7 @@ func TestShardsRecordOfGarbageNeverPanics(t *testing.T) {
 		{map[string]string{viewAnnotation: `[]`, durationAnnotation: "-5s"}, true},
 		{map[string]string{viewAnnotation: `[]`, durationAnnotation: "99999999999h"}, true},
 		{map[string]string{viewAnnotation: "\xff\xfe"}, false},
-		{nil, false}, // its view taken off by hand: it may claim anything
+		{map[string]string{incarnationAnnotation: "x"}, false}, // its view taken off by hand: it may claim anything
 	} {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName("g", "x"), Annotations: tc.ann}}
 		r, ok := s.record(l)

@@ -183,28 +183,26 @@
 // from the hub, or killed, keeps its Lease (marked or not) until its peers
 // have seen it unchanged for its LeaseDuration: then they take its
 // clusters, take the finalizer off and delete the Lease, at the version
-// they saw. So a Lease leaves the hub
-// only once no replica holds a cluster by it, and a replica that starts
-// sees, in its first list, every replica that may hold a cluster: it
-// claims its share at once, and takes it RetryPeriod and a quarter after
-// it started (the replicas started within a RetryPeriod of it, as in a
-// Deployment's first rollout, are counted first, so that each cluster
-// moves once), 2.5 s and a few requests with the defaults. It logs, at
-// INFO, when its share is still claimed by a peer, which, and why. A
-// replica whose lists fail for a while takes again at its first list
-// once they answer.
+// they saw. So a Lease leaves the hub only once no replica holds a cluster
+// by it, and a replica that starts sees, in its first list, every replica
+// that may hold a cluster: it claims its share at once, and takes it
+// RetryPeriod and a quarter after it started (the replicas started within a
+// RetryPeriod of it, as in a Deployment's first rollout, are counted first,
+// so that each cluster moves once), 2.5 s and a few requests with the
+// defaults. It logs, at INFO, when its share is still claimed by a peer,
+// which, and why. A replica whose lists fail for a while takes again at its
+// first list once they answer.
 //
 // The replicas find the group's Leases by name (the group, a dash and
 // sixteen hex digits of a hash of the identity, as the start line says),
 // not by their label, so relabelling one hides nothing; one whose view
 // annotation a person took off may claim any cluster: no new take happens
 // until its holder writes it again, or, if the holder is gone, until it
-// expires. A Lease of such a name with no label, annotation or finalizer
-// of this package's is another tool's: ignored, never deleted. Give the
-// Leases a namespace with few others: each replica lists that namespace's
-// Leases every RetryPeriod. What a
-// person can still do to break it: take the finalizer off a Lease by hand
-// (kubectl patch lease … --type=json -p
+// expires. A Lease of such a name with no label, annotation or finalizer of
+// this package's is another tool's: ignored, never deleted. Give the Leases
+// a namespace with few others: each replica lists that namespace's Leases
+// every RetryPeriod. What a person can still do to break it: take the
+// finalizer off a Lease by hand (kubectl patch lease … --type=json -p
 // '[{"op":"remove","path":"/metadata/finalizers"}]'). A replica cut from
 // the hub then keeps its clusters until its RenewDeadline while its peers
 // take them at once: two owners for up to RenewDeadline; one that reaches
@@ -215,18 +213,17 @@
 // by a release before the finalizer (rules 2) is one a delete removes at
 // once: a replica of this release stands by while one of those runs
 // (below), and waits out the duration of such a Lease gone from a list;
-// rolled back to such a release, a replica deletes an expired Lease of
-// this one only as far as marking it, and it stays until a replica of
-// this release runs or a person takes the finalizer off.
+// rolled back to such a release, a replica deletes an expired Lease of this
+// one only as far as marking it, and it stays until a replica of this
+// release runs or a person takes the finalizer off.
 //
-// When the last replica of a group is gone for good (every pod killed),
-// its Leases keep their finalizers: they hold up
-// the deletion of Namespace until a replica of the group starts again (it
-// takes the finalizer off each once it has expired), which cannot happen
-// when the replicas run in that namespace, or until a person takes the
-// finalizers off (docs/fleet.md has the command). Delete the Deployment
-// first and wait for its pods to go: a clean stop deletes its Lease, and
-// then the namespace goes.
+// When the last replica of a group is gone for good (every pod killed), its
+// Leases keep their finalizers: they hold up the deletion of Namespace
+// until a replica of the group starts again (it takes the finalizer off
+// each once it has expired), which cannot happen when the replicas run in
+// that namespace, or until a person takes the finalizers off (docs/fleet.md
+// has the command). Delete the Deployment first and wait for its pods to
+// go: a clean stop deletes its Lease, and then the namespace goes.
 //
 // What this rests on is one budget, LeaseDuration − RenewDeadline (5 s by
 // default), spent once. A quarter of it is the timeout of every Lease

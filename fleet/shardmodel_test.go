@@ -88,9 +88,10 @@ type modelLease struct {
 	content      leaseContent
 	duration     time.Duration
 	rules        int
-	releasedFlag bool // marked released by a peer that takes its finalizer off
-	finalizer    bool // the package's finalizer is on it
-	marked       bool // deleted while it had the finalizer
+	releasedFlag bool          // marked released by a peer that takes its finalizer off
+	finalizer    bool          // the package's finalizer is on it
+	writer       *modelReplica // the process that last wrote it (its incarnation)
+	marked       bool          // deleted while it had the finalizer
 }
 
 type modelEvent struct {
@@ -340,8 +341,8 @@ func (m *shardModel) release(r *modelReplica) {
 	r.dead, r.closed = true, true
 	name := leaseName("g", r.id)
 	var rv int
-	m.request(r, func() { // marked released, the finalizer off
-		if l := m.hub[name]; l != nil && l.holder == r.id {
+	m.request(r, func() { // marked released, the finalizer off: only the Lease this process wrote last (its incarnation)
+		if l := m.hub[name]; l != nil && l.writer == r {
 			m.rv++
 			l.rv, l.content, l.finalizer = m.rv, leaseContent{standby: true, free: true}, false
 			rv = l.rv
@@ -570,6 +571,7 @@ func (m *shardModel) write(r *modelReplica, content leaseContent) {
 		m.rv++
 		cur.rv, cur.content, cur.duration, cur.rules = m.rv, content, r.cfg.LeaseDuration, r.core.rules
 		cur.releasedFlag = false // the writer's content says whether it is released
+		cur.writer = r
 		switch {
 		case content.free:
 			cur.finalizer = false

@@ -12,8 +12,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 
 	"github.com/authvault/authvault/testkit/testlog"
 )
@@ -29,20 +27,8 @@ func review58Fleet(t *testing.T, hub *leaseHub, identity string, d Shards, buf *
 
 func review58FleetOn(t *testing.T, leases coordinationv1client.LeaseInterface, identity string, d Shards, buf *testlog.Buffer, alive *sync.Map, adds *atomic.Int32) *Fleet {
 	t.Helper()
-	f := New(Options{Logger: buf.Logger(0), OnAdd: func(ctx context.Context, m *Member) {
-		adds.Add(1)
-		n, _ := alive.LoadOrStore(m.Name(), new(atomic.Int32))
-		n.(*atomic.Int32).Add(1)
-		context.AfterFunc(ctx, func() { n.(*atomic.Int32).Add(-1) })
-	}})
-	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
-		RetryPeriod: d.RetryPeriod, RenewDeadline: d.RenewDeadline, LeaseDuration: d.LeaseDuration}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.shards = newSharding(f, cfg, leases, clock.RealClock{})
-	f.shards.start()
-	t.Cleanup(f.Close)
+	f := New(Options{Logger: buf.Logger(0), OnAdd: countAlive(alive, func(context.Context, *Member) { adds.Add(1) })})
+	shardOnWith(t, f, leases, identity, d)
 	return f
 }
 

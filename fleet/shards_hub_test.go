@@ -184,32 +184,36 @@ var hubDurations = Shards{RetryPeriod: 50 * time.Millisecond, RenewDeadline: 300
 // onRemove as the fleet's OnRemove.
 func shardedWith(t *testing.T, c *hubClient, identity string, alive *sync.Map, durations Shards, onRemove func(*Member), also ...func(context.Context, *Member)) *Fleet {
 	t.Helper()
-	f := New(Options{OnAdd: func(ctx context.Context, m *Member) {
+	f := New(Options{OnAdd: countAlive(alive, also...), OnRemove: onRemove})
+	shardOnWith(t, f, c, identity, durations)
+	return f
+}
+
+// countAlive is an OnAdd that counts, per cluster in alive, the contexts
+// not yet ended, then calls also.
+func countAlive(alive *sync.Map, also ...func(context.Context, *Member)) func(context.Context, *Member) {
+	return func(ctx context.Context, m *Member) {
 		n, _ := alive.LoadOrStore(m.Name(), new(atomic.Int32))
 		n.(*atomic.Int32).Add(1)
 		context.AfterFunc(ctx, func() { n.(*atomic.Int32).Add(-1) })
 		for _, g := range also {
 			g(ctx, m)
 		}
-	}, OnRemove: onRemove})
-	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
-		RetryPeriod: durations.RetryPeriod, RenewDeadline: durations.RenewDeadline, LeaseDuration: durations.LeaseDuration}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
 	}
-	s := newSharding(f, cfg, c, clock.RealClock{})
-	f.shards = s
-	s.start()
-	t.Cleanup(f.Close)
-	return f
 }
 
 // shardOn shards f through leases as identity, with the hub tests'
 // durations, until the test ends.
 func shardOn(t *testing.T, f *Fleet, leases coordinationv1client.LeaseInterface, identity string) {
 	t.Helper()
+	shardOnWith(t, f, leases, identity, hubDurations)
+}
+
+// shardOnWith is shardOn with the durations of durations.
+func shardOnWith(t *testing.T, f *Fleet, leases coordinationv1client.LeaseInterface, identity string, durations Shards) {
+	t.Helper()
 	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
-		RetryPeriod: hubDurations.RetryPeriod, RenewDeadline: hubDurations.RenewDeadline, LeaseDuration: hubDurations.LeaseDuration}.withDefaults()
+		RetryPeriod: durations.RetryPeriod, RenewDeadline: durations.RenewDeadline, LeaseDuration: durations.LeaseDuration}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,21 +69,31 @@ type proc struct {
 	done  chan struct{}
 }
 
-func bench(bf benchFlags) (*results, error) {
+// startRun starts the hub (an embedded API server) for a bench of bf;
+// stop stops its replicas, then the hub.
+func startRun(bf benchFlags) (r *run, stop func(), err error) {
 	if err := os.MkdirAll(bf.dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hub, err := testcluster.Start()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer hub.Stop()
 	admin, err := kubernetes.NewForConfig(hub.Admin)
+	if err != nil {
+		hub.Stop()
+		return nil, nil, err
+	}
+	r = &run{flags: bf, hub: hub, admin: admin, procs: map[string]*proc{}}
+	return r, func() { r.stopAll(); hub.Stop() }, nil
+}
+
+func bench(bf benchFlags) (*results, error) {
+	r, stop, err := startRun(bf)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{flags: bf, hub: hub, admin: admin, procs: map[string]*proc{}}
-	defer r.stopAll()
+	defer stop()
 	ctx := context.Background()
 	res := &results{flags: bf}
 

@@ -26,6 +26,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -36,6 +37,25 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
+
+// figures are a bench's results.
+type figures interface {
+	print(w io.Writer)
+	missed() error
+}
+
+// report prints res when there are figures (ok), and returns the bench's
+// error, or else the goals res misses.
+func report(out io.Writer, res figures, ok bool, err error) error {
+	if !ok {
+		return err
+	}
+	res.print(out)
+	if err != nil {
+		return err
+	}
+	return res.missed()
+}
 
 func main() { os.Exit(command(os.Args[1:], os.Stdout)) }
 
@@ -71,31 +91,15 @@ func command(args []string, out io.Writer) int {
 	case *isReplica:
 		err = replica(rf, out)
 	case *scale:
-		if bf.clusters == 0 {
-			bf.clusters = 10000
-		}
 		bf.shards = rf
-		var res *scaleResults
-		res, err = scaleBench(bf)
-		if res != nil {
-			res.print(out)
-			if err == nil {
-				err = res.missed()
-			}
-		}
+		bf.clusters = cmp.Or(bf.clusters, 10000)
+		res, benchErr := scaleBench(bf)
+		err = report(out, res, res != nil, benchErr)
 	default:
-		if bf.clusters == 0 {
-			bf.clusters = 1000
-		}
 		bf.shards = rf
-		var res *results
-		res, err = bench(bf)
-		if res != nil {
-			res.print(out)
-			if err == nil {
-				err = res.missed()
-			}
-		}
+		bf.clusters = cmp.Or(bf.clusters, 1000)
+		res, benchErr := bench(bf)
+		err = report(out, res, res != nil, benchErr)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shardbench:", err)

@@ -5,12 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/authvault/authvault/testkit/testcluster"
 )
 
 // scaleResults are the scale bench's figures: the clusters of Rancher and
@@ -32,21 +27,12 @@ type scaleResults struct {
 // owned and what a replica holds of the clusters it does not own, then
 // stops all but one and measures that one owning every cluster.
 func scaleBench(bf benchFlags) (*scaleResults, error) {
-	if err := os.MkdirAll(bf.dir, 0o755); err != nil {
-		return nil, err
-	}
-	hub, err := testcluster.Start()
-	if err != nil {
-		return nil, err
-	}
-	defer hub.Stop()
-	admin, err := kubernetes.NewForConfig(hub.Admin)
-	if err != nil {
-		return nil, err
-	}
 	bf.shards.connect = false
-	r := &run{flags: bf, hub: hub, admin: admin, procs: map[string]*proc{}}
-	defer r.stopAll()
+	r, stop, err := startRun(bf)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 	ctx := context.Background()
 	res := &scaleResults{flags: bf}
 	r.leases = r.namespace(ctx, "leases")

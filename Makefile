@@ -274,10 +274,10 @@ bench-shards:
 # The shards' model test for long: make test runs 30 random schedules of
 # it under -race; this runs MODEL_SHARDS (20,000: about fifteen minutes on
 # two cores) without, and prints its steps per second. A failure names its
-# seed: go test -run TestShardModel ./fleet -shardmodel.seed=N -v.
+# seed: go test -run TestShardModel ./fleet/internal/shard -shardmodel.seed=N -v.
 MODEL_SHARDS ?= 20000
 model-shards:
-	$(GO) test -count=1 -timeout 60m -run 'TestShardModel$$' -v ./fleet -shardmodel.runs=$(MODEL_SHARDS)
+	$(GO) test -count=1 -timeout 60m -run 'TestShardModel$$' -v ./fleet/internal/shard -shardmodel.runs=$(MODEL_SHARDS)
 
 # A short fuzzing pass over every parser (the cloud modules' too: a
 # kubeconfig's exec arguments and environment, read by their native

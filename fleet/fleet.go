@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
+	"github.com/authvault/authvault/fleet/internal/shard"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/vault"
 )
@@ -89,7 +90,7 @@ type Options struct {
 // use.
 type Fleet struct {
 	opts   Options
-	shards *sharding // nil without Options.Shards: this process owns every cluster
+	shards *shard.Driver // nil without Options.Shards: this process owns every cluster
 
 	mu       sync.Mutex // guards clusters, closed, seats, and each seat's member
 	clusters map[string]*seat
@@ -105,7 +106,7 @@ type Fleet struct {
 func New(opts Options) *Fleet {
 	f := &Fleet{opts: opts, clusters: map[string]*seat{}}
 	if opts.Shards != nil {
-		f.shards = startSharding(f, *opts.Shards)
+		f.shards = startShards(f, *opts.Shards)
 	}
 	return f
 }
@@ -169,7 +170,7 @@ func (f *Fleet) add(name, source string, h login.Handler, opts []login.Option) (
 	if f.shards == nil {
 		s.member = f.newMemberLocked(s)
 	} else {
-		f.shards.seatAdded(s) // its owner takes it
+		f.shards.SeatAdded(s.name, s.serial) // its owner takes it
 	}
 	return s, nil
 }
@@ -279,7 +280,7 @@ func (f *Fleet) detach(s *seat, reason string) (*Member, bool) {
 func (f *Fleet) detachLocked(s *seat, cause error) *Member {
 	delete(f.clusters, s.name)
 	if f.shards != nil {
-		f.shards.seatGone(s)
+		f.shards.SeatGone(s.name, s.serial)
 	}
 	return s.dropMemberLocked(cause)
 }
@@ -306,9 +307,9 @@ func (f *Fleet) retire(m *Member, closing *sync.WaitGroup) {
 		// As when a cluster moves: its vault closes beside OnRemove, so
 		// that its logins stop now, whatever OnRemove waits for.
 		var closed sync.WaitGroup
-		closed.Go(func() { m.vault.Close(); f.shards.stopped(m) })
+		closed.Go(func() { m.vault.Close(); f.shards.Stopped(m.name, m.gen) })
 		f.tellRemove(m)
-		f.shards.removed(m)
+		f.shards.Removed(m.name, m.gen)
 		if closing != nil {
 			closing.Go(closed.Wait)
 		} else {
@@ -369,11 +370,11 @@ func (f *Fleet) Close() {
 		}
 	}
 	if f.shards != nil {
-		// Under mu: a concurrent Close that found no member, and runs
-		// leave, waits for these vaults in running whatever closeWait
-		// says (and running's counter is not zero: the loop is in it).
+		// Under mu: a concurrent Close that found no member, and
+		// releases the Lease, waits for these vaults whatever the
+		// driver's own wait says, as for everything its Go runs.
 		for _, m := range members {
-			f.shards.running.Go(func() { m.vault.Close(); f.shards.stopped(m) })
+			f.shards.Go(func() { m.vault.Close(); f.shards.Stopped(m.name, m.gen) })
 		}
 	}
 	f.mu.Unlock()
@@ -394,9 +395,9 @@ func (f *Fleet) Close() {
 	// OnRemove must not hold the whole share up until the Lease expires.
 	var onRemoves sync.WaitGroup
 	for _, m := range members {
-		onRemoves.Go(func() { f.tellRemove(m); f.shards.removed(m) })
+		onRemoves.Go(func() { f.tellRemove(m); f.shards.Removed(m.name, m.gen) })
 	}
-	f.shards.close(&onRemoves)
+	f.shards.Close(&onRemoves)
 }
 
 // member returns the named cluster's member: ErrClosed, ErrUnknownCluster,
@@ -411,8 +412,11 @@ func (f *Fleet) member(name string) (*Member, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownCluster, name)
 	}
-	if s.member == nil {
-		return nil, f.shards.notOwnedLocked(name)
+	switch {
+	case s.member != nil:
+		return s.member, nil
+	case f.shards == nil: // not reached: without shards a seat has its member until it leaves
+		return nil, fmt.Errorf("%w: %q", ErrUnknownCluster, name)
 	}
-	return s.member, nil
+	return nil, f.shards.NotOwned(name)
 }

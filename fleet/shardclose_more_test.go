@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/authvault/authvault/fleet/internal/shard"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testwait"
 )
@@ -22,8 +23,8 @@ import (
 func released(hub *leaseHub, identity string) bool {
 	hub.mu.Lock()
 	defer hub.mu.Unlock()
-	l := hub.leases[leaseName("g", identity)]
-	return l == nil || l.Annotations[releasedAnnotation] == "true"
+	l := hub.leases[shard.LeaseName("g", identity)]
+	return l == nil || l.Annotations["fleet.authvault.dev/released"] == "true"
 }
 
 // Close's own members' vaults now close in s.running, beside the
@@ -35,7 +36,7 @@ func TestShardsCloseReleasesOnlyOnceItsOwnVaultsHaveClosed(t *testing.T) {
 	names := clusterNames(20)
 	var x string
 	for _, n := range names {
-		if ownerOf([]string{"a", "b"}, n) == "a" {
+		if shard.OwnerOf([]string{"a", "b"}, n) == "a" {
 			x = n
 			break
 		}
@@ -144,7 +145,7 @@ func TestShardsCloseReleasesWhileAMovedAwayOnRemoveHangs(t *testing.T) {
 // two Closes at once. The one that found no member runs leave; the
 // one that detached the members is held up (here by its Logger, between
 // releasing the fleet's mu and starting the vaults' Close) for longer than
-// closeWait. leave then releases the Lease while x's vault is open: not
+// shard.CloseWait. leave then releases the Lease while x's vault is open: not
 // even closing. A vault of this replica's logs in after its release.
 func TestShardsConcurrentCloseReleasesBeforeTheOtherClosesVaults(t *testing.T) {
 	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
@@ -153,7 +154,7 @@ func TestShardsConcurrentCloseReleasesBeforeTheOtherClosesVaults(t *testing.T) {
 	stalling := make(chan struct{})
 	sink := funcr.New(func(prefix, args string) {
 		if strings.Contains(args, "cluster left the fleet") {
-			stall.Do(func() { close(stalling); time.Sleep(closeWait + time.Second) })
+			stall.Do(func() { close(stalling); time.Sleep(shard.CloseWait + time.Second) })
 		}
 	}, funcr.Options{})
 	var mem atomic.Pointer[Member]
@@ -169,7 +170,7 @@ func TestShardsConcurrentCloseReleasesBeforeTheOtherClosesVaults(t *testing.T) {
 	m := mem.Load()
 	go f.Close() // detaches x, then stalls in its log line
 	<-stalling
-	f.Close() // finds no member: runs leave, returns after closeWait
+	f.Close() // finds no member: runs leave, returns after shard.CloseWait
 	if !released(hub, "a") {
 		t.Fatal("the second Close returned with the Lease not released")
 	}
@@ -187,7 +188,7 @@ func TestShardsConcurrentCloseReleasesBeforeTheOtherClosesVaults(t *testing.T) {
 }
 
 // Close is "safe to call more than once", but each later call
-// waits hookWait again for the same hung hook of the loop's (an OnAdd
+// waits shard.HookWait again for the same hung hook of the loop's (an OnAdd
 // here; an OnRemove of a cluster that moved away alike): defer f.Close()
 // beside a manager's runnable that closes it too makes shutdown 5 s
 // longer per call.
@@ -203,10 +204,10 @@ func TestShardsSecondCloseDoesNotWaitForHungHooksAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, "a's OnAdd of ns/x", added.Load)
-	a.Close() // returns after hookWait
+	a.Close() // returns after shard.HookWait
 	start := time.Now()
 	a.Close()
-	if d := time.Since(start); d >= hookWait {
+	if d := time.Since(start); d >= shard.HookWait {
 		t.Errorf("the second Close took %v: it waited for the hung OnAdd again", d)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/authvault/authvault/fleet/internal/shard"
 	"github.com/authvault/authvault/testkit/testwait"
 )
 
@@ -69,7 +70,7 @@ func TestShardsCloseHandsOverWhileOnRemoveHangs(t *testing.T) {
 	// Each its share, as rendezvous hashing places them.
 	shares := map[string][]string{}
 	for _, n := range names {
-		shares[ownerOf([]string{"a", "b"}, n)] = append(shares[ownerOf([]string{"a", "b"}, n)], n)
+		shares[shard.OwnerOf([]string{"a", "b"}, n)] = append(shares[shard.OwnerOf([]string{"a", "b"}, n)], n)
 	}
 	for id, f := range map[string]*Fleet{"a": a, "b": b} {
 		if _, left := ownedBy(f, &alive, shares[id]); len(left) > 0 {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
+	"github.com/authvault/authvault/fleet/internal/shard"
 	"github.com/authvault/authvault/testkit/testlog"
 )
 
@@ -69,7 +70,7 @@ func TestShardsReview58CloseRightAfterTheLeaseIsMarkedLetsItGo(t *testing.T) {
 	if _, orphans := watchOwners(&alive, names, 2*time.Second); len(orphans) > 0 {
 		t.Fatalf("orphans before: %v", orphans)
 	}
-	name := leaseName("g", "a")
+	name := shard.LeaseName("g", "a")
 	// Right after a renewal: the next is a RetryPeriod away.
 	rv := hub.get(name).ResourceVersion
 	deadline := time.Now().Add(2 * time.Second)
@@ -82,7 +83,7 @@ func TestShardsReview58CloseRightAfterTheLeaseIsMarkedLetsItGo(t *testing.T) {
 	f.Close() // the pod's SIGTERM
 	if l := hub.get(name); l != nil {
 		t.Errorf("after Close, the replica's Lease is still on the hub: marked %v, finalizers %v, released %q\nlog:\n%s",
-			l.DeletionTimestamp != nil, l.Finalizers, l.Annotations[releasedAnnotation], buf.String())
+			l.DeletionTimestamp != nil, l.Finalizers, l.Annotations["fleet.authvault.dev/released"], buf.String())
 	}
 }
 
@@ -116,7 +117,7 @@ func TestShardsReview58MarkedLeaseHeldByAnotherFinalizerDoesNotSpin(t *testing.T
 	if most, orphans := watchOwners(&alive, names, 1500*time.Millisecond); most > 1 || len(orphans) > 0 {
 		t.Fatalf("before: most owners %d, orphans %v", most, orphans)
 	}
-	name := leaseName("g", "a")
+	name := shard.LeaseName("g", "a")
 	hub.mu.Lock()
 	l := hub.leases[name]
 	l.Finalizers = append(l.Finalizers, "foregroundDeletion")
@@ -160,7 +161,7 @@ func TestShardsReview58DeletedLeaseIsNoRenewalError(t *testing.T) {
 	if _, orphans := watchOwners(&alive, names, time.Second); len(orphans) > 0 {
 		t.Fatalf("orphans before: %v", orphans)
 	}
-	if err := (&hubClient{hub: hub}).Delete(context.Background(), leaseName("g", "a"), metav1.DeleteOptions{}); err != nil {
+	if err := (&hubClient{hub: hub}).Delete(context.Background(), shard.LeaseName("g", "a"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
@@ -168,93 +169,6 @@ func TestShardsReview58DeletedLeaseIsNoRenewalError(t *testing.T) {
 		if strings.Contains(line, "cannot renew this replica's Lease") || strings.Contains(line, "the hub answers again") {
 			t.Errorf("a Lease deleted by kubectl logged: %s", line)
 		}
-	}
-}
-
-// R58-4. The write that takes the finalizer off a marked Lease lands but
-// its answer is lost (a timeout). The next write finds no Lease, creates
-// one, and the core, seeing a new UID, "fences": it logs at INFO that its
-// Lease "was replaced under it: its peers may take its clusters", though
-// it had let that Lease go itself and held nothing.
-func TestShardCoreReview58LostAnswerToTheFreeWriteIsNoFence(t *testing.T) {
-	sh := shortShards
-	sh.Identity = "a"
-	c := newShardCore(sh)
-	c.seatAdded("ns/c00", 1)
-	now := modelEpoch
-	ms := time.Millisecond
-	var fenced []string
-	// step runs the core at now, answers its write with answer and its
-	// list with no peer, each 1 ms later, and steps again.
-	step := func(answer func(leaseContent) writeResult) {
-		var e shardEffects
-		c.step(now, &e)
-		for len(e.drops) > 0 { // vaults close at once
-			for _, d := range e.drops {
-				c.stopped(d.name, d.gen)
-				c.removed(d.name, d.gen)
-			}
-			e.drops = nil
-		}
-		write, list := e.write, e.list
-		for _, n := range e.notes {
-			if n.kind == noteFenced {
-				fenced = append(fenced, n.why)
-			}
-		}
-		now = now.Add(ms)
-		var e2 shardEffects
-		if write != nil {
-			r := answer(*write)
-			r.start, r.end = now.Add(-ms), now
-			c.wrote(*write, r, &e2)
-		}
-		if list {
-			c.listed(now.Add(-ms), now, nil, &e2)
-		}
-		for _, n := range e2.notes {
-			if n.kind == noteFenced {
-				fenced = append(fenced, n.why)
-			}
-		}
-	}
-	ok := func(uid string, marked bool) func(leaseContent) writeResult {
-		return func(leaseContent) writeResult { return writeResult{ok: true, uid: uid, marked: marked} }
-	}
-	// Start and take.
-	for range 40 {
-		step(ok("u1", false))
-		now = now.Add(sh.RetryPeriod / 4)
-	}
-	if len(c.owned) != 1 {
-		t.Fatalf("a owns %v, want ns/c00", c.owned)
-	}
-	// Deleted: the next renewals find the Lease marked; a stands by.
-	for range 20 {
-		done := false
-		step(func(w leaseContent) writeResult {
-			if w.free {
-				done = true
-				return writeResult{} // landed; its answer lost
-			}
-			return writeResult{ok: true, uid: "u1", marked: true}
-		})
-		now = now.Add(sh.RetryPeriod / 4)
-		if done {
-			break
-		}
-	}
-	if len(c.owned) != 0 {
-		t.Fatalf("a still owns %v with its Lease marked", c.owned)
-	}
-	// The Lease went with that write: the next write creates one.
-	fenced = nil
-	for range 20 {
-		step(ok("u2", false))
-		now = now.Add(sh.RetryPeriod / 4)
-	}
-	for _, why := range fenced {
-		t.Errorf("a fenced, holding nothing, after letting its own marked Lease go: %q", why)
 	}
 }
 
@@ -357,9 +271,9 @@ func TestShardsReview58RelabelledLeaseGivesNoSecondOwner(t *testing.T) {
 		t.Fatalf("before: most owners %d, orphans %v", most, orphans)
 	}
 	hub.mu.Lock()
-	l := hub.leases[leaseName("g", "a")]
-	l.Labels[groupLabel] = "g-old" // kubectl label lease … fleet.authvault.dev/group=g-old --overwrite
-	delete(l.Annotations, viewAnnotation)
+	l := hub.leases[shard.LeaseName("g", "a")]
+	l.Labels["fleet.authvault.dev/group"] = "g-old" // kubectl label lease … fleet.authvault.dev/group=g-old --overwrite
+	delete(l.Annotations, "fleet.authvault.dev/view")
 	hub.rv++
 	l.ResourceVersion = strconv.Itoa(hub.rv)
 	ca.down.Store(true) // and a cannot write it back: it holds its clusters until its fence

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/authvault/authvault/fleet/internal/shard"
 	"github.com/authvault/authvault/testkit/testlog"
 )
 
@@ -55,10 +56,7 @@ func otherToolsLease(name string) *coordinationv1.Lease {
 // duration, the replicas delete it (another tool's object). The ERROR
 // line names its holder, not the Lease a person should look at.
 func TestShardsReview58bForeignLeaseOfAGroupName(t *testing.T) {
-	const name = "g-0123456789abcdef"
-	if !inGroup("g", name) {
-		t.Fatal("the test's name is not of the group's form")
-	}
+	const name = "g-0123456789abcdef" // of the group's form: shard's TestLeaseNamesAreValidWhateverTheIdentity
 	t.Run("renewed by its tool", func(t *testing.T) {
 		hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
 		other := &hubClient{hub: hub}
@@ -143,7 +141,7 @@ func TestShardsReview58bStandbyOnAForeignFinalizerSaysWhichFinalizer(t *testing.
 	if orphans := ownedWithin(&alive, names, 2*time.Second); len(orphans) > 0 {
 		t.Fatalf("orphans before: %v", orphans)
 	}
-	lease := leaseName("g", "a")
+	lease := shard.LeaseName("g", "a")
 	c := &hubClient{hub: hub}
 	for { // the tool adds its finalizer (a Conflict with a's renewal: again)
 		l, err := c.Get(context.Background(), lease, metav1.GetOptions{})

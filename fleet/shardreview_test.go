@@ -3,8 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,42 +11,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/authvault/authvault/fleet/internal/shard"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testwait"
 )
-
-func coreOf(id string) *shardCore {
-	cfg := Shards{Identity: id, LeaseDuration: time.Second, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
-	return newShardCore(cfg)
-}
-
-// A write that fails at once (hub refuses: RBAC, webhook, a duplicate
-// identity's Lease found by the Get) must be retried after RetryPeriod,
-// not at once: the log line says "retrying every RetryPeriod".
-func TestShardCoreRetriesAFailedWriteAfterRetryPeriod(t *testing.T) {
-	c := coreOf("a")
-	now := modelEpoch
-	var e shardEffects
-	c.step(now, &e)
-	if e.write == nil {
-		t.Fatal("first step wrote nothing")
-	}
-	writes := 1
-	for i := range 50 {
-		at := now.Add(time.Duration(i+1) * time.Millisecond) // each failure answers within 1 ms
-		content := *e.write
-		e = shardEffects{}
-		c.wrote(content, writeResult{start: at.Add(-time.Millisecond), end: at}, &e)
-		c.step(at, &e)
-		if e.write == nil {
-			break
-		}
-		writes++
-	}
-	if writes > 2 {
-		t.Errorf("%d writes within 50 ms after writes that fail at once (RetryPeriod 100 ms): a busy loop against the hub", writes)
-	}
-}
 
 // countingHub counts the writes' requests (Get, Create, Update).
 type countingHub struct {
@@ -131,13 +97,13 @@ func TestShardsRemoveAndAddDuringATakeLeaveNoMemberTheFenceMisses(t *testing.T) 
 	a.seats++
 	first := &seat{name: x, serial: a.seats, source: addSource, handler: never}
 	a.clusters[x] = first
-	a.shards.seatAdded(first)          // what Add does under the lock
-	time.Sleep(100 * time.Millisecond) // the loop has stepped (take x) and waits on a.mu in members()
+	a.shards.SeatAdded(first.name, first.serial) // what Add does under the lock
+	time.Sleep(100 * time.Millisecond)           // the loop has stepped (take x) and waits on a.mu in members()
 	a.detachLocked(first, &leftError{name: x, reason: "removed with Fleet.Remove"})
 	a.seats++
 	second := &seat{name: x, serial: a.seats, source: addSource, handler: never} // Add again
 	a.clusters[x] = second
-	a.shards.seatAdded(second)
+	a.shards.SeatAdded(second.name, second.serial)
 	a.mu.Unlock()
 	if _, orphans := watchOwners(&alive, []string{x}, 0); len(orphans) > 0 {
 		t.Fatal("a did not take x")
@@ -168,7 +134,7 @@ func TestShardsCloseReleasesOnlyOnceAConcurrentRemovesVaultHasClosed(t *testing.
 	names := clusterNames(20)
 	var x string
 	for _, n := range names {
-		if ownerOf([]string{"a", "b"}, n) == "a" {
+		if shard.OwnerOf([]string{"a", "b"}, n) == "a" {
 			x = n
 			break
 		}
@@ -235,94 +201,6 @@ func TestShardsCloseReleasesOnlyOnceAConcurrentRemovesVaultHasClosed(t *testing.
 	}
 }
 
-// soloRun drives c alone on a hub that answers every request in 1 ms,
-// from *now for d, the hub holding others (peers' Leases) besides c's own;
-// it returns the clusters c took.
-func soloRun(c *shardCore, now *time.Time, d time.Duration, others func() []leaseRecord) []string {
-	var took []string
-	end := now.Add(d)
-	uid := "uid-a"
-	for now.Before(end) {
-		var e shardEffects
-		c.step(*now, &e)
-		for _, t := range e.takes {
-			took = append(took, t.name)
-		}
-		at := *now
-		*now = now.Add(time.Millisecond)
-		if e.write != nil {
-			var e2 shardEffects
-			c.wrote(*e.write, writeResult{start: at, end: *now, ok: true, uid: uid}, &e2)
-		}
-		if e.list {
-			var e2 shardEffects
-			c.listed(at, *now, others(), &e2)
-		}
-		if e.write == nil && !e.list {
-			*now = now.Add(9 * time.Millisecond)
-		}
-	}
-	return took
-}
-
-// A peer's Lease says its duration, and the core believes any: a Lease
-// with "1000h" in its lease-duration annotation (a misconfigured replica,
-// or garbage), of an older release (no finalizer), released and then
-// deleted, would hold up every take of this replica for 1000 h ("the Lease
-// of replica z is gone from the hub").
-func TestShardCoreBoundsAPeersDuration(t *testing.T) {
-	c := coreOf("a")
-	c.seatAdded("ns/c00", 1)
-	now := modelEpoch
-	bogus := leaseRecord{name: "g-bogus", holder: "z", rv: "1", view: []string{}, readable: true, released: true, rules: coreRules, duration: 1000 * time.Hour}
-	present := true
-	others := func() []leaseRecord {
-		if present {
-			return []leaseRecord{bogus}
-		}
-		return nil
-	}
-	soloRun(c, &now, 100*time.Millisecond, others)
-	present = false // deleted by someone
-	within := maxPeerDuration(c.ld) + c.settle + time.Second
-	took := soloRun(c, &now, within, others)
-	if len(took) == 0 {
-		t.Errorf("alone, with every request answered, this replica took nothing in %v (LeaseDuration 1 s): %s", within, c.cannotTake(now))
-	}
-}
-
-// record never panics on a peer's garbage, and reads it as unreadable.
-func TestShardsRecordOfGarbageNeverPanics(t *testing.T) {
-	s := &sharding{lease: leaseName("g", "self"), cfg: Shards{Group: "g"}}
-	for _, tc := range []struct {
-		ann      map[string]string
-		readable bool
-	}{
-		{map[string]string{viewAnnotation: "{"}, false},
-		{map[string]string{viewAnnotation: `{"a":1}`}, false},
-		{map[string]string{viewAnnotation: `[1,2]`}, false},
-		{map[string]string{viewAnnotation: `null`}, true},
-		{map[string]string{viewAnnotation: `[]`, rulesAnnotation: "x"}, false},
-		{map[string]string{viewAnnotation: `[]`, rulesAnnotation: "-3"}, false},
-		{map[string]string{viewAnnotation: `[]`, durationAnnotation: "-5s"}, true},
-		{map[string]string{viewAnnotation: `[]`, durationAnnotation: "99999999999h"}, true},
-		{map[string]string{viewAnnotation: "\xff\xfe"}, false},
-		{map[string]string{incarnationAnnotation: "x"}, false}, // its view taken off by hand: it may claim anything
-	} {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName("g", "x"), Annotations: tc.ann}}
-		r, ok := s.record(l)
-		if !ok || r.readable != tc.readable || r.duration < 0 {
-			t.Errorf("%q: ok %v readable %v (want %v) duration %v", tc.ann, ok, r.readable, tc.readable, r.duration)
-		}
-	}
-	for _, name := range []string{leaseName("g", "self"), "g-x", leaseName("g-old", "x"), "g-0123456789ABCDEF", "other-0123456789abcdef"} {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{viewAnnotation: "[]"}}}
-		if _, ok := s.record(l); ok {
-			t.Errorf("the Lease %s is read as a peer's of group g", name)
-		}
-	}
-}
-
 type countingLists struct {
 	*hubClient
 	lists atomic.Int64
@@ -349,26 +227,5 @@ func TestShardsFailingListsRetryEveryHalfRetryPeriod(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // past b's LeaseDuration (1 s)
 	if n := c.lists.Load() - before; n > 80 {
 		t.Errorf("%d lists in 1.5 s against a hub that refuses them (RetryPeriod 50 ms: about 60): a busy loop", n)
-	}
-}
-
-// A batch's log line names its clusters, the first ten in order, and counts
-// the others: the line at the default level that says who owns a cluster.
-func TestShardLogLinesNameTheClustersOfABatch(t *testing.T) {
-	members := func(names ...string) []*Member {
-		var ms []*Member
-		for _, n := range names {
-			ms = append(ms, &Member{name: n})
-		}
-		return ms
-	}
-	if got := fmt.Sprint(namedIn(members("ns/b", "ns/a"))); got != "[names [ns/a ns/b]]" {
-		t.Errorf("two clusters: %s", got)
-	}
-	many := clusterNames(12)
-	slices.Reverse(many)
-	got := fmt.Sprint(namedIn(members(many...)))
-	if want := fmt.Sprint([]any{"names", clusterNames(10), "more", 2}); got != want {
-		t.Errorf("twelve clusters: %s, want %s", got, want)
 	}
 }

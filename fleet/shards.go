@@ -6,8 +6,15 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/authvault/authvault/fleet/internal/shard"
+	"github.com/authvault/authvault/redact"
 )
 
 // Shards shares a fleet's clusters among the replicas of one program, on
@@ -51,9 +58,6 @@ const (
 	defaultRetryPeriod   = 2 * time.Second
 )
 
-// minRetryPeriod keeps the loops from spinning.
-const minRetryPeriod = 10 * time.Millisecond
-
 // groupMax leaves room in a Lease's name for the hash of the identity.
 const groupMax = 40
 
@@ -86,23 +90,32 @@ func (sh Shards) withDefaults() (Shards, error) {
 	if sh.RetryPeriod == 0 {
 		sh.RetryPeriod = defaultRetryPeriod
 	}
-	if sh.RetryPeriod < minRetryPeriod || sh.RenewDeadline <= sh.RetryPeriod || sh.LeaseDuration <= sh.RenewDeadline {
-		return sh, fmt.Errorf("fleet: Shards needs %v ≤ RetryPeriod (%v) < RenewDeadline (%v) < LeaseDuration (%v)", minRetryPeriod, sh.RetryPeriod, sh.RenewDeadline, sh.LeaseDuration)
-	}
-	if left := sh.slack(); left < sh.RetryPeriod {
-		return sh, fmt.Errorf("fleet: Shards' budget, LeaseDuration − RenewDeadline (%v), leaves %v for a stall and the stop of a cluster's logins once a Lease request's timeout (a quarter of it) and the clocks' 1%% are spent: at least RetryPeriod (%v) is needed; raise LeaseDuration, or lower RenewDeadline or RetryPeriod", sh.LeaseDuration-sh.RenewDeadline, left, sh.RetryPeriod)
-	}
-	return sh, nil
+	return sh, sh.config(logr.Discard(), nil).Check()
 }
 
-// slack is what the budget, LeaseDuration − RenewDeadline, leaves for a
-// stall of the replica and the stop of its clusters' logins after a fence:
-// the budget less a Lease request's timeout (a quarter of it: a renewal
-// that took longer counts for nothing) and less what the clocks of two
-// replicas may disagree on over the two durations (1%).
-func (sh Shards) slack() time.Duration {
-	budget := sh.LeaseDuration - sh.RenewDeadline
-	return budget - budget/4 - (sh.LeaseDuration+sh.RenewDeadline)/clockShare
+// config is sh, its defaults applied, as the shards' driver takes it.
+func (sh Shards) config(log logr.Logger, reg prometheus.Registerer) shard.Config {
+	return shard.Config{
+		Namespace: sh.Namespace, Group: sh.Group, Identity: sh.Identity,
+		LeaseDuration: sh.LeaseDuration, RenewDeadline: sh.RenewDeadline, RetryPeriod: sh.RetryPeriod,
+		Log: log, Registerer: reg, NotOwned: ErrNotOwned,
+	}
+}
+
+// startShards starts f's part in sh's group: it panics, as New says, when
+// sh is invalid.
+func startShards(f *Fleet, sh Shards) *shard.Driver {
+	sh, err := sh.withDefaults()
+	if err != nil {
+		panic(err)
+	}
+	client, err := coordinationv1client.NewForConfig(sh.Config)
+	if err != nil {
+		panic(fmt.Errorf("fleet: Shards.Config: %w", redact.Error(err)))
+	}
+	d := shard.New(sh.config(f.opts.Logger, f.opts.Registerer), client.Leases(sh.Namespace), shardHost{f}, clock.RealClock{})
+	d.Start()
+	return d
 }
 
 // ErrNotOwned means another replica of the fleet's group owns the cluster,
@@ -110,24 +123,3 @@ func (sh Shards) slack() time.Duration {
 // to another replica or this one loses its Lease, and the error of
 // RESTConfig for a cluster this replica does not own.
 var ErrNotOwned = errors.New("fleet: this replica does not own the cluster")
-
-// notOwnedError says which replica owns a cluster, or why this one gave
-// it up. It is an ErrNotOwned.
-type notOwnedError struct {
-	name, self, owner string
-	why               string // when the cluster left this replica
-}
-
-func (e *notOwnedError) Error() string {
-	switch {
-	case e.why != "":
-		return fmt.Sprintf("fleet: replica %q gave cluster %q up: %s", e.self, e.name, e.why)
-	case e.owner == "":
-		return fmt.Sprintf("fleet: cluster %q is owned by no replica yet (this is %q)", e.name, e.self)
-	case e.owner == e.self:
-		return fmt.Sprintf("fleet: cluster %q is this replica's (%q) once its previous owner has let it go", e.name, e.self)
-	}
-	return fmt.Sprintf("fleet: cluster %q is owned by replica %q, not this one (%q)", e.name, e.owner, e.self)
-}
-
-func (e *notOwnedError) Unwrap() error { return ErrNotOwned }

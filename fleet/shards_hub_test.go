@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/authvault/authvault/fleet/internal/shard"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/testkit/testwait"
@@ -212,13 +213,13 @@ func shardOn(t *testing.T, f *Fleet, leases coordinationv1client.LeaseInterface,
 // shardOnWith is shardOn with the durations of durations.
 func shardOnWith(t *testing.T, f *Fleet, leases coordinationv1client.LeaseInterface, identity string, durations Shards) {
 	t.Helper()
-	cfg, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
+	sh, err := Shards{Config: &rest.Config{}, Namespace: "ns", Group: "g", Identity: identity,
 		RetryPeriod: durations.RetryPeriod, RenewDeadline: durations.RenewDeadline, LeaseDuration: durations.LeaseDuration}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.shards = newSharding(f, cfg, leases, clock.RealClock{})
-	f.shards.start()
+	f.shards = shard.New(sh.config(f.opts.Logger, f.opts.Registerer), leases, shardHost{f}, clock.RealClock{})
+	f.shards.Start()
 	t.Cleanup(f.Close)
 }
 
@@ -317,7 +318,7 @@ func TestShardsDeletedLeaseOfALiveReplicaGivesNoSecondOwner(t *testing.T) {
 		t.Fatalf("before: most owners %d, orphans %v", most, orphans)
 	}
 	ca.down.Store(true) // a keeps its clusters until RenewDeadline
-	if err := (&hubClient{hub: hub}).Delete(context.Background(), leaseName("g", "a"), metav1.DeleteOptions{}); err != nil {
+	if err := (&hubClient{hub: hub}).Delete(context.Background(), shard.LeaseName("g", "a"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if most, _ := watchOwners(&alive, names, time.Second); most > 1 {
@@ -453,7 +454,7 @@ func TestShardsDuplicateIdentityAndDeletedLeaseNeverGiveTwoOwners(t *testing.T) 
 			}
 		}
 		time.Sleep(200 * time.Millisecond) // the second waits on the first's Lease
-		_ = (&hubClient{hub: hub}).Delete(context.Background(), leaseName("g", "same-host"), metav1.DeleteOptions{})
+		_ = (&hubClient{hub: hub}).Delete(context.Background(), shard.LeaseName("g", "same-host"), metav1.DeleteOptions{})
 		if most, _ := watchOwners(&alive, names, time.Second); most > 1 {
 			t.Fatalf("run %d: a cluster had %d owners at once", i, most)
 		}
@@ -538,7 +539,7 @@ func TestShardsSayWhoOwnsWhat(t *testing.T) {
 		defer hub.mu.Unlock()
 		out := map[string]string{}
 		for _, l := range hub.leases {
-			out[l.Labels[replicaLabel]] = l.Labels[clustersLabel]
+			out[l.Labels["fleet.authvault.dev/replica"]] = l.Labels["fleet.authvault.dev/clusters"]
 		}
 		return out
 	}

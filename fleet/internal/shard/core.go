@@ -1,4 +1,4 @@
-package fleet
+package shard
 
 import (
 	"fmt"
@@ -7,14 +7,15 @@ import (
 	"time"
 )
 
-// shardCore is the ownership protocol of a sharded fleet (see "Shards" in
-// the package doc) as a state machine: each event is a method that takes
-// the time it happened at, and step returns what the driver must do (list
-// the Leases, write this replica's, delete a stale one, take clusters,
-// drop clusters with a cause). Like the vault's core it holds no lock,
-// reads no clock, starts no goroutine and never sees the Fleet, so that
-// tests drive it directly on a fake clock (shardcore_test.go and the
-// model test). The driver (sharding) calls it from one goroutine.
+// core is the ownership protocol of a sharded fleet (see "Shards" in
+// the fleet package's doc) as a state machine: each event is a method
+// that takes the time it happened at, and step returns what the driver
+// must do (list the Leases, write this replica's, delete a stale one, take
+// clusters, drop clusters with a cause). Like the vault's core it holds no
+// lock, reads no clock, starts no goroutine and never sees the fleet, so
+// that tests drive it directly on a fake clock (core_test.go,
+// schedule_test.go and the model test). The Driver calls it from one
+// goroutine.
 //
 // What it rests on, event by event:
 //
@@ -50,8 +51,8 @@ import (
 //     takes, and each cluster moves once.
 //   - A replica claims a share (its Lease's view holds it) only when it
 //     can take it: so a peer never waits on a share nobody takes.
-type shardCore struct {
-	// Set by newShardCore, never changed.
+type core struct {
+	// Set by newCore, never changed.
 	self       string
 	rd, ld, rp time.Duration // RenewDeadline, LeaseDuration, RetryPeriod
 	timeout    time.Duration // of each Lease request: budget/4
@@ -142,7 +143,7 @@ func (p *peerLease) claims(name string, rules int) bool {
 	case p.rules != rules:
 		return true // its placement is not ours to compute
 	}
-	return ownerOf(p.view, name) == p.holder
+	return OwnerOf(p.view, name) == p.holder
 }
 
 // member tells whether p's replica is one that shares the clusters: alive,
@@ -166,36 +167,36 @@ type lostFrom struct {
 	since time.Time
 }
 
-// shardEffects are what the driver must do after an event.
-type shardEffects struct {
+// effects are what the driver must do after an event.
+type effects struct {
 	list    bool
 	write   *leaseContent
 	deletes []leaseRecord // stale Leases: delete if still at rv
-	takes   []shardTake
-	drops   []shardDrop
-	notes   []shardNote
+	takes   []taking
+	drops   []giving
+	notes   []note
 	letGo   bool      // closing, and nothing is held: the Lease may be released
 	next    time.Time // when to call tick; zero: no timer
 }
 
-// shardTake is a cluster to take, with its member's number.
-type shardTake struct {
+// taking is a cluster to take, with its member's number.
+type taking struct {
 	name string
 	gen  uint64
 	seat uint64   // the seat's number: a seat of the name added since is not this one
 	lost lostFrom // from "": no one held it before
 }
 
-// shardDrop is a cluster to give up: end its member's context with why.
-type shardDrop struct {
+// giving is a cluster to give up: end its member's context with why.
+type giving struct {
 	name string
 	gen  uint64
 	to   string // its owner now; "" for none
 	why  string
 }
 
-// shardNote is something the driver logs.
-type shardNote struct {
+// note is something the driver logs.
+type note struct {
 	kind  noteKind
 	peer  string
 	lease string
@@ -219,10 +220,6 @@ const (
 	noteWaiting // settled, n clusters of its share are claimed by peer: taken when it lets go (why)
 )
 
-// clockShare is the part of a duration the clocks of two replicas may
-// disagree on while measuring it: 1%.
-const clockShare = 100
-
 // coreRules is the version of the placement rules this code computes
 // claims with: rendezvous hashing over a view that holds a replica while it
 // claims a share. A Lease without it is of rules 1 (before the Lease said).
@@ -234,9 +231,9 @@ const coreRules = 3
 // finalizerRules are the first rules whose Leases carry the finalizer.
 const finalizerRules = 3
 
-func newShardCore(sh Shards) *shardCore {
+func newCore(sh Config) *core {
 	budget := sh.LeaseDuration - sh.RenewDeadline
-	c := &shardCore{
+	c := &core{
 		self: sh.Identity, rd: sh.RenewDeadline, ld: sh.LeaseDuration, rp: sh.RetryPeriod,
 		timeout: budget / 4, rules: coreRules,
 		peers: map[string]*peerLease{}, seats: map[string]uint64{}, owned: map[string]uint64{}, ownedAt: map[string]uint64{},
@@ -249,7 +246,7 @@ func newShardCore(sh Shards) *shardCore {
 
 // listed records a list of the group's Leases that began at start and
 // answered at end: all of them but this replica's own.
-func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardEffects) {
+func (c *core) listed(start, end time.Time, leases []leaseRecord, e *effects) {
 	c.listing = false
 	c.nextList = start.Add(c.rp)
 	if start.Before(c.publishedAt) {
@@ -260,7 +257,7 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 	}
 	if c.listFailed {
 		c.listFailed = false
-		e.notes = append(e.notes, shardNote{kind: noteListOK})
+		e.notes = append(e.notes, note{kind: noteListOK})
 	}
 	c.listedAt, c.listedEnd = start, end
 	seen := make(map[string]bool, len(leases))
@@ -279,7 +276,7 @@ func (c *shardCore) listed(start, end time.Time, leases []leaseRecord, e *shardE
 				c.noteLoss(old, p, old.firstSeen) // it may have let go right after its last version that claimed them
 			}
 			if !r.readable && (old == nil || old.readable) {
-				e.notes = append(e.notes, shardNote{kind: noteRefused, peer: r.holder, lease: r.name, why: "its Lease's view cannot be read: it may hold any cluster, and none is taken meanwhile"})
+				e.notes = append(e.notes, note{kind: noteRefused, peer: r.holder, lease: r.name, why: "its Lease's view cannot be read: it may hold any cluster, and none is taken meanwhile"})
 			}
 			continue
 		}
@@ -327,7 +324,7 @@ func maxPeerDuration(ld time.Duration) time.Duration { return max(4*ld, time.Min
 
 // noteLoss records, for each seat that old claimed and now (nil: nothing)
 // does not, that it may have had no owner since since.
-func (c *shardCore) noteLoss(old, now *peerLease, since time.Time) {
+func (c *core) noteLoss(old, now *peerLease, since time.Time) {
 	if old == nil || old.expired || old.released || !old.readable || old.rules != c.rules || !slices.Contains(old.view, old.holder) {
 		return
 	}
@@ -335,19 +332,19 @@ func (c *shardCore) noteLoss(old, now *peerLease, since time.Time) {
 		return // a renewal: it claims what it claimed
 	}
 	for name := range c.seats {
-		if ownerOf(old.view, name) == old.holder && (now == nil || !now.claims(name, c.rules)) {
+		if OwnerOf(old.view, name) == old.holder && (now == nil || !now.claims(name, c.rules)) {
 			c.lost[name] = lostFrom{from: old.holder, since: since}
 		}
 	}
 }
 
 // listFailed records a failed list that began at start.
-func (c *shardCore) listFailedAt(start time.Time, e *shardEffects) {
+func (c *core) listFailedAt(start time.Time, e *effects) {
 	c.listing = false
 	c.nextList = start.Add(c.rp / 2)
 	if !c.listFailed {
 		c.listFailed = true
-		e.notes = append(e.notes, shardNote{kind: noteListFailed})
+		e.notes = append(e.notes, note{kind: noteListFailed})
 	}
 }
 
@@ -362,7 +359,7 @@ type writeResult struct {
 }
 
 // wrote records a write of content.
-func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) {
+func (c *core) wrote(content leaseContent, r writeResult, e *effects) {
 	c.writing = false
 	if r.gone && !content.free {
 		// Its finalizer was taken off by another: peers may have taken
@@ -379,13 +376,13 @@ func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) 
 		c.publishedAt = time.Time{}
 		if !c.writeFailed {
 			c.writeFailed = true
-			e.notes = append(e.notes, shardNote{kind: noteWriteFailed})
+			e.notes = append(e.notes, note{kind: noteWriteFailed})
 		}
 		return
 	}
 	if c.writeFailed {
 		c.writeFailed = false
-		e.notes = append(e.notes, shardNote{kind: noteWriteOK})
+		e.notes = append(e.notes, note{kind: noteWriteOK})
 	}
 	if r.uid != c.lifeUID {
 		if c.lifeUID != "" && !content.free {
@@ -430,17 +427,17 @@ func (c *shardCore) wrote(content leaseContent, r writeResult, e *shardEffects) 
 }
 
 // target0 is the content this replica means to write.
-func (c *shardCore) target0() leaseContent {
+func (c *core) target0() leaseContent {
 	return leaseContent{view: c.target, standby: c.standby != ""}
 }
 
 // seatAdded records a cluster that joined the fleet, in its seat number.
-func (c *shardCore) seatAdded(name string, seat uint64) { c.seats[name] = seat }
+func (c *core) seatAdded(name string, seat uint64) { c.seats[name] = seat }
 
 // seatGone records a cluster that left the fleet; if this replica held it,
 // the fleet has ended its member's context, and says when its vault has
 // closed and its OnRemove returned (stopped, removed).
-func (c *shardCore) seatGone(name string, seat uint64, now time.Time) {
+func (c *core) seatGone(name string, seat uint64, now time.Time) {
 	if c.seats[name] == seat {
 		delete(c.seats, name)
 		delete(c.lost, name)
@@ -453,13 +450,13 @@ func (c *shardCore) seatGone(name string, seat uint64, now time.Time) {
 }
 
 // stopped records that the vault of a member given up has closed.
-func (c *shardCore) stopped(name string, gen uint64) { c.retired(name, gen, true) }
+func (c *core) stopped(name string, gen uint64) { c.retired(name, gen, true) }
 
 // removed records that OnRemove of a member given up has returned, or that
 // it had no OnAdd to undo.
-func (c *shardCore) removed(name string, gen uint64) { c.retired(name, gen, false) }
+func (c *core) removed(name string, gen uint64) { c.retired(name, gen, false) }
 
-func (c *shardCore) retired(name string, gen uint64, stop bool) {
+func (c *core) retired(name string, gen uint64, stop bool) {
 	ds := c.retiring[name]
 	for i, d := range ds {
 		if d.gen != gen {
@@ -483,7 +480,7 @@ func (c *shardCore) retired(name string, gen uint64, stop bool) {
 }
 
 // takeFailed records that a take found its seat gone.
-func (c *shardCore) takeFailed(name string, gen uint64) {
+func (c *core) takeFailed(name string, gen uint64) {
 	if g, ok := c.owned[name]; ok && g == gen {
 		delete(c.owned, name)
 		delete(c.ownedAt, name)
@@ -491,18 +488,18 @@ func (c *shardCore) takeFailed(name string, gen uint64) {
 }
 
 // wake makes the next step list at once (a peer's Lease changed).
-func (c *shardCore) wake(now time.Time) { c.nextList = now }
+func (c *core) wake(now time.Time) { c.nextList = now }
 
 // closeDown makes the core take nothing more and say, with letGo, once
 // it holds nothing: the fleet is closing, and its Lease may be released
 // only then (a Remove's vault may still be closing).
-func (c *shardCore) closeDown() { c.closing = true }
+func (c *core) closeDown() { c.closing = true }
 
 // close stops the core: nothing is written, listed or taken again.
-func (c *shardCore) close() { c.closed = true }
+func (c *core) close() { c.closed = true }
 
 // holds tells whether this replica's vault may still log in to name.
-func (c *shardCore) holds(name string) bool {
+func (c *core) holds(name string) bool {
 	if _, ok := c.owned[name]; ok {
 		return true
 	}
@@ -515,7 +512,7 @@ func (c *shardCore) holds(name string) bool {
 }
 
 // step decides, at now, what the driver does next.
-func (c *shardCore) step(now time.Time, e *shardEffects) {
+func (c *core) step(now time.Time, e *effects) {
 	if c.closed {
 		return
 	}
@@ -557,13 +554,13 @@ func (c *shardCore) step(now time.Time, e *shardEffects) {
 
 // holdsNothing tells whether no vault of this replica's may log in to any
 // cluster.
-func (c *shardCore) holdsNothing() bool {
+func (c *core) holdsNothing() bool {
 	return len(c.owned) == 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(c.retiring)), c.holds)
 }
 
 // settleDue tells whether the settle has just ended with no list begun
 // since: a list now may let this replica take its share.
-func (c *shardCore) settleDue(now time.Time) bool {
+func (c *core) settleDue(now time.Time) bool {
 	at := c.startedAt.Add(c.settle)
 	return !now.Before(at) && c.listTried.Before(at)
 }
@@ -571,7 +568,7 @@ func (c *shardCore) settleDue(now time.Time) bool {
 // expiryDue tells whether a live peer's Lease may have expired since the
 // last list began: a list now confirms it, rather than one up to a
 // RetryPeriod later.
-func (c *shardCore) expiryDue(now time.Time) bool {
+func (c *core) expiryDue(now time.Time) bool {
 	for _, p := range c.peers {
 		if at := p.firstSeen.Add(p.duration); !p.expired && !now.Before(at) && c.listTried.Before(at) {
 			return true
@@ -581,13 +578,13 @@ func (c *shardCore) expiryDue(now time.Time) bool {
 }
 
 // eligible tells whether a renewal that counts began within RenewDeadline.
-func (c *shardCore) eligible(now time.Time) bool {
+func (c *core) eligible(now time.Time) bool {
 	return !c.renewed.IsZero() && now.Before(c.renewed.Add(c.rd))
 }
 
 // fence gives every cluster up once the last counted renewal is
 // RenewDeadline old: from then on the peers may take them.
-func (c *shardCore) fence(now time.Time, e *shardEffects) {
+func (c *core) fence(now time.Time, e *effects) {
 	if c.renewed.IsZero() || c.eligible(now) {
 		return
 	}
@@ -595,15 +592,15 @@ func (c *shardCore) fence(now time.Time, e *shardEffects) {
 }
 
 // fenceNow gives every cluster up at once, for why.
-func (c *shardCore) fenceNow(now time.Time, e *shardEffects, why string) {
+func (c *core) fenceNow(now time.Time, e *effects, why string) {
 	c.renewed = time.Time{}
 	n := c.dropWhere(now, e, func(string) (bool, string, string) { return true, "", why })
-	e.notes = append(e.notes, shardNote{kind: noteFenced, n: n, why: why})
+	e.notes = append(e.notes, note{kind: noteFenced, n: n, why: why})
 }
 
 // dropWhere gives up each owned cluster that should go (with its new
 // owner and why), and tells how many it gave up.
-func (c *shardCore) dropWhere(now time.Time, e *shardEffects, should func(string) (bool, string, string)) int {
+func (c *core) dropWhere(now time.Time, e *effects, should func(string) (bool, string, string)) int {
 	n := 0
 	for _, name := range slices.Sorted(maps.Keys(c.owned)) {
 		ok, to, why := should(name)
@@ -615,14 +612,14 @@ func (c *shardCore) dropWhere(now time.Time, e *shardEffects, should func(string
 		delete(c.ownedAt, name)
 		c.retiring[name] = append(c.retiring[name], &drop{gen: gen, at: now})
 		c.lost[name] = lostFrom{from: c.self, since: now}
-		e.drops = append(e.drops, shardDrop{name: name, gen: gen, to: to, why: why})
+		e.drops = append(e.drops, giving{name: name, gen: gen, to: to, why: why})
 		n++
 	}
 	return n
 }
 
 // decideStandby decides whether this replica claims a share.
-func (c *shardCore) decideStandby(now time.Time, e *shardEffects) {
+func (c *core) decideStandby(now time.Time, e *effects) {
 	why := ""
 	switch {
 	case c.marked && len(c.heldBy) > 0:
@@ -645,16 +642,16 @@ func (c *shardCore) decideStandby(now time.Time, e *shardEffects) {
 	}
 	if why != c.standby {
 		if why == "" {
-			e.notes = append(e.notes, shardNote{kind: noteSelfJoined})
+			e.notes = append(e.notes, note{kind: noteSelfJoined})
 		} else {
-			e.notes = append(e.notes, shardNote{kind: noteStandby, why: why})
+			e.notes = append(e.notes, note{kind: noteStandby, why: why})
 		}
 		c.standby = why
 	}
 }
 
 // lowerRules returns a live peer that claims a share under older rules.
-func (c *shardCore) lowerRules() *peerLease {
+func (c *core) lowerRules() *peerLease {
 	for _, name := range slices.Sorted(maps.Keys(c.peers)) {
 		if p := c.peers[name]; !p.expired && !p.released && p.readable && p.rules < c.rules {
 			return p
@@ -665,13 +662,13 @@ func (c *shardCore) lowerRules() *peerLease {
 
 // stuckInShare returns a cluster of this replica's share (with it in the
 // view) that it gave up over a budget ago and cannot take again yet.
-func (c *shardCore) stuckInShare(now time.Time) string {
+func (c *core) stuckInShare(now time.Time) string {
 	view := c.members()
 	view = append(view, c.self)
 	slices.Sort(view)
 	for _, name := range slices.Sorted(maps.Keys(c.retiring)) {
 		for _, d := range c.retiring[name] {
-			if _, ok := c.seats[name]; ok && now.Sub(d.at) >= c.ld-c.rd && ownerOf(view, name) == c.self {
+			if _, ok := c.seats[name]; ok && now.Sub(d.at) >= c.ld-c.rd && OwnerOf(view, name) == c.self {
 				return name
 			}
 		}
@@ -680,7 +677,7 @@ func (c *shardCore) stuckInShare(now time.Time) string {
 }
 
 // members returns the peers that share the clusters, unsorted.
-func (c *shardCore) members() []string {
+func (c *core) members() []string {
 	var ids []string
 	for _, p := range c.peers {
 		if p.member(c.rules) && p.holder != c.self && !slices.Contains(ids, p.holder) {
@@ -691,7 +688,7 @@ func (c *shardCore) members() []string {
 }
 
 // setTarget computes the view and notes the replicas that joined or left.
-func (c *shardCore) setTarget(e *shardEffects) {
+func (c *core) setTarget(e *effects) {
 	view := c.members()
 	if c.standby == "" {
 		view = append(view, c.self)
@@ -702,19 +699,19 @@ func (c *shardCore) setTarget(e *shardEffects) {
 	}
 	for _, id := range view {
 		if id != c.self && !slices.Contains(c.target, id) {
-			e.notes = append(e.notes, shardNote{kind: noteJoined, peer: id, n: len(view)})
+			e.notes = append(e.notes, note{kind: noteJoined, peer: id, n: len(view)})
 		}
 	}
 	for _, id := range c.target {
 		if id != c.self && !slices.Contains(view, id) {
-			e.notes = append(e.notes, shardNote{kind: noteLeft, peer: id, why: c.whyLeft(id), n: len(view)})
+			e.notes = append(e.notes, note{kind: noteLeft, peer: id, why: c.whyLeft(id), n: len(view)})
 		}
 	}
 	c.target = view
 }
 
 // whyLeft says why the replica id is no longer in the view.
-func (c *shardCore) whyLeft(id string) string {
+func (c *core) whyLeft(id string) string {
 	for _, p := range c.peers {
 		if p.holder != id {
 			continue
@@ -731,9 +728,9 @@ func (c *shardCore) whyLeft(id string) string {
 
 // dropOthers gives up each owned cluster that is not this replica's in
 // the target view.
-func (c *shardCore) dropOthers(now time.Time, e *shardEffects) {
+func (c *core) dropOthers(now time.Time, e *effects) {
 	c.dropWhere(now, e, func(name string) (bool, string, string) {
-		owner := ownerOf(c.target, name)
+		owner := OwnerOf(c.target, name)
 		if owner == c.self {
 			return false, "", ""
 		}
@@ -748,15 +745,15 @@ func (c *shardCore) dropOthers(now time.Time, e *shardEffects) {
 
 // gateOpen tells whether content may be written: every cluster this
 // replica may still log in to is its own under content.
-func (c *shardCore) gateOpen(content leaseContent) bool {
+func (c *core) gateOpen(content leaseContent) bool {
 	for name := range c.owned {
-		if content.standby || ownerOf(content.view, name) != c.self {
+		if content.standby || OwnerOf(content.view, name) != c.self {
 			return false
 		}
 	}
 	for name, ds := range c.retiring {
 		for _, d := range ds {
-			if !d.stopped && (content.standby || ownerOf(content.view, name) != c.self) {
+			if !d.stopped && (content.standby || OwnerOf(content.view, name) != c.self) {
 				return false
 			}
 		}
@@ -766,18 +763,18 @@ func (c *shardCore) gateOpen(content leaseContent) bool {
 
 // take takes the clusters of this replica's share that no live peer
 // claims, once a list after its Lease said so allows it.
-func (c *shardCore) take(now time.Time, e *shardEffects) {
+func (c *core) take(now time.Time, e *effects) {
 	if why := c.cannotTake(now); why != "" || c.closing {
 		return
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.seats)) {
-		if _, ok := c.owned[name]; ok || len(c.retiring[name]) > 0 || ownerOf(c.target, name) != c.self || c.claimed(name) {
+		if _, ok := c.owned[name]; ok || len(c.retiring[name]) > 0 || OwnerOf(c.target, name) != c.self || c.claimed(name) {
 			continue
 		}
 		c.gen++
 		c.owned[name] = c.gen
 		c.ownedAt[name] = c.seats[name]
-		t := shardTake{name: name, gen: c.gen, seat: c.seats[name], lost: c.lost[name]}
+		t := taking{name: name, gen: c.gen, seat: c.seats[name], lost: c.lost[name]}
 		delete(c.lost, name)
 		e.takes = append(e.takes, t)
 	}
@@ -790,10 +787,10 @@ func (c *shardCore) take(now time.Time, e *shardEffects) {
 // noteWaiting notes, once this replica could first take, the peer that
 // still claims the most of its share, if any: a new replica says why its
 // share is not all taken yet.
-func (c *shardCore) noteWaiting(e *shardEffects) {
+func (c *core) noteWaiting(e *effects) {
 	by := map[string]int{}
 	for name := range c.seats {
-		if ownerOf(c.target, name) != c.self {
+		if OwnerOf(c.target, name) != c.self {
 			continue
 		}
 		if _, ok := c.owned[name]; ok {
@@ -821,11 +818,11 @@ func (c *shardCore) noteWaiting(e *shardEffects) {
 			why = "that replica's Lease was deleted: it gives them up, or, if it has stopped, they are taken once its Lease has not changed for its LeaseDuration"
 		}
 	}
-	e.notes = append(e.notes, shardNote{kind: noteWaiting, peer: peer, n: n, why: why})
+	e.notes = append(e.notes, note{kind: noteWaiting, peer: peer, n: n, why: why})
 }
 
 // cannotTake says why nothing may be taken now, or "".
-func (c *shardCore) cannotTake(now time.Time) string {
+func (c *core) cannotTake(now time.Time) string {
 	switch {
 	case c.standby != "":
 		return c.standby
@@ -847,7 +844,7 @@ func (c *shardCore) cannotTake(now time.Time) string {
 }
 
 // claimed tells whether a live peer may hold name.
-func (c *shardCore) claimed(name string) bool {
+func (c *core) claimed(name string) bool {
 	for _, p := range c.peers {
 		if p.claims(name, c.rules) {
 			return true
@@ -857,7 +854,7 @@ func (c *shardCore) claimed(name string) bool {
 }
 
 // schedule sets when the driver calls tick next.
-func (c *shardCore) schedule(now time.Time, e *shardEffects) {
+func (c *core) schedule(now time.Time, e *effects) {
 	next := time.Time{}
 	soon := func(t time.Time) {
 		if t.After(now) && (next.IsZero() || t.Before(next)) {

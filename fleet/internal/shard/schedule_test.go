@@ -1,4 +1,4 @@
-package fleet
+package shard
 
 import (
 	"maps"
@@ -13,8 +13,8 @@ import (
 
 // The shortest and longest durations a group may mix: four times apart.
 var (
-	quickShards = Shards{LeaseDuration: 400 * time.Millisecond, RenewDeadline: 250 * time.Millisecond, RetryPeriod: 25 * time.Millisecond}
-	slowShards  = Shards{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1000 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+	quickShards = Config{LeaseDuration: 400 * time.Millisecond, RenewDeadline: 250 * time.Millisecond, RetryPeriod: 25 * time.Millisecond}
+	slowShards  = Config{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1000 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
 )
 
 // F1. A replica of the longer durations owns every cluster, is cut from
@@ -28,7 +28,7 @@ func TestShardScheduleHiddenReplicaOfLongerDuration(t *testing.T) {
 	mustRun(t, m, 3*time.Second)
 	ownedOnce(t, m, "before")
 	start := m.now
-	m.at(0, "a cut; its Lease deleted", func() { a.cut = true; m.deleteLease(leaseName("g", "a")) })
+	m.at(0, "a cut; its Lease deleted", func() { a.cut = true; m.deleteLease(LeaseName("g", "a")) })
 	m.at(time.Millisecond, "", func() { m.start("c", quickShards) })
 	mustRun(t, m, start+slowShards.LeaseDuration+time.Second)
 	for name, by := range ownedOnce(t, m, "after") {
@@ -98,7 +98,7 @@ func TestShardScheduleExpiredLeaseWrittenAgainThenDeleted(t *testing.T) {
 	b := m.start("b", shortShards)
 	mustRun(t, m, 3*time.Second)
 	ownedOnce(t, m, "before")
-	name := leaseName("g", "a")
+	name := LeaseName("g", "a")
 	uid := m.hub[name].uid
 	m.at(0, "a is cut from the hub", func() { a.cut = true })
 	mustRun(t, m, m.now+shortShards.LeaseDuration+500*time.Millisecond)
@@ -197,7 +197,7 @@ func TestShardScheduleLiveReplicasLeaseDeleted(t *testing.T) {
 	m.start("b", shortShards)
 	mustRun(t, m, 3*time.Second)
 	ownedOnce(t, m, "before")
-	name := leaseName("g", "a")
+	name := LeaseName("g", "a")
 	uid := m.hub[name].uid
 	m.at(0, "a's Lease deleted", func() { m.deleteLease(name) })
 	mustRun(t, m, m.now+3*time.Second)
@@ -220,7 +220,7 @@ func TestShardScheduleFinalizerTakenOffByHand(t *testing.T) {
 	m.start("b", shortShards)
 	mustRun(t, m, 3*time.Second)
 	ownedOnce(t, m, "before")
-	name := leaseName("g", "a")
+	name := LeaseName("g", "a")
 	m.at(0, "a cut; its Lease deleted, its finalizer taken off by hand", func() {
 		a.cut = true
 		m.deleteLease(name)
@@ -255,7 +255,7 @@ func TestShardScheduleCleanCloseHandsOverAtOnce(t *testing.T) {
 	mustRun(t, m, 3*time.Second)
 	before := ownedOnce(t, m, "before")
 	m.at(0, "a closes", func() { m.closeReplica(a) })
-	name := leaseName("g", "a")
+	name := LeaseName("g", "a")
 	var watch func()
 	watch = func() { // b's watch wakes it on the release: it lists at once
 		if l := m.hub[name]; l != nil && l.content.free {
@@ -282,10 +282,10 @@ func TestShardScheduleCleanCloseHandsOverAtOnce(t *testing.T) {
 func TestShardCoreListsAgainAtOnceAfterAListThatBeganBeforeTheWrite(t *testing.T) {
 	sh := shortShards
 	sh.Identity = "a"
-	c := newShardCore(sh)
+	c := newCore(sh)
 	c.seatAdded("ns/c00", 1)
 	now := modelEpoch
-	var e shardEffects
+	var e effects
 	c.step(now, &e)
 	if e.write == nil || !e.list {
 		t.Fatalf("the first step writes and lists: %+v", e)
@@ -293,11 +293,11 @@ func TestShardCoreListsAgainAtOnceAfterAListThatBeganBeforeTheWrite(t *testing.T
 	content := *e.write
 	listStart := now
 	now = now.Add(time.Millisecond)
-	var e2 shardEffects
+	var e2 effects
 	c.wrote(content, writeResult{start: listStart, end: now, ok: true, uid: "u1"}, &e2)
 	now = now.Add(time.Millisecond)
 	c.listed(listStart, now, nil, &e2) // began before the write ended
-	var e3 shardEffects
+	var e3 effects
 	c.step(now, &e3)
 	if !e3.list {
 		t.Errorf("after a list that began before the write, no list at once: the next is at %v", c.nextList.Sub(now))

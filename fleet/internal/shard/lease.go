@@ -1,4 +1,4 @@
-package fleet
+package shard
 
 import (
 	"context"
@@ -44,13 +44,13 @@ const (
 	// expire the Lease on it.
 	durationAnnotation = "fleet.authvault.dev/lease-duration"
 	// leaseFinalizer keeps a replica's Lease on the hub while it may
-	// claim a cluster: a delete only marks it (see shardCore).
+	// claim a cluster: a delete only marks it (see core).
 	leaseFinalizer = "fleet.authvault.dev/shard"
 )
 
-// leaseName is the name of identity's Lease in group: the same across the
+// LeaseName is the name of identity's Lease in group: the same across the
 // replica's restarts, a valid name whatever the identity holds.
-func leaseName(group, identity string) string {
+func LeaseName(group, identity string) string {
 	sum := sha256.Sum256([]byte(identity))
 	return group + "-" + hex.EncodeToString(sum[:8])
 }
@@ -72,7 +72,7 @@ func inGroup(group, name string) bool {
 // replica's own Lease and for a Lease not of the group. A Lease of the
 // group's name without its view annotation (a person's edit) is
 // unreadable: it may claim any cluster.
-func (s *sharding) record(l *coordinationv1.Lease) (leaseRecord, bool) {
+func (s *Driver) record(l *coordinationv1.Lease) (leaseRecord, bool) {
 	if l.Name == s.lease || !inGroup(s.cfg.Group, l.Name) || !s.marksOf(l) {
 		return leaseRecord{}, false
 	}
@@ -101,7 +101,7 @@ func (s *sharding) record(l *coordinationv1.Lease) (leaseRecord, bool) {
 // the finalizer, the group's label or one of the package's annotations. A
 // Lease of a group's name with none of them is another tool's: neither
 // counted nor ever deleted.
-func (s *sharding) marksOf(l *coordinationv1.Lease) bool {
+func (s *Driver) marksOf(l *coordinationv1.Lease) bool {
 	if slices.Contains(l.Finalizers, leaseFinalizer) || l.Labels[groupLabel] == s.cfg.Group {
 		return true
 	}
@@ -116,7 +116,7 @@ func (s *sharding) marksOf(l *coordinationv1.Lease) bool {
 // list lists the Leases of Namespace from the hub, not from a cache: a
 // quorum read, which sees every write that ended before it began. The
 // group's are those of its names (inGroup).
-func (s *sharding) list(ctx context.Context, timeout time.Duration) ([]coordinationv1.Lease, error) {
+func (s *Driver) list(ctx context.Context, timeout time.Duration) ([]coordinationv1.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	list, err := s.leases.List(ctx, metav1.ListOptions{})
@@ -130,7 +130,7 @@ func (s *sharding) list(ctx context.Context, timeout time.Duration) ([]coordinat
 // Update of the copy it last wrote, a Create at once when that Lease was
 // deleted, or a Get and an Update when it has no copy (the first write, a
 // conflict). It says what it found for the core.
-func (s *sharding) write(ctx context.Context, content leaseContent, timeout time.Duration) (writeResult, error) {
+func (s *Driver) write(ctx context.Context, content leaseContent, timeout time.Duration) (writeResult, error) {
 	res := writeResult{start: s.clock.Now()}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -155,7 +155,7 @@ func (s *sharding) write(ctx context.Context, content leaseContent, timeout time
 	return res, nil
 }
 
-func (s *sharding) writeLease(ctx context.Context, content leaseContent, res *writeResult) (*coordinationv1.Lease, error) {
+func (s *Driver) writeLease(ctx context.Context, content leaseContent, res *writeResult) (*coordinationv1.Lease, error) {
 	now := metav1.NewMicroTime(s.clock.Now())
 	if s.mine != nil {
 		l := s.mine.DeepCopy()
@@ -202,7 +202,7 @@ func (s *sharding) writeLease(ctx context.Context, content leaseContent, res *wr
 // restart (killed: its Lease stops changing). This process writes it only
 // once it has seen it unchanged for LeaseDuration, or released: two
 // processes of one identity would both own its clusters.
-func (s *sharding) another(got *coordinationv1.Lease) error {
+func (s *Driver) another(got *coordinationv1.Lease) error {
 	inc := got.Annotations[incarnationAnnotation]
 	if inc == "" || inc == s.incarnation || got.Annotations[releasedAnnotation] == "true" {
 		s.foreign = nil
@@ -220,7 +220,7 @@ func (s *sharding) another(got *coordinationv1.Lease) error {
 }
 
 // fill writes this replica's identity, content and renewal into l.
-func (s *sharding) fill(l *coordinationv1.Lease, content leaseContent, now metav1.MicroTime) {
+func (s *Driver) fill(l *coordinationv1.Lease, content leaseContent, now metav1.MicroTime) {
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
@@ -263,7 +263,7 @@ func (s *sharding) fill(l *coordinationv1.Lease, content leaseContent, now metav
 // remove takes the finalizer off a peer's Lease and deletes it, if it is
 // still at version (a Lease that has changed since is alive again, or
 // another's).
-func (s *sharding) remove(ctx context.Context, name, version string) error {
+func (s *Driver) remove(ctx context.Context, name, version string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RetryPeriod)
 	defer cancel()
 	s.listedMu.Lock()
@@ -277,7 +277,7 @@ func (s *sharding) remove(ctx context.Context, name, version string) error {
 
 // letGoOf takes the finalizer off l and deletes it, both at the version
 // l is at: a write meanwhile (its holder alive again) stops both.
-func (s *sharding) letGoOf(ctx context.Context, l *coordinationv1.Lease) error {
+func (s *Driver) letGoOf(ctx context.Context, l *coordinationv1.Lease) error {
 	if slices.Contains(l.Finalizers, leaseFinalizer) {
 		l = l.DeepCopy()
 		l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == leaseFinalizer })
@@ -312,7 +312,7 @@ func (s *sharding) letGoOf(ctx context.Context, l *coordinationv1.Lease) error {
 // stops cleanly is seen at once, not at the next tick; a renewal alone
 // wakes nothing. The loop lists the Leases itself: the watch only wakes
 // it.
-func (s *sharding) watchLeases(ctx context.Context) {
+func (s *Driver) watchLeases(ctx context.Context) {
 	known := map[string]string{}
 	for ctx.Err() == nil {
 		// The group's label narrows the watch to its Leases (a namespace
@@ -346,7 +346,7 @@ func (s *sharding) watchLeases(ctx context.Context) {
 
 // release marks this replica's Lease released, with an empty view, takes
 // its finalizer off and deletes it: its peers take its clusters at once.
-func (s *sharding) release(ctx context.Context) error {
+func (s *Driver) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RetryPeriod)
 	defer cancel()
 	l := s.mine
@@ -393,15 +393,8 @@ func (s *sharding) release(ctx context.Context) error {
 
 // ownedCount is how many of the fleet's clusters this replica owns now
 // (has a member for), for clustersLabel.
-func (s *sharding) ownedCount() int {
-	f := s.fleet
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, seat := range f.clusters {
-		if seat.member != nil {
-			n++
-		}
-	}
-	return n
+func (s *Driver) ownedCount() int {
+	s.host.Lock()
+	defer s.host.Unlock()
+	return s.host.OwnedLocked()
 }

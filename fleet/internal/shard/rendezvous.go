@@ -1,16 +1,16 @@
-package fleet
+package shard
 
 import (
 	"crypto/sha256"
 	"encoding/binary"
 )
 
-// ownerOf returns the replica of view that owns the cluster name: the one
+// OwnerOf returns the replica of view that owns the cluster name: the one
 // of highest score (rendezvous hashing), "" for an empty view. Every
 // replica computes the same owner from the same view, a replica that joins
 // takes from each of the others only the clusters it now scores highest
 // on, about 1/N of them, and one that leaves moves only its own.
-func ownerOf(view []string, name string) string {
+func OwnerOf(view []string, name string) string {
 	var best string
 	var top uint64
 	for _, id := range view {

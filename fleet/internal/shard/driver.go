@@ -1,8 +1,7 @@
-package fleet
+package shard
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,20 +16,20 @@ import (
 	"github.com/authvault/authvault/redact"
 )
 
-// sharding is the driver of a sharded fleet's ownership protocol: it owns
-// the core (shardCore) and its timer, runs the core's lists, writes and
-// deletes beside it, gives and takes the fleet's members as the core says,
+// Driver runs a replica's part in a sharded fleet's ownership protocol:
+// it owns the core and its timer, runs the core's lists, writes and
+// deletes beside it, gives and takes the host's members as the core says,
 // and reports back to it. Nothing that waits on the hub or on a hook runs
 // on its loop: a slow list never delays a renewal or a fence.
-type sharding struct {
-	// Set by newSharding, never changed.
-	fleet       *Fleet
-	cfg         Shards
+type Driver struct {
+	// Set by New, never changed.
+	host        Host
+	cfg         Config
 	leases      coordinationv1client.LeaseInterface
 	lease       string // this replica's Lease's name
 	incarnation string // tells this process's writes from another's of the same identity
 	log         logr.Logger
-	metrics     *shardMetrics
+	metrics     *metrics
 	clock       clock.Clock
 	wakeup      chan struct{}
 	stop        context.CancelFunc
@@ -41,7 +40,7 @@ type sharding struct {
 	deleting    atomic.Bool // stale Leases are being deleted
 
 	inboxMu sync.Mutex // guards inbox
-	inbox   []shardEvent
+	inbox   []event
 
 	listedMu sync.Mutex                       // guards listed
 	listed   map[string]*coordinationv1.Lease // the peers' Leases as last listed, for remove
@@ -55,8 +54,8 @@ type sharding struct {
 	foreign *foreignLease         // a Lease of this identity that another process renews
 }
 
-// shardEvent is something that happened, told to the core on its loop.
-type shardEvent func(c *shardCore, now time.Time, e *shardEffects)
+// event is something that happened, told to the core on its loop.
+type event func(c *core, now time.Time, e *effects)
 
 // foreignLease is this identity's Lease as another process (a duplicate,
 // or this one before a restart) last wrote it, and since when it has not
@@ -66,30 +65,17 @@ type foreignLease struct {
 	since   time.Time
 }
 
-func startSharding(f *Fleet, sh Shards) *sharding {
-	cfg, err := sh.withDefaults()
-	if err != nil {
-		panic(err)
-	}
-	client, err := coordinationv1client.NewForConfig(cfg.Config)
-	if err != nil {
-		panic(fmt.Errorf("fleet: Shards.Config: %w", redact.Error(err)))
-	}
-	s := newSharding(f, cfg, client.Leases(cfg.Namespace), clock.RealClock{})
-	s.start()
-	return s
-}
-
-// newSharding is f's sharding with cfg (defaults applied), on leases.
-func newSharding(f *Fleet, cfg Shards, leases coordinationv1client.LeaseInterface, clk clock.Clock) *sharding {
-	s := &sharding{
-		fleet:       f,
+// New returns the driver of cfg (defaults applied, Check passed) on
+// leases, the Leases of cfg.Namespace, for host. Start starts it.
+func New(cfg Config, leases coordinationv1client.LeaseInterface, host Host, clk clock.Clock) *Driver {
+	s := &Driver{
+		host:        host,
 		cfg:         cfg,
 		leases:      leases,
-		lease:       leaseName(cfg.Group, cfg.Identity),
+		lease:       LeaseName(cfg.Group, cfg.Identity),
 		incarnation: string(uuid.NewUUID()),
-		log:         f.opts.Logger.WithValues("group", cfg.Group, "replica", cfg.Identity),
-		metrics:     newShardMetrics(f.opts.Registerer, cfg.Group),
+		log:         cfg.Log.WithValues("group", cfg.Group, "replica", cfg.Identity),
+		metrics:     newMetrics(cfg.Registerer, cfg.Group),
 		clock:       clk,
 		wakeup:      make(chan struct{}, 1),
 	}
@@ -97,11 +83,11 @@ func newSharding(f *Fleet, cfg Shards, leases coordinationv1client.LeaseInterfac
 	return s
 }
 
-// start starts the loop and the watch.
-func (s *sharding) start() {
+// Start starts the loop and the watch.
+func (s *Driver) Start() {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	core := newShardCore(s.cfg)
+	core := newCore(s.cfg)
 	s.log.Info("this replica takes its share of the fleet's clusters once it has listed the group's Leases, and not sooner than settle after its start: replicas started within a RetryPeriod of it are counted first, so that each cluster moves once",
 		"settle", core.settle, "namespace", s.cfg.Namespace, "lease", s.lease)
 	s.running.Go(func() { s.loop(ctx, core) })
@@ -110,7 +96,7 @@ func (s *sharding) start() {
 
 // post tells the core of ev at its loop's next turn. It never blocks: the
 // fleet calls it under its mu.
-func (s *sharding) post(ev shardEvent) {
+func (s *Driver) post(ev event) {
 	s.inboxMu.Lock()
 	s.inbox = append(s.inbox, ev)
 	s.inboxMu.Unlock()
@@ -120,7 +106,7 @@ func (s *sharding) post(ev shardEvent) {
 	}
 }
 
-func (s *sharding) drain() []shardEvent {
+func (s *Driver) drain() []event {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	evs := s.inbox
@@ -128,46 +114,50 @@ func (s *sharding) drain() []shardEvent {
 	return evs
 }
 
-// seatAdded and seatGone tell the core of a cluster that joined or left
-// the fleet; the fleet's mu is held.
-func (s *sharding) seatAdded(st *seat) {
-	name, n := st.name, st.serial
-	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.seatAdded(name, n) })
+// SeatAdded and SeatGone tell the core of a cluster that joined or left
+// the fleet, its seat numbered seat. They never block: the fleet calls
+// them with its lock held.
+func (s *Driver) SeatAdded(name string, seat uint64) {
+	s.post(func(c *core, _ time.Time, _ *effects) { c.seatAdded(name, seat) })
 }
 
-func (s *sharding) seatGone(st *seat) {
-	name, n := st.name, st.serial
-	s.post(func(c *shardCore, now time.Time, _ *shardEffects) { c.seatGone(name, n, now) })
+func (s *Driver) SeatGone(name string, seat uint64) {
+	s.post(func(c *core, now time.Time, _ *effects) { c.seatGone(name, seat, now) })
 }
 
-// stopped and removed tell the core that the vault of a member given up
-// has closed, and that its OnRemove has returned (or it had no OnAdd).
-func (s *sharding) stopped(m *Member) {
-	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.stopped(m.name, m.gen) })
+// Stopped and Removed tell the core that the vault of the member gen of
+// the cluster name, given up, has closed, and that its OnRemove has
+// returned (or it had no OnAdd).
+func (s *Driver) Stopped(name string, gen uint64) {
+	s.post(func(c *core, _ time.Time, _ *effects) { c.stopped(name, gen) })
 }
 
-func (s *sharding) removed(m *Member) {
-	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) { c.removed(m.name, m.gen) })
+func (s *Driver) Removed(name string, gen uint64) {
+	s.post(func(c *core, _ time.Time, _ *effects) { c.removed(name, gen) })
 }
 
-func (s *sharding) loop(ctx context.Context, core *shardCore) {
+// Go runs fn beside the loop: the release at Close waits for it, as for
+// the vaults the driver closes itself.
+func (s *Driver) Go(fn func()) { s.running.Go(fn) }
+
+func (s *Driver) loop(ctx context.Context, c *core) {
 	timer := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		now := s.clock.Now()
-		var e shardEffects
+		var e effects
 		for _, ev := range s.drain() {
-			ev(core, now, &e)
+			ev(c, now, &e)
 		}
-		core.step(now, &e)
-		s.apply(ctx, core, e)
+		c.step(now, &e)
+		s.apply(ctx, c, e)
 		timer.Stop()
 		if !e.next.IsZero() {
 			timer.Reset(e.next.Sub(now))
 		}
 		select {
 		case <-ctx.Done():
-			core.close()
+			c.close()
 			return
 		case <-s.wakeup:
 		case <-timer.C():
@@ -176,28 +166,28 @@ func (s *sharding) loop(ctx context.Context, core *shardCore) {
 }
 
 // apply does what the core decided.
-func (s *sharding) apply(ctx context.Context, core *shardCore, e shardEffects) {
+func (s *Driver) apply(ctx context.Context, c *core, e effects) {
 	s.logNotes(e.notes)
-	dropped, took := s.members(core, e)
+	dropped, took := s.members(c, e)
 	for _, m := range dropped {
 		// The vault closes beside OnRemove, not after it: its logins stop
 		// now, and a peer may take the cluster once it has closed.
-		s.running.Go(func() { m.vault.Close(); s.stopped(m) })
-		s.hooks.Go(func() { s.fleet.tellRemove(m); s.removed(m) })
+		s.running.Go(func() { m.Stop(); s.Stopped(m.Name, m.Gen) })
+		s.hooks.Go(func() { m.Hook(); s.Removed(m.Name, m.Gen) })
 	}
 	if len(took) > 0 {
 		s.hooks.Go(func() {
 			for _, m := range took {
-				s.fleet.tellAdd(m)
+				m.Hook()
 			}
 		})
 	}
 	if e.write != nil {
 		content := *e.write
-		s.running.Go(func() { s.renew(ctx, core.timeout, content) })
+		s.running.Go(func() { s.renew(ctx, c.timeout, content) })
 	}
 	if e.list {
-		s.running.Go(func() { s.look(ctx, core.timeout) })
+		s.running.Go(func() { s.look(ctx, c.timeout) })
 	}
 	if len(e.deletes) > 0 && s.deleting.CompareAndSwap(false, true) {
 		s.running.Go(func() {
@@ -213,25 +203,27 @@ func (s *sharding) apply(ctx context.Context, core *shardCore, e shardEffects) {
 		close(s.letGo)
 		s.letGo = nil
 	}
-	view := core.target
+	view := c.target
 	s.view.Store(&view)
-	s.metrics.owned.Set(float64(len(core.owned)))
+	s.metrics.owned.Set(float64(len(c.owned)))
 	s.metrics.replicas.Set(float64(len(view)))
 }
 
-// members gives up and takes the members the core says, under the fleet's
-// mu, and returns them.
-func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Member) {
-	f := s.fleet
+// members gives up and takes the members the core says, under the host's
+// lock, and returns them.
+func (s *Driver) members(c *core, e effects) (dropped, took []Moved) {
 	to := map[string]int{}
 	var why string
-	f.mu.Lock()
+	causes := map[string]error{} // of the clusters given up, for the log
+	s.host.Lock()
 	for _, d := range e.drops {
-		seat := f.clusters[d.name]
-		if seat == nil || seat.member == nil || seat.member.gen != d.gen {
+		cause := &notOwnedError{name: d.name, self: s.cfg.Identity, owner: d.to, why: d.why, is: s.cfg.NotOwned}
+		m, ok := s.host.DropLocked(d.name, d.gen, cause)
+		if !ok {
 			continue // the fleet took it out itself: it tells retired
 		}
-		dropped = append(dropped, seat.dropMemberLocked(&notOwnedError{name: d.name, self: s.cfg.Identity, owner: d.to, why: d.why}))
+		dropped = append(dropped, m)
+		causes[d.name] = cause
 		to[d.to]++
 		why = d.why
 	}
@@ -244,14 +236,11 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 	from := map[string]int{}
 	moved, back, unclaimed := 0, 0, 0
 	for _, t := range e.takes {
-		seat := f.clusters[t.name]
-		if f.closed || seat == nil || seat.serial != t.seat || seat.member != nil {
-			core.takeFailed(t.name, t.gen)
+		m, ok := s.host.TakeLocked(t.name, t.seat, t.gen)
+		if !ok {
+			c.takeFailed(t.name, t.gen)
 			continue
 		}
-		m := f.newMemberLocked(seat)
-		m.gen = t.gen
-		seat.member = m
 		took = append(took, m)
 		switch t.lost.from {
 		case "":
@@ -265,15 +254,15 @@ func (s *sharding) members(core *shardCore, e shardEffects) (dropped, took []*Me
 			s.metrics.unowned.Observe(s.clock.Since(t.lost.since).Seconds())
 		}
 	}
-	f.mu.Unlock()
-	for _, m := range dropped {
-		if f.opts.Logger.V(1).Enabled() {
-			f.opts.Logger.V(1).Info("cluster given up", "cluster", m.name, "cause", context.Cause(m.ctx).Error())
+	s.host.Unlock()
+	if s.cfg.Log.V(1).Enabled() {
+		for _, m := range dropped {
+			s.cfg.Log.V(1).Info("cluster given up", "cluster", m.Name, "cause", causes[m.Name].Error())
 		}
 	}
 	if s.log.V(1).Enabled() { // a cluster's owner, for whoever looks for it
 		for _, m := range took {
-			s.log.V(1).Info("cluster taken", "cluster", m.name)
+			s.log.V(1).Info("cluster taken", "cluster", m.Name)
 		}
 	}
 	if n := len(dropped); n > 0 && !fenceIn(e.notes) {
@@ -306,10 +295,10 @@ const maxNamed = 10
 
 // namedIn is the key-value pairs that name the clusters of ms in a log
 // line: "names", the first maxNamed in order, and "more", how many others.
-func namedIn(ms []*Member) []any {
+func namedIn(ms []Moved) []any {
 	names := make([]string, 0, len(ms))
 	for _, m := range ms {
-		names = append(names, m.name)
+		names = append(names, m.Name)
 	}
 	slices.Sort(names)
 	if len(names) <= maxNamed {
@@ -318,7 +307,7 @@ func namedIn(ms []*Member) []any {
 	return []any{"names", names[:maxNamed], "more", len(names) - maxNamed}
 }
 
-func fenceIn(notes []shardNote) bool {
+func fenceIn(notes []note) bool {
 	for _, n := range notes {
 		if n.kind == noteFenced {
 			return true
@@ -328,7 +317,7 @@ func fenceIn(notes []shardNote) bool {
 }
 
 // logNotes logs what the core noted: at INFO, a line per change.
-func (s *sharding) logNotes(notes []shardNote) {
+func (s *Driver) logNotes(notes []note) {
 	for _, n := range notes {
 		switch n.kind {
 		case noteJoined:
@@ -355,12 +344,12 @@ func (s *sharding) logNotes(notes []shardNote) {
 }
 
 // renew writes this replica's Lease with content, and tells the core.
-func (s *sharding) renew(ctx context.Context, timeout time.Duration, content leaseContent) {
+func (s *Driver) renew(ctx context.Context, timeout time.Duration, content leaseContent) {
 	res, err := s.write(ctx, content, timeout)
 	if err == nil {
 		s.metrics.writes.Inc()
 	}
-	s.post(func(c *shardCore, _ time.Time, e *shardEffects) {
+	s.post(func(c *core, _ time.Time, e *effects) {
 		if err != nil && !c.writeFailed {
 			s.log.Error(redact.Error(err), "cannot renew this replica's Lease; retrying every RetryPeriod", "retryPeriod", s.cfg.RetryPeriod)
 		}
@@ -369,7 +358,7 @@ func (s *sharding) renew(ctx context.Context, timeout time.Duration, content lea
 }
 
 // look lists the group's Leases, and tells the core.
-func (s *sharding) look(ctx context.Context, timeout time.Duration) {
+func (s *Driver) look(ctx context.Context, timeout time.Duration) {
 	start := s.clock.Now()
 	leases, err := s.list(ctx, timeout)
 	end := s.clock.Now()
@@ -386,7 +375,7 @@ func (s *sharding) look(ctx context.Context, timeout time.Duration) {
 		s.listed = byName
 		s.listedMu.Unlock()
 	}
-	s.post(func(c *shardCore, _ time.Time, e *shardEffects) {
+	s.post(func(c *core, _ time.Time, e *effects) {
 		if err != nil {
 			if !c.listFailed {
 				s.log.Error(redact.Error(err), "cannot list the group's Leases; retrying every half RetryPeriod (after RenewDeadline without a list, this replica claims no share)", "retryPeriod", s.cfg.RetryPeriod)
@@ -399,64 +388,61 @@ func (s *sharding) look(ctx context.Context, timeout time.Duration) {
 }
 
 // wake makes the loop list the Leases now: a peer's Lease changed.
-func (s *sharding) wake() {
-	s.post(func(c *shardCore, now time.Time, _ *shardEffects) { c.wake(now) })
+func (s *Driver) wake() {
+	s.post(func(c *core, now time.Time, _ *effects) { c.wake(now) })
 }
 
-// notOwnedLocked is RESTConfig's error for the cluster name, which this
-// replica does not own; the fleet's mu is held.
-func (s *sharding) notOwnedLocked(name string) error {
-	if s == nil {
-		return fmt.Errorf("%w: %q", ErrUnknownCluster, name)
-	}
-	return &notOwnedError{name: name, self: s.cfg.Identity, owner: ownerOf(*s.view.Load(), name)}
+// NotOwned is RESTConfig's error for the cluster name, which this replica
+// does not own: it names the owner as this replica sees it.
+func (s *Driver) NotOwned(name string) error {
+	return &notOwnedError{name: name, self: s.cfg.Identity, owner: OwnerOf(*s.view.Load(), name), is: s.cfg.NotOwned}
 }
 
-// closeWait bounds how long Close waits for the vaults that a Remove beside
+// CloseWait bounds how long Close waits for the vaults that a Remove beside
 // it is closing: a vault's Close waits five seconds for a login handler
 // that ignores its context.
-const closeWait = 6 * time.Second
+const CloseWait = 6 * time.Second
 
-// hookWait bounds how long Close waits, after the release, for the OnAdds
+// HookWait bounds how long Close waits, after the release, for the OnAdds
 // and OnRemoves still running: a hung one holds up neither the handover
 // nor Close.
-const hookWait = 5 * time.Second
+const HookWait = 5 * time.Second
 
-// close stops the loop and marks this replica's Lease released, once every
+// Close stops the loop and marks this replica's Lease released, once every
 // vault of its clusters has closed (the fleet's Close has ended their
 // contexts and closes them beside their OnRemoves, in others): the peers
 // take its clusters at once. Then it waits for others, and for the hooks
-// the loop started, hookWait at most.
+// the loop started, HookWait at most.
 //
-// Every call waits until the same deadline, hookWait after the first
+// Every call waits until the same deadline, HookWait after the first
 // release: a Close called again (a deferred one beside a manager's) does
 // not wait for a hung hook again.
-func (s *sharding) close(others *sync.WaitGroup) {
+func (s *Driver) Close(others *sync.WaitGroup) {
 	s.closed.Do(func() {
 		s.leave()
-		s.hooksDue = s.clock.Now().Add(hookWait)
+		s.hooksDue = s.clock.Now().Add(HookWait)
 	})
 	done := make(chan struct{})
 	go func() { others.Wait(); s.hooks.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-s.clock.After(s.hooksDue.Sub(s.clock.Now())):
-		s.log.Info("an OnAdd or OnRemove still runs: the fleet's Close returns without waiting for it any longer (the Lease is released, the clusters' contexts and vaults are done)", "waited", hookWait)
+		s.log.Info("an OnAdd or OnRemove still runs: the fleet's Close returns without waiting for it any longer (the Lease is released, the clusters' contexts and vaults are done)", "waited", HookWait)
 	}
 }
 
-func (s *sharding) leave() {
+func (s *Driver) leave() {
 	// The release lets the peers take every cluster at once: not while a
 	// vault of this replica's may still log in (a Remove beside Close).
 	held := make(chan struct{})
-	s.post(func(c *shardCore, _ time.Time, _ *shardEffects) {
+	s.post(func(c *core, _ time.Time, _ *effects) {
 		s.letGo = held
 		c.closeDown()
 	})
 	select {
 	case <-held:
-	case <-s.clock.After(closeWait):
-		s.log.Info("releasing this replica's Lease while a cluster's vault is still closing", "waited", closeWait)
+	case <-s.clock.After(CloseWait):
+		s.log.Info("releasing this replica's Lease while a cluster's vault is still closing", "waited", CloseWait)
 	}
 	s.stop()
 	s.running.Wait()

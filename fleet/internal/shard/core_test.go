@@ -1,4 +1,4 @@
-package fleet
+package shard
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 )
 
 // The four schedules that outside tests found giving a cluster two owners
-// or none, each on the model's hub and clocks (shardmodel_test.go) with no
+// or none, each on the model's hub and clocks (model_test.go) with no
 // fault but the one named: deterministic, and checked for two owners at
 // every take. integration/shards_test.go runs the first against a real API
 // server.
@@ -26,9 +26,9 @@ func quietModel(clusters int) *shardModel {
 	return m
 }
 
-var shortShards = Shards{LeaseDuration: time.Second, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+var shortShards = Config{LeaseDuration: time.Second, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
 
-func (m *shardModel) start(id string, sh Shards) *modelReplica {
+func (m *shardModel) start(id string, sh Config) *modelReplica {
 	sh.Identity = id
 	return m.addReplicaWith(sh, 1, false)
 }
@@ -100,7 +100,7 @@ func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 		m.start("b", shortShards)
 		mustRun(t, m, 5*time.Second)
 		ownedOnce(t, m, "before")
-		m.at(0, "a's Lease deleted; a cut", func() { m.deleteLease(leaseName("g", "a")); a.cut = true })
+		m.at(0, "a's Lease deleted; a cut", func() { m.deleteLease(LeaseName("g", "a")); a.cut = true })
 		mustRun(t, m, 10*time.Second)
 		if owner := ownedOnce(t, m, "after"); owner["ns/c01"] != "b" {
 			t.Errorf("ns/c01 owned by %s, want the one replica left", owner["ns/c01"])
@@ -115,8 +115,8 @@ func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 		ownedOnce(t, m, "before")
 		m.at(0, "c cannot list", func() { c.noList = true })
 		m.at(1500*time.Millisecond, "the Leases of a and b deleted; c lists again", func() {
-			m.deleteLease(leaseName("g", "a"))
-			m.deleteLease(leaseName("g", "b"))
+			m.deleteLease(LeaseName("g", "a"))
+			m.deleteLease(LeaseName("g", "b"))
 			c.noList = false
 		})
 		mustRun(t, m, 15*time.Second)
@@ -129,7 +129,7 @@ func TestShardScheduleDeletedLeasesHideLiveReplicas(t *testing.T) {
 // observer's, so the short one never takes from the long one while it
 // holds; and with no fault nothing moves.
 func TestShardScheduleMixedDurations(t *testing.T) {
-	long := Shards{LeaseDuration: 3 * time.Second, RenewDeadline: 2400 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+	long := Config{LeaseDuration: 3 * time.Second, RenewDeadline: 2400 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
 	m := quietModel(20)
 	a := m.start("a", long)
 	m.start("b", shortShards)

@@ -1,4 +1,4 @@
-package fleet
+package shard
 
 import (
 	"container/heap"
@@ -52,10 +52,10 @@ func TestShardModel(t *testing.T) {
 	t.Logf("%d schedules, %d steps, %.0f steps/s", len(seeds), steps, float64(steps)/time.Since(start).Seconds())
 }
 
-// The configurations replicas are given: each passes withDefaults.
+// The configurations replicas are given: each passes Check.
 // The longest LeaseDuration is four times the shortest, as the package
 // doc allows, and their RetryPeriods and budgets differ.
-var modelConfigs = []Shards{
+var modelConfigs = []Config{
 	{LeaseDuration: 1000 * time.Millisecond, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
 	{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1000 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
 	{LeaseDuration: 800 * time.Millisecond, RenewDeadline: 400 * time.Millisecond, RetryPeriod: 80 * time.Millisecond},
@@ -64,8 +64,8 @@ var modelConfigs = []Shards{
 
 type modelReplica struct {
 	id      string
-	core    *shardCore
-	cfg     Shards
+	core    *core
+	cfg     Config
 	rate    float64 // local seconds per real second
 	dead    bool
 	reborn  bool          // dead, and restarted as a new replica of its identity
@@ -139,7 +139,7 @@ type shardModel struct {
 	overlap  time.Duration // the longest two owners lasted after that (the doc's exception)
 	twoSince time.Duration // since when two replicas own a cluster; -1: none do
 
-	// For the schedule tests (shardcore_test.go).
+	// For the schedule tests (core_test.go).
 	hookTimes     func(r *modelReplica, name string) (closeIn, removeIn time.Duration) // nil: random
 	unownedSince  map[string]time.Duration                                             // real time each cluster lost its last owner
 	longest       map[string]time.Duration                                             // the longest each went unowned
@@ -151,7 +151,7 @@ type shardModel struct {
 type modelTake struct {
 	replica string
 	at      time.Duration
-	take    shardTake
+	take    taking
 	since   time.Duration // when it really lost its last owner; -1: it had none before
 }
 
@@ -204,11 +204,11 @@ func (m *shardModel) addReplica() *modelReplica {
 
 // addReplicaWith starts a replica of cfg (Identity set), its clock at rate,
 // of newer placement rules when newer.
-func (m *shardModel) addReplicaWith(cfg Shards, rate float64, newer bool) *modelReplica {
-	cfg.Config, cfg.Namespace, cfg.Group = nil, "ns", "g"
+func (m *shardModel) addReplicaWith(cfg Config, rate float64, newer bool) *modelReplica {
+	cfg.Namespace, cfg.Group = "ns", "g"
 	r := &modelReplica{id: cfg.Identity, cfg: cfg, rate: rate, timerAt: -1,
 		members: map[string]uint64{}, vaults: map[string]map[uint64]bool{}}
-	r.core = newShardCore(cfg)
+	r.core = newCore(cfg)
 	if newer {
 		r.core.rules = coreRules + 1 // a newer release: it stands by while this one's peers run
 	}
@@ -217,12 +217,12 @@ func (m *shardModel) addReplicaWith(cfg Shards, rate float64, newer bool) *model
 		r.core.seatAdded(s, uint64(i+1))
 	}
 	m.say("%s starts: %v/%v/%v rules %d rate %.4f", r.id, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, r.core.rules, r.rate)
-	m.deliver(r, "start", func(*shardEffects) {})
+	m.deliver(r, "start", func(*effects) {})
 	return r
 }
 
 // deliver runs an event on r's core, then its step, and applies the effects.
-func (m *shardModel) deliver(r *modelReplica, what string, ev func(*shardEffects)) {
+func (m *shardModel) deliver(r *modelReplica, what string, ev func(*effects)) {
 	if r.dead {
 		return
 	}
@@ -230,7 +230,7 @@ func (m *shardModel) deliver(r *modelReplica, what string, ev func(*shardEffects
 		m.at(r.stalled-m.now, "", func() { m.deliver(r, what, ev) })
 		return
 	}
-	var e shardEffects
+	var e effects
 	ev(&e)
 	r.core.step(m.local(r), &e)
 	m.apply(r, e)
@@ -239,7 +239,7 @@ func (m *shardModel) deliver(r *modelReplica, what string, ev func(*shardEffects
 	}
 }
 
-func (m *shardModel) apply(r *modelReplica, e shardEffects) {
+func (m *shardModel) apply(r *modelReplica, e effects) {
 	for _, n := range e.notes {
 		if (n.kind == noteJoined || n.kind == noteLeft) && n.peer == r.id {
 			panic(fmt.Sprintf("%s notes itself as a peer that joined or left (kind %d)", r.id, n.kind))
@@ -320,7 +320,7 @@ func (m *shardModel) apply(r *modelReplica, e shardEffects) {
 		d := realDur(r, e.next.Sub(m.local(r))) + 1
 		m.at(max(d, 0), "", func() {
 			if n == r.timerN {
-				m.deliver(r, "tick", func(*shardEffects) {})
+				m.deliver(r, "tick", func(*effects) {})
 			}
 		})
 	}
@@ -339,7 +339,7 @@ func (m *shardModel) release(r *modelReplica) {
 	}
 	r.core.close()
 	r.dead, r.closed = true, true
-	name := leaseName("g", r.id)
+	name := LeaseName("g", r.id)
 	var rv int
 	m.request(r, func() { // marked released, the finalizer off: only the Lease this process wrote last (its incarnation)
 		if l := m.hub[name]; l != nil && l.writer == r {
@@ -375,11 +375,11 @@ func (m *shardModel) hooks(r *modelReplica, name string, gen uint64) {
 	m.hooksEnd = max(m.hooksEnd, m.now+max(closeIn, removeIn))
 	m.at(closeIn, "", func() {
 		delete(r.vaults[name], gen)
-		m.deliver(r, "vault of "+name+" closed", func(*shardEffects) { r.core.stopped(name, gen) })
+		m.deliver(r, "vault of "+name+" closed", func(*effects) { r.core.stopped(name, gen) })
 	})
 	m.at(removeIn, "", func() {
 		m.lastRemovedAt[r.id] = m.now
-		m.deliver(r, "OnRemove of "+name+" returned", func(*shardEffects) { r.core.removed(name, gen) })
+		m.deliver(r, "OnRemove of "+name+" returned", func(*effects) { r.core.removed(name, gen) })
 	})
 }
 
@@ -510,7 +510,7 @@ func (m *shardModel) list(r *modelReplica) {
 		snap = nil
 		for _, name := range slices.Sorted(maps.Keys(m.hub)) {
 			l := m.hub[name]
-			if name == leaseName("g", r.id) {
+			if name == LeaseName("g", r.id) {
 				continue
 			}
 			snap = append(snap, leaseRecord{name: name, holder: l.holder, rv: strconv.Itoa(l.rv), view: l.content.view,
@@ -523,7 +523,7 @@ func (m *shardModel) list(r *modelReplica) {
 	}
 	m.request(r, lin, func(ok bool) {
 		end := m.local(r)
-		m.deliver(r, "", func(e *shardEffects) {
+		m.deliver(r, "", func(e *effects) {
 			if ok {
 				r.core.listed(start, end, snap, e)
 				if debugModel {
@@ -550,7 +550,7 @@ func (m *shardModel) write(r *modelReplica, content leaseContent) {
 	start := m.local(r)
 	startReal := m.now
 	timeout := realDur(r, r.core.timeout)
-	name := leaseName("g", r.id)
+	name := LeaseName("g", r.id)
 	sent, fresh := r.cache, r.cache == nil
 	if fresh {
 		if cur := m.hub[name]; cur != nil { // the Get answers at once; the Update carries what it read
@@ -560,7 +560,7 @@ func (m *shardModel) write(r *modelReplica, content leaseContent) {
 	}
 	report := func(res writeResult) {
 		res.start, res.end = start, m.local(r)
-		m.deliver(r, "", func(e *shardEffects) {
+		m.deliver(r, "", func(e *effects) {
 			if !res.ok || content.free {
 				r.cache = nil // read it again
 			}
@@ -762,7 +762,7 @@ func (m *shardModel) settled() error {
 	// Every live replica's Lease stands, with the finalizer, and none is
 	// left marked for deletion: a replica lets a marked Lease go.
 	for _, r := range m.replicas {
-		l := m.hub[leaseName("g", r.id)]
+		l := m.hub[LeaseName("g", r.id)]
 		switch {
 		case r.dead:
 		case l == nil:
@@ -958,7 +958,7 @@ func (m *shardModel) scheduleFaults() {
 // vault's Close and OnRemove beside, and the Lease is released once no
 // vault may log in.
 func (m *shardModel) closeReplica(r *modelReplica) {
-	m.deliver(r, "Close", func(*shardEffects) {
+	m.deliver(r, "Close", func(*effects) {
 		r.core.closeDown()
 		m.faultEnd = max(m.faultEnd, m.now)
 		for i, name := range m.seats {

@@ -1,9 +1,9 @@
-package fleet
+package shard
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// shardMetrics are a sharded fleet's metrics, labelled with its group.
-type shardMetrics struct {
+// metrics are a sharded fleet's metrics, labelled with its group.
+type metrics struct {
 	reg      prometheus.Registerer // nil: none registered
 	owned    prometheus.Gauge
 	replicas prometheus.Gauge
@@ -12,9 +12,9 @@ type shardMetrics struct {
 	writes   prometheus.Counter
 }
 
-func newShardMetrics(reg prometheus.Registerer, group string) *shardMetrics {
+func newMetrics(reg prometheus.Registerer, group string) *metrics {
 	labels := prometheus.Labels{"group": group}
-	m := &shardMetrics{
+	m := &metrics{
 		reg: reg,
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "authvault_fleet_shard_clusters_owned", ConstLabels: labels,
@@ -54,12 +54,12 @@ func newShardMetrics(reg prometheus.Registerer, group string) *shardMetrics {
 	return m
 }
 
-func (m *shardMetrics) collectors() []prometheus.Collector {
+func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.owned, m.replicas, m.moves, m.unowned, m.writes}
 }
 
 // unregister takes the metrics out of the registerer.
-func (m *shardMetrics) unregister() {
+func (m *metrics) unregister() {
 	if m.reg == nil {
 		return
 	}

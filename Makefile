@@ -84,7 +84,7 @@ WORK := GOWORK='$(CURDIR)/hack/all.work'
 # The packages whose tests take longest (go test -json) come first: go test
 # starts test binaries in the order of its list, and a slow one left to
 # the end runs alone while the other cores sit idle.
-SLOWEST := ./integration ./fleet ./hack/soak/side ./hack/release ./vault ./hack/shardbench ./integration/restart ./addonauth
+SLOWEST := ./integration ./fleet ./fleet/internal/shard ./hack/soak/side ./hack/release ./vault ./hack/shardbench ./integration/restart ./addonauth
 PKGS ?= $(SLOWEST) ./... $(patsubst $(CURDIR)/%,./%/...,$(filter-out $(CURDIR),$(shell GOWORK='$(CURDIR)/hack/all.work' $(GO) list -m -f '{{.Dir}}')))
 
 # The tests themselves run without GOWORK, as each module's tests would

@@ -24,10 +24,10 @@ func released(hub *leaseHub, identity string) bool {
 	hub.mu.Lock()
 	defer hub.mu.Unlock()
 	l := hub.leases[shard.LeaseName("g", identity)]
-	return l == nil || l.Annotations["fleet.authvault.dev/released"] == "true"
+	return l == nil || l.Annotations[shard.ReleasedAnnotation] == "true"
 }
 
-// Close's own members' vaults now close in s.running, beside the
+// Close's own members' vaults now close in the driver's Go, beside the
 // OnRemoves: a login of a's that ignores its context still holds the
 // release (and so b's take) up until it returns.
 func TestShardsCloseReleasesOnlyOnceItsOwnVaultsHaveClosed(t *testing.T) {
@@ -100,8 +100,9 @@ func TestShardsCloseReleasesOnlyOnceItsOwnVaultsHaveClosed(t *testing.T) {
 
 // the structural form of the F2 claim, with no speed bound: a's
 // Lease is marked released while OnRemoves of clusters that moved away
-// earlier still hang (they are in s.hooks, not s.running). Putting them
-// back in s.running fails this after testwait.Hang, whatever the machine.
+// earlier still hang (the driver waits for them after its release, not
+// before). Waiting for them before it fails this after testwait.Hang,
+// whatever the machine.
 func TestShardsCloseReleasesWhileAMovedAwayOnRemoveHangs(t *testing.T) {
 	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
 	var alive sync.Map
@@ -142,10 +143,10 @@ func TestShardsCloseReleasesWhileAMovedAwayOnRemoveHangs(t *testing.T) {
 	}
 }
 
-// two Closes at once. The one that found no member runs leave; the
+// two Closes at once. The one that found no member releases the Lease; the
 // one that detached the members is held up (here by its Logger, between
 // releasing the fleet's mu and starting the vaults' Close) for longer than
-// shard.CloseWait. leave then releases the Lease while x's vault is open: not
+// shard.CloseWait. The release then comes while x's vault is open: not
 // even closing. A vault of this replica's logs in after its release.
 func TestShardsConcurrentCloseReleasesBeforeTheOtherClosesVaults(t *testing.T) {
 	hub := &leaseHub{leases: map[string]*coordinationv1.Lease{}}

@@ -83,7 +83,7 @@ func TestShardsReview58CloseRightAfterTheLeaseIsMarkedLetsItGo(t *testing.T) {
 	f.Close() // the pod's SIGTERM
 	if l := hub.get(name); l != nil {
 		t.Errorf("after Close, the replica's Lease is still on the hub: marked %v, finalizers %v, released %q\nlog:\n%s",
-			l.DeletionTimestamp != nil, l.Finalizers, l.Annotations["fleet.authvault.dev/released"], buf.String())
+			l.DeletionTimestamp != nil, l.Finalizers, l.Annotations[shard.ReleasedAnnotation], buf.String())
 	}
 }
 
@@ -272,8 +272,8 @@ func TestShardsReview58RelabelledLeaseGivesNoSecondOwner(t *testing.T) {
 	}
 	hub.mu.Lock()
 	l := hub.leases[shard.LeaseName("g", "a")]
-	l.Labels["fleet.authvault.dev/group"] = "g-old" // kubectl label lease … fleet.authvault.dev/group=g-old --overwrite
-	delete(l.Annotations, "fleet.authvault.dev/view")
+	l.Labels[shard.GroupLabel] = "g-old" // kubectl label lease … fleet.authvault.dev/group=g-old --overwrite
+	delete(l.Annotations, shard.ViewAnnotation)
 	hub.rv++
 	l.ResourceVersion = strconv.Itoa(hub.rv)
 	ca.down.Store(true) // and a cannot write it back: it holds its clusters until its fence

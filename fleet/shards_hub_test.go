@@ -539,7 +539,7 @@ func TestShardsSayWhoOwnsWhat(t *testing.T) {
 		defer hub.mu.Unlock()
 		out := map[string]string{}
 		for _, l := range hub.leases {
-			out[l.Labels["fleet.authvault.dev/replica"]] = l.Labels["fleet.authvault.dev/clusters"]
+			out[l.Labels[shard.ReplicaLabel]] = l.Labels[shard.ClustersLabel]
 		}
 		return out
 	}

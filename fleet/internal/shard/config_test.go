@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,4 +23,15 @@ func TestCheckRefusesABudgetBelowRetryPeriod(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "at least RetryPeriod (100ms) is needed") {
 		t.Errorf("Check() = %v, want the budget's error", err)
 	}
+}
+
+// A driver without the error its not-owned errors match would hand out
+// errors that match nothing: New refuses it.
+func TestNewRequiresNotOwned(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Config.NotOwned is required") {
+			t.Errorf("New without NotOwned: recovered %v", r)
+		}
+	}()
+	New(shortShards, nil, &fakeHost{t: t}, nil)
 }

@@ -13,6 +13,8 @@
 //   - lease.go: the Leases on the hub, as written and read.
 //   - rendezvous.go: the placement of a cluster over a view of replicas.
 //   - metrics.go: what a replica exports.
+//   - config.go, host.go, errors.go: what the fleet gives the driver (its
+//     settings, its seats) and the errors it gets back.
 //
 // The fleet imports this package, never the reverse: the driver sees the
 // fleet's seats only through Host.

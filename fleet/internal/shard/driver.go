@@ -22,7 +22,7 @@ import (
 // and reports back to it. Nothing that waits on the hub or on a hook runs
 // on its loop: a slow list never delays a renewal or a fence.
 type Driver struct {
-	// Set by New, never changed.
+	// Set by New, never changed (stop: by Start).
 	host        Host
 	cfg         Config
 	leases      coordinationv1client.LeaseInterface
@@ -65,9 +65,13 @@ type foreignLease struct {
 	since   time.Time
 }
 
-// New returns the driver of cfg (defaults applied, Check passed) on
-// leases, the Leases of cfg.Namespace, for host. Start starts it.
+// New returns the driver of cfg (defaults applied, Check passed, NotOwned
+// set) on leases, the Leases of cfg.Namespace, for host. Start starts it,
+// once; Close stops it, after Start.
 func New(cfg Config, leases coordinationv1client.LeaseInterface, host Host, clk clock.Clock) *Driver {
+	if cfg.NotOwned == nil {
+		panic("shard: Config.NotOwned is required: the error a cluster not owned here matches")
+	}
 	s := &Driver{
 		host:        host,
 		cfg:         cfg,
@@ -95,7 +99,7 @@ func (s *Driver) Start() {
 }
 
 // post tells the core of ev at its loop's next turn. It never blocks: the
-// fleet calls it under its mu.
+// host calls it with its lock held.
 func (s *Driver) post(ev event) {
 	s.inboxMu.Lock()
 	s.inbox = append(s.inbox, ev)
@@ -220,7 +224,7 @@ func (s *Driver) members(c *core, e effects) (dropped, took []Moved) {
 		cause := &notOwnedError{name: d.name, self: s.cfg.Identity, owner: d.to, why: d.why, is: s.cfg.NotOwned}
 		m, ok := s.host.DropLocked(d.name, d.gen, cause)
 		if !ok {
-			continue // the fleet took it out itself: it tells retired
+			continue // the host took it out itself, and tells Stopped and Removed
 		}
 		dropped = append(dropped, m)
 		causes[d.name] = cause

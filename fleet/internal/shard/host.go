@@ -11,9 +11,9 @@ type Host interface {
 	// the one numbered gen, with cause, and returns it.
 	DropLocked(name string, gen uint64, cause error) (Moved, bool)
 	// TakeLocked makes a member numbered gen for the cluster name, when
-	// its seat is still the one numbered seat, has no member and the host
+	// its seat is still the one numbered serial, has no member and the host
 	// is not closed, and returns it.
-	TakeLocked(name string, seat, gen uint64) (Moved, bool)
+	TakeLocked(name string, serial, gen uint64) (Moved, bool)
 	// OwnedLocked is how many clusters have a member here.
 	OwnedLocked() int
 }
@@ -22,7 +22,8 @@ type Host interface {
 type Moved struct {
 	Name string
 	Gen  uint64
-	// Stop closes its vault: its logins stop (one given up).
+	// Stop closes its vault: its logins stop (one given up; nil for one
+	// taken).
 	Stop func()
 	// Hook runs its OnRemove (one given up) or its OnAdd (one taken).
 	Hook func()

@@ -21,18 +21,19 @@ import (
 
 // The group's Leases: labelled with the group, each holding its replica's
 // identity and, in an annotation, the view its share is computed over.
+// The exported ones are those the fleet's tests read and write.
 const (
-	groupLabel = "fleet.authvault.dev/group"
-	// replicaLabel and clustersLabel are for a person, not the protocol:
+	GroupLabel = "fleet.authvault.dev/group"
+	// ReplicaLabel and ClustersLabel are for a person, not the protocol:
 	// the replica's identity (when it is a valid label value) and how many
 	// clusters it owns, as of its last write, so that kubectl get leases
 	// -L shows who owns how much (the Lease's name is a hash).
-	replicaLabel   = "fleet.authvault.dev/replica"
-	clustersLabel  = "fleet.authvault.dev/clusters"
-	viewAnnotation = "fleet.authvault.dev/view"
-	// releasedAnnotation marks the Lease of a replica that holds nothing:
+	ReplicaLabel   = "fleet.authvault.dev/replica"
+	ClustersLabel  = "fleet.authvault.dev/clusters"
+	ViewAnnotation = "fleet.authvault.dev/view"
+	// ReleasedAnnotation marks the Lease of a replica that holds nothing:
 	// it stopped cleanly, or stands by. Its peers take its clusters at once.
-	releasedAnnotation = "fleet.authvault.dev/released"
+	ReleasedAnnotation = "fleet.authvault.dev/released"
 	// incarnationAnnotation tells one process's writes from another's of
 	// the same identity.
 	incarnationAnnotation = "fleet.authvault.dev/incarnation"
@@ -49,7 +50,8 @@ const (
 )
 
 // LeaseName is the name of identity's Lease in group: the same across the
-// replica's restarts, a valid name whatever the identity holds.
+// replica's restarts, a valid name whatever the identity holds. (Exported
+// for the fleet's tests, as OwnerOf, CloseWait and HookWait are.)
 func LeaseName(group, identity string) string {
 	sum := sha256.Sum256([]byte(identity))
 	return group + "-" + hex.EncodeToString(sum[:8])
@@ -76,12 +78,12 @@ func (s *Driver) record(l *coordinationv1.Lease) (leaseRecord, bool) {
 	if l.Name == s.lease || !inGroup(s.cfg.Group, l.Name) || !s.marksOf(l) {
 		return leaseRecord{}, false
 	}
-	encoded, annotated := l.Annotations[viewAnnotation]
+	encoded, annotated := l.Annotations[ViewAnnotation]
 	if !annotated {
 		encoded = "not annotated" // unreadable
 	}
 	r := leaseRecord{name: l.Name, holder: ptr.Deref(l.Spec.HolderIdentity, ""), rv: l.ResourceVersion,
-		released: l.Annotations[releasedAnnotation] == "true", rules: 1,
+		released: l.Annotations[ReleasedAnnotation] == "true", rules: 1,
 		guarded: slices.Contains(l.Finalizers, leaseFinalizer), marked: l.DeletionTimestamp != nil}
 	r.readable = json.Unmarshal([]byte(encoded), &r.view) == nil
 	if v, ok := l.Annotations[rulesAnnotation]; ok {
@@ -102,7 +104,7 @@ func (s *Driver) record(l *coordinationv1.Lease) (leaseRecord, bool) {
 // Lease of a group's name with none of them is another tool's: neither
 // counted nor ever deleted.
 func (s *Driver) marksOf(l *coordinationv1.Lease) bool {
-	if slices.Contains(l.Finalizers, leaseFinalizer) || l.Labels[groupLabel] == s.cfg.Group {
+	if slices.Contains(l.Finalizers, leaseFinalizer) || l.Labels[GroupLabel] == s.cfg.Group {
 		return true
 	}
 	for k := range l.Annotations {
@@ -204,7 +206,7 @@ func (s *Driver) writeLease(ctx context.Context, content leaseContent, res *writ
 // processes of one identity would both own its clusters.
 func (s *Driver) another(got *coordinationv1.Lease) error {
 	inc := got.Annotations[incarnationAnnotation]
-	if inc == "" || inc == s.incarnation || got.Annotations[releasedAnnotation] == "true" {
+	if inc == "" || inc == s.incarnation || got.Annotations[ReleasedAnnotation] == "true" {
 		s.foreign = nil
 		return nil
 	}
@@ -224,13 +226,13 @@ func (s *Driver) fill(l *coordinationv1.Lease, content leaseContent, now metav1.
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
-	l.Labels[groupLabel] = s.cfg.Group
+	l.Labels[GroupLabel] = s.cfg.Group
 	if len(validation.IsValidLabelValue(s.cfg.Identity)) == 0 {
-		l.Labels[replicaLabel] = s.cfg.Identity
+		l.Labels[ReplicaLabel] = s.cfg.Identity
 	} else {
-		delete(l.Labels, replicaLabel) // the holder says it
+		delete(l.Labels, ReplicaLabel) // the holder says it
 	}
-	l.Labels[clustersLabel] = strconv.Itoa(s.ownedCount())
+	l.Labels[ClustersLabel] = strconv.Itoa(s.ownedCount())
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
@@ -238,14 +240,14 @@ func (s *Driver) fill(l *coordinationv1.Lease, content leaseContent, now metav1.
 	if content.view == nil {
 		view = []byte("[]")
 	}
-	l.Annotations[viewAnnotation] = string(view)
+	l.Annotations[ViewAnnotation] = string(view)
 	l.Annotations[incarnationAnnotation] = s.incarnation
 	l.Annotations[rulesAnnotation] = strconv.Itoa(coreRules)
 	l.Annotations[durationAnnotation] = s.cfg.LeaseDuration.String()
 	if content.standby {
-		l.Annotations[releasedAnnotation] = "true"
+		l.Annotations[ReleasedAnnotation] = "true"
 	} else {
-		delete(l.Annotations, releasedAnnotation)
+		delete(l.Annotations, ReleasedAnnotation)
 	}
 	switch {
 	case content.free:
@@ -286,7 +288,7 @@ func (s *Driver) letGoOf(ctx context.Context, l *coordinationv1.Lease) error {
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		l.Annotations[releasedAnnotation] = "true"
+		l.Annotations[ReleasedAnnotation] = "true"
 		updated, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
@@ -319,14 +321,14 @@ func (s *Driver) watchLeases(ctx context.Context) {
 		// may hold many others'): the watch only wakes the loop, whose
 		// lists find the group's Leases by name, a relabelled one too (it
 		// leaves the watch as a deletion, which wakes the loop).
-		w, err := s.leases.Watch(ctx, metav1.ListOptions{LabelSelector: groupLabel + "=" + s.cfg.Group})
+		w, err := s.leases.Watch(ctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + s.cfg.Group})
 		if err == nil {
 			for ev := range w.ResultChan() {
 				l, ok := ev.Object.(*coordinationv1.Lease)
 				if !ok || l.Name == s.lease || !inGroup(s.cfg.Group, l.Name) {
 					continue
 				}
-				what := ptr.Deref(l.Spec.HolderIdentity, "") + "\x00" + l.Annotations[viewAnnotation] + "\x00" + l.Annotations[releasedAnnotation]
+				what := ptr.Deref(l.Spec.HolderIdentity, "") + "\x00" + l.Annotations[ViewAnnotation] + "\x00" + l.Annotations[ReleasedAnnotation]
 				if ev.Type == watch.Deleted {
 					delete(known, l.Name)
 					s.wake()
@@ -392,7 +394,7 @@ func (s *Driver) release(ctx context.Context) error {
 }
 
 // ownedCount is how many of the fleet's clusters this replica owns now
-// (has a member for), for clustersLabel.
+// (has a member for), for ClustersLabel.
 func (s *Driver) ownedCount() int {
 	s.host.Lock()
 	defer s.host.Unlock()

@@ -1,9 +1,7 @@
 package shard
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 )
 
@@ -48,48 +46,5 @@ func TestRendezvousMovesTheFewestClusters(t *testing.T) {
 	}
 	if got := OwnerOf(nil, "any"); got != "" {
 		t.Errorf("no replica: owner %q, want none", got)
-	}
-}
-
-var errNotOwned = errors.New("not owned")
-
-func TestNotOwnedSaysWhoOwnsTheCluster(t *testing.T) {
-	for _, tc := range []struct {
-		err  *notOwnedError
-		want string
-	}{
-		{&notOwnedError{name: "c", self: "a", owner: "b", is: errNotOwned}, `fleet: cluster "c" is owned by replica "b", not this one ("a")`},
-		{&notOwnedError{name: "c", self: "a", is: errNotOwned}, `fleet: cluster "c" is owned by no replica yet (this is "a")`},
-		{&notOwnedError{name: "c", self: "a", owner: "a", is: errNotOwned}, `fleet: cluster "c" is this replica's ("a") once its previous owner has let it go`},
-		{&notOwnedError{name: "c", self: "a", owner: "b", why: "moved", is: errNotOwned}, `fleet: replica "a" gave cluster "c" up: moved`},
-	} {
-		if got := tc.err.Error(); got != tc.want {
-			t.Errorf("Error() = %q, want %q", got, tc.want)
-		}
-		if !errors.Is(tc.err, errNotOwned) {
-			t.Errorf("%q does not match Config.NotOwned", tc.err)
-		}
-	}
-}
-
-// A Lease's name holds no character of the identity, which may be any
-// string, and stays the same across the replica's restarts.
-func TestLeaseNamesAreValidWhateverTheIdentity(t *testing.T) {
-	a, b := LeaseName("g", "pod-0"), LeaseName("g", "Pod 0/with:odd chars")
-	if a == b || a != LeaseName("g", "pod-0") || !strings.HasPrefix(a, "g-") || len(a) != len("g-")+16 {
-		t.Errorf("lease names %q and %q", a, b)
-	}
-	if strings.ContainsAny(b, " /:P") {
-		t.Errorf("lease name %q holds the identity's characters", b)
-	}
-	for _, name := range []string{a, b, "g-0123456789abcdef"} {
-		if !inGroup("g", name) {
-			t.Errorf("%q is not found as a Lease of group g", name)
-		}
-	}
-	for _, name := range []string{"g-0123456789ABCDEF", "g-0123456789abcde", "gg-0123456789abcdef", LeaseName("g-x", "a")} {
-		if inGroup("g", name) {
-			t.Errorf("%q is found as a Lease of group g", name)
-		}
 	}
 }

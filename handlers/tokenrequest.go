@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -51,7 +52,12 @@ func TokenRequest(cfg TokenRequestConfig) login.Handler {
 			ExpirationSeconds: nonZero(cfg.ExpirationSeconds),
 		}}
 		resp, err := cfg.Client.ServiceAccounts(cfg.Namespace).CreateToken(ctx, cfg.Name, req, metav1.CreateOptions{})
-		if err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: the ServiceAccount does not exist: %w", cfg.Namespace, cfg.Name, err)
+		case apierrors.IsForbidden(err):
+			return nil, fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: this identity may not create serviceaccounts/token in namespace %s (RBAC): %w", cfg.Namespace, cfg.Name, cfg.Namespace, err)
+		case err != nil:
 			return nil, fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: %w", cfg.Namespace, cfg.Name, err)
 		}
 		if resp.Status.Token == "" {

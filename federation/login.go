@@ -1,0 +1,232 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/redact"
+)
+
+// Config is how a member is reached with tokens the hub mints for one of
+// its ServiceAccounts.
+type Config struct {
+	// Hub reaches the hub that mints the tokens (required): the config of
+	// the hub's own vault. Its identity needs create on
+	// serviceaccounts/token in Namespace.
+	Hub *rest.Config
+	// Namespace and ServiceAccount name the hub's ServiceAccount whose
+	// tokens the member trusts (required).
+	Namespace, ServiceAccount string
+	// Audiences the tokens are minted for (required): those the member's
+	// authenticator accepts. A token is never minted without one, nor for
+	// an audience of the hub's own (its issuer, kubernetes.default.svc):
+	// a member could replay it on the hub.
+	Audiences []string
+	// Lifetime each token is asked for. Default: an hour. At least ten
+	// minutes, TokenRequest's floor, and at most a day. The vault mints
+	// the next one before it expires.
+	Lifetime time.Duration
+	// Member is where the credential goes (required).
+	Member Member
+	// Provider turns the token into the member's credential. Default:
+	// Generic, the token as it is.
+	Provider Provider
+}
+
+// The bounds of Config.Lifetime.
+const (
+	defaultLifetime = time.Hour
+	minLifetime     = 10 * time.Minute
+	maxLifetime     = 24 * time.Hour
+)
+
+// keyProbe is how often a member that rejects the hub's new key is tried
+// again with it: in between, the login says why instead of minting.
+const keyProbe = time.Minute
+
+// hubAudiences are the audiences a hub's API server accepts by default,
+// besides its issuer: a token for one of them is the hub's own.
+var hubAudiences = []string{"https://kubernetes.default.svc", "https://kubernetes.default.svc.cluster.local", "kubernetes.default.svc"}
+
+// Login returns a handler that mints a token for cfg's ServiceAccount on
+// the hub (TokenRequest, with the member's audiences and cfg's lifetime)
+// and gives cfg.Provider's credential for it. The vault refreshes it before
+// the token expires, and mints again after the member rejects it.
+//
+// A member that rejects a token signed with a key of the hub's it has not
+// fetched yet (the hub switched its signing key; an API server refetches
+// an issuer's keys up to an hour after its last fetch) is not asked again
+// with every login: the handler says so and tries the new key once a
+// minute, while the vault serves the tokens in hand.
+//
+// The handler is named "federated <namespace>/<serviceaccount> for
+// <audiences>"; its metric label is "federated".
+func Login(cfg Config) login.Handler {
+	f := &federated{cfg: cfg, now: time.Now}
+	name := fmt.Sprintf("federated %s/%s for %s", cfg.Namespace, cfg.ServiceAccount, strings.Join(cfg.Audiences, ","))
+	return login.Named(name, "federated", f.login)
+}
+
+// federated is a Login handler's state: the keys of its tokens, to tell a
+// member that does not trust the hub's new key from one that rejects
+// everything.
+type federated struct {
+	cfg Config
+	now func() time.Time
+
+	mu        sync.Mutex // guards the rest
+	mint      login.Handler
+	lastKey   string    // the key of the last token given
+	servedKey string    // a key whose token the member did not reject
+	probeAt   time.Time // when to try the new key again; zero: no hold
+	held      error     // why, until then
+}
+
+func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
+	mint, err := f.setup()
+	if err != nil {
+		return nil, login.Permanent(err)
+	}
+	f.mu.Lock()
+	if held := f.hold(ctx); held != nil {
+		f.mu.Unlock()
+		return nil, held
+	}
+	f.mu.Unlock()
+	minted, err := mint(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("federation: %w", err)
+	}
+	token, err := f.token(minted)
+	if err != nil {
+		return nil, login.Permanent(err)
+	}
+	provider := f.cfg.Provider
+	if provider == nil {
+		provider = Generic
+	}
+	info, err := provider.Credential(ctx, token, f.cfg.Member)
+	if err != nil {
+		return nil, fmt.Errorf("federation: member %s: %w", f.cfg.Member.Server, redact.Error(err))
+	}
+	f.mu.Lock()
+	f.lastKey = token.KeyID
+	f.mu.Unlock()
+	return info, nil
+}
+
+// setup checks the config once and makes the hub's client.
+func (f *federated) setup() (login.Handler, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mint != nil {
+		return f.mint, nil
+	}
+	cfg := f.cfg
+	switch {
+	case cfg.Hub == nil:
+		return nil, errors.New("federation: Config.Hub is required: the hub that mints the tokens")
+	case cfg.Namespace == "" || cfg.ServiceAccount == "":
+		return nil, errors.New("federation: Config.Namespace and Config.ServiceAccount are required: the hub's ServiceAccount the member trusts")
+	case len(cfg.Audiences) == 0 || slices.Contains(cfg.Audiences, ""):
+		return nil, errors.New("federation: Config.Audiences are required: a token without the member's audience would be the hub's own")
+	}
+	for _, aud := range cfg.Audiences {
+		if slices.Contains(hubAudiences, aud) {
+			return nil, fmt.Errorf("federation: audience %q is the hub's own: a member could replay the token on the hub", aud)
+		}
+	}
+	lifetime := cfg.Lifetime
+	if lifetime == 0 {
+		lifetime = defaultLifetime
+	}
+	if lifetime < minLifetime || lifetime > maxLifetime {
+		return nil, fmt.Errorf("federation: Config.Lifetime %v is out of [%v, %v]", lifetime, minLifetime, maxLifetime)
+	}
+	if err := cfg.Member.check(); err != nil {
+		return nil, fmt.Errorf("federation: %w", err)
+	}
+	hub, err := kubernetes.NewForConfig(cfg.Hub)
+	if err != nil {
+		return nil, fmt.Errorf("federation: Config.Hub: %w", redact.Error(err))
+	}
+	f.mint = handlers.TokenRequest(handlers.TokenRequestConfig{
+		Client: hub.CoreV1(), Namespace: cfg.Namespace, Name: cfg.ServiceAccount,
+		Audiences: cfg.Audiences, ExpirationSeconds: int64(lifetime / time.Second),
+	})
+	return f.mint, nil
+}
+
+// hold returns why the handler mints nothing now: the member rejected the
+// hub's new key and the next try is not due. f.mu is held.
+func (f *federated) hold(ctx context.Context) error {
+	reason, _ := login.ReasonFrom(ctx)
+	now := f.now()
+	switch reason.Kind {
+	case login.Refresh, login.Reread:
+		// The last token served until its refresh.
+		f.servedKey, f.probeAt, f.held = f.lastKey, time.Time{}, nil
+		return nil
+	case login.Rejected:
+	default:
+		return nil
+	}
+	if f.lastKey == "" || f.servedKey == "" || f.lastKey == f.servedKey {
+		return nil // not a new key: the member rejects the token for another reason
+	}
+	if f.probeAt.IsZero() || !now.Before(f.probeAt) {
+		if !f.probeAt.IsZero() {
+			f.probeAt = now.Add(keyProbe) // this login is the probe
+			return nil
+		}
+		f.probeAt = now.Add(keyProbe)
+		f.held = fmt.Errorf("federation: member %s rejected a token signed with the hub's key %q where tokens of its key %q served: the member does not trust the hub's new key yet (an API server refetches an issuer's keys up to an hour after its last fetch; rewriting its authentication config reloads them); tried again every %v",
+			f.cfg.Member.Server, f.lastKey, f.servedKey, keyProbe)
+	}
+	return login.Temporary(f.held, f.probeAt.Sub(now))
+}
+
+// token reads what the hub minted: its key and audiences, from the JWT's
+// header and claims (unverified: the member verifies it; these only name
+// the key in errors and refuse a token the hub itself would take).
+func (f *federated) token(minted *login.ConnectionInfo) (Token, error) {
+	sa := f.cfg.Namespace + "/" + f.cfg.ServiceAccount
+	jws, err := jwt.ParseSigned(minted.Token, signingAlgorithms)
+	if err != nil {
+		return Token{}, fmt.Errorf("federation: the hub's token for serviceaccount %s is not a JWT: %w", sa, redact.Error(err))
+	}
+	var claims jwt.Claims
+	if err := jws.UnsafeClaimsWithoutVerification(&claims); err != nil {
+		return Token{}, fmt.Errorf("federation: the hub's token for serviceaccount %s has unreadable claims: %w", sa, redact.Error(err))
+	}
+	if len(claims.Audience) == 0 {
+		return Token{}, fmt.Errorf("federation: the hub's token for serviceaccount %s has no audience: the hub would take it", sa)
+	}
+	for _, aud := range claims.Audience {
+		if aud == claims.Issuer || !slices.Contains(f.cfg.Audiences, aud) {
+			return Token{}, fmt.Errorf("federation: the hub's token for serviceaccount %s has audience %q, not one of %q: the hub would take it", sa, aud, f.cfg.Audiences)
+		}
+	}
+	t := Token{value: minted.Token, Expiration: minted.Expiration, Audiences: []string(claims.Audience)}
+	if len(jws.Headers) > 0 {
+		t.KeyID = jws.Headers[0].KeyID
+	}
+	return t, nil
+}
+
+// signingAlgorithms are those an API server signs ServiceAccount tokens
+// with.
+var signingAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512, jose.PS256, jose.PS384, jose.PS512}

@@ -1,0 +1,277 @@
+package federation
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/authvault/authvault/login"
+)
+
+const hubIssuer = "https://hub.example:6443"
+
+// fakeHub answers TokenRequest as an API server does: a JWT signed with
+// its current key, for the audiences asked (or its issuer), or the status
+// its refuse field names.
+type fakeHub struct {
+	t      *testing.T
+	srv    *httptest.Server
+	calls  atomic.Int32
+	mu     sync.Mutex
+	kid    string
+	key    *ecdsa.PrivateKey
+	status int // answer this instead, when not 0
+	asked  authenticationv1.TokenRequestSpec
+	// audience, when not nil, is what every token says, whatever was asked.
+	audience []string
+	minted   []string
+}
+
+func newFakeHub(t *testing.T) *fakeHub {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &fakeHub{t: t, kid: "key-1", key: key}
+	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
+	h.calls.Add(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(h.status)
+		reason := map[int]string{http.StatusForbidden: "Forbidden", http.StatusNotFound: "NotFound"}[h.status]
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"refused","reason":%q,"code":%d}`, reason, h.status)
+		return
+	}
+	var req authenticationv1.TokenRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.asked = req.Spec
+	aud := req.Spec.Audiences
+	if len(aud) == 0 {
+		aud = []string{hubIssuer}
+	}
+	if h.audience != nil {
+		aud = h.audience
+	}
+	exp := time.Now().Add(time.Duration(*req.Spec.ExpirationSeconds) * time.Second)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: h.key}, (&jose.SignerOptions{}).WithHeader("kid", h.kid))
+	if err != nil {
+		h.t.Error(err)
+		return
+	}
+	tok, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: hubIssuer, Subject: "system:serviceaccount:fleet:op", Audience: aud, Expiry: jwt.NewNumericDate(exp)}).Serialize()
+	if err != nil {
+		h.t.Error(err)
+		return
+	}
+	h.minted = append(h.minted, tok)
+	req.Status = authenticationv1.TokenRequestStatus{Token: tok, ExpirationTimestamp: metav1.NewTime(exp)}
+	req.Kind, req.APIVersion = "TokenRequest", "authentication.k8s.io/v1"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(&req)
+}
+
+func (h *fakeHub) config() Config {
+	return Config{
+		Hub:       &rest.Config{Host: h.srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}},
+		Namespace: "fleet", ServiceAccount: "op",
+		Audiences: []string{"member-1"},
+		Member:    Member{Server: "https://member-1.example:6443", CAData: []byte("member CA")},
+	}
+}
+
+func as(kind login.ReasonKind) context.Context {
+	return login.WithReason(context.Background(), login.Reason{Kind: kind})
+}
+
+func TestLoginMintsForTheMembersAudienceAndGivesItToTheMember(t *testing.T) {
+	hub := newFakeHub(t)
+	cfg := hub.config()
+	cfg.Lifetime = 20 * time.Minute
+	info, err := Login(cfg)(as(login.FirstLogin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hub.asked; len(got.Audiences) != 1 || got.Audiences[0] != "member-1" || *got.ExpirationSeconds != 1200 {
+		t.Errorf("the hub was asked %+v, want audience member-1 and 1200 s", got)
+	}
+	if info.Server != cfg.Member.Server || string(info.CAData) != "member CA" || info.Token != hub.minted[0] {
+		t.Errorf("credential %v, want the minted token for the member's server and CA", info)
+	}
+	if d := time.Until(info.Expiration); d < 19*time.Minute || d > 21*time.Minute {
+		t.Errorf("the credential expires in %v, want the token's 20 min", d)
+	}
+	if info.ProxyURL != "" || info.Insecure {
+		t.Errorf("credential %v goes through a proxy or skips verification", info)
+	}
+}
+
+// A config that would mint a token the hub itself takes, or send it
+// anywhere but over verified TLS to an address alone, is refused before
+// the hub is asked.
+func TestLoginRefusesAConfigThatWouldLeakTheToken(t *testing.T) {
+	hub := newFakeHub(t)
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no audience", func(c *Config) { c.Audiences = nil }, "Audiences are required"},
+		{"an empty audience", func(c *Config) { c.Audiences = []string{""} }, "Audiences are required"},
+		{"the hub's audience", func(c *Config) { c.Audiences = []string{"https://kubernetes.default.svc"} }, "is the hub's own"},
+		{"no hub", func(c *Config) { c.Hub = nil }, "Config.Hub is required"},
+		{"no ServiceAccount", func(c *Config) { c.ServiceAccount = "" }, "ServiceAccount are required"},
+		{"a short life", func(c *Config) { c.Lifetime = time.Minute }, "out of [10m0s, 24h0m0s]"},
+		{"a long life", func(c *Config) { c.Lifetime = 48 * time.Hour }, "out of [10m0s, 24h0m0s]"},
+		{"plain http", func(c *Config) { c.Member.Server = "http://member-1.example" }, "not an https URL"},
+		{"user info", func(c *Config) { c.Member.Server = "https://u:hunter2@member-1.example" }, "holds user info"},
+		{"no server", func(c *Config) { c.Member.Server = "" }, "no Server"},
+	} {
+		cfg := hub.config()
+		tc.edit(&cfg)
+		_, err := Login(cfg)(as(login.FirstLogin))
+		var permanent *login.PermanentError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &permanent) {
+			t.Errorf("%s: error %v, want a permanent one saying %q", tc.name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error %q holds the password", tc.name, err)
+		}
+	}
+	if n := hub.calls.Load(); n != 0 {
+		t.Errorf("the hub was asked %d times for refused configs", n)
+	}
+}
+
+func TestLoginSaysWhichServiceAccountAndPermissionTheHubRefused(t *testing.T) {
+	hub := newFakeHub(t)
+	for status, want := range map[int]string{
+		http.StatusForbidden: "serviceaccount fleet/op: this identity may not create serviceaccounts/token in namespace fleet",
+		http.StatusNotFound:  "serviceaccount fleet/op: the ServiceAccount does not exist",
+	} {
+		hub.mu.Lock()
+		hub.status = status
+		hub.mu.Unlock()
+		_, err := Login(hub.config())(as(login.FirstLogin))
+		var permanent *login.PermanentError
+		if err == nil || !strings.Contains(err.Error(), want) || errors.As(err, &permanent) {
+			t.Errorf("%d: error %v, want a retryable one saying %q", status, err, want)
+		}
+	}
+}
+
+// A hub that mints a token for its own issuer, whatever was asked (a
+// webhook, a bug), gives no credential: a member could replay it.
+func TestLoginRefusesATokenTheHubWouldTake(t *testing.T) {
+	hub := newFakeHub(t)
+	hub.audience = []string{"member-1", hubIssuer}
+	_, err := Login(hub.config())(as(login.FirstLogin))
+	var permanent *login.PermanentError
+	if err == nil || !strings.Contains(err.Error(), `audience "https://hub.example:6443", not one of ["member-1"]`) || !errors.As(err, &permanent) {
+		t.Errorf("error %v, want the token's hub audience refused", err)
+	}
+	hub.audience = []string{}
+	if _, err := Login(hub.config())(as(login.FirstLogin)); err == nil || !strings.Contains(err.Error(), "has no audience") {
+		t.Errorf("error %v, want a token without an audience refused", err)
+	}
+}
+
+// After the hub switches its signing key, a member that has not fetched
+// the new one rejects its tokens: the login says so, mints nothing until
+// the next probe a minute later, and mints again then.
+func TestLoginSaysTheMemberDoesNotTrustTheHubsNewKeyYet(t *testing.T) {
+	hub := newFakeHub(t)
+	now := time.Now()
+	f := &federated{cfg: hub.config(), now: func() time.Time { return now }}
+	if _, err := f.login(as(login.FirstLogin)); err != nil {
+		t.Fatal(err)
+	}
+	hub.mu.Lock()
+	hub.kid = "key-2" // the hub switches keys
+	hub.mu.Unlock()
+	if _, err := f.login(as(login.Refresh)); err != nil { // key-1's token served until now
+		t.Fatal(err)
+	}
+	calls := hub.calls.Load()
+	_, err := f.login(as(login.Rejected))
+	var temporary *login.TemporaryError
+	if err == nil || !errors.As(err, &temporary) || !strings.Contains(err.Error(), `key "key-2" where tokens of its key "key-1" served: the member does not trust the hub's new key yet`) {
+		t.Fatalf("error %v, want the new key named", err)
+	}
+	if temporary.Delay != keyProbe {
+		t.Errorf("retry in %v, want %v", temporary.Delay, keyProbe)
+	}
+	now = now.Add(30 * time.Second)
+	if _, err := f.login(as(login.Rejected)); err == nil || hub.calls.Load() != calls {
+		t.Errorf("within the probe's minute: error %v, %d mints, want the same error and none", err, hub.calls.Load()-calls)
+	}
+	now = now.Add(31 * time.Second)
+	if info, err := f.login(as(login.Rejected)); err != nil || info == nil || hub.calls.Load() != calls+1 {
+		t.Errorf("at the probe: %v %v, %d mints, want one token", info, err, hub.calls.Load()-calls)
+	}
+	if _, err := f.login(as(login.Refresh)); err != nil { // the member took it
+		t.Fatal(err)
+	}
+	if _, err := f.login(as(login.Rejected)); err != nil { // key-2 now served: a rejection is no key change
+		t.Errorf("a rejection after the new key served: %v, want a new token", err)
+	}
+}
+
+// A member that rejects the first token (a wrong audience, RBAC) is not a
+// key change: every login mints, and the vault's backoff paces it.
+func TestLoginMintsAgainAfterARejectionThatIsNoKeyChange(t *testing.T) {
+	hub := newFakeHub(t)
+	login1 := Login(hub.config())
+	for range 3 {
+		if _, err := login1(as(login.Rejected)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := hub.calls.Load(); n != 3 {
+		t.Errorf("%d mints for 3 logins", n)
+	}
+}
+
+// The token's value is in no printed form of Token and no error.
+func TestTokenPrintsNoSecret(t *testing.T) {
+	tok := Token{value: "eyJhbGciOi.secret-part.sig", Audiences: []string{"member-1"}, KeyID: "key-1", Expiration: time.Unix(1e9, 0)}
+	js, err := json.Marshal(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{fmt.Sprint(tok), fmt.Sprintf("%v %+v %#v %s %q %x", tok, tok, tok, tok, tok, tok), fmt.Sprint(&tok), string(js), fmt.Sprint(tok.MarshalLog())} {
+		if strings.Contains(out, "secret-part") {
+			t.Errorf("printed the token: %s", out)
+		}
+		if !strings.Contains(out, "member-1") {
+			t.Errorf("printed no audience: %s", out)
+		}
+	}
+}

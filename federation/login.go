@@ -53,10 +53,6 @@ const (
 	maxLifetime     = 24 * time.Hour
 )
 
-// keyProbe is how often a member that rejects the hub's new key is tried
-// again with it: in between, the login says why instead of minting.
-const keyProbe = time.Minute
-
 // hubAudiences are the audiences a hub's API server accepts by default,
 // besides its issuer: a token for one of them is the hub's own.
 var hubAudiences = []string{"https://kubernetes.default.svc", "https://kubernetes.default.svc.cluster.local", "kubernetes.default.svc"}
@@ -66,11 +62,13 @@ var hubAudiences = []string{"https://kubernetes.default.svc", "https://kubernete
 // and gives cfg.Provider's credential for it. The vault refreshes it before
 // the token expires, and mints again after the member rejects it.
 //
-// A member that rejects a token signed with a key of the hub's it has not
-// fetched yet (the hub switched its signing key; an API server refetches
-// an issuer's keys up to an hour after its last fetch) is not asked again
-// with every login: the handler says so and tries the new key once a
-// minute, while the vault serves the tokens in hand.
+// A token the member rejects (the provider says so: ErrRejected) is not
+// given: the login fails for this round, the vault serves the token in
+// hand while it lasts and tries again after its backoff, and the error
+// says why: the member does not trust the hub's new key yet (the hub
+// switched its signing key; an API server refetches an issuer's keys up
+// to an hour after its last fetch), or it does not trust the hub's issuer
+// for the audience, or cannot reach the hub's keys.
 //
 // The handler is named "federated <namespace>/<serviceaccount> for
 // <audiences>"; its metric label is "federated".
@@ -87,12 +85,9 @@ type federated struct {
 	cfg Config
 	now func() time.Time
 
-	mu        sync.Mutex // guards the rest
-	mint      login.Handler
-	lastKey   string    // the key of the last token given
-	servedKey string    // a key whose token the member did not reject
-	probeAt   time.Time // when to try the new key again; zero: no hold
-	held      error     // why, until then
+	mu         sync.Mutex // guards the rest
+	mint       login.Handler
+	trustedKey string // the key of the last token the member took
 }
 
 func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
@@ -100,12 +95,6 @@ func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	if err != nil {
 		return nil, login.Permanent(err)
 	}
-	f.mu.Lock()
-	if held := f.hold(ctx); held != nil {
-		f.mu.Unlock()
-		return nil, held
-	}
-	f.mu.Unlock()
 	minted, err := mint(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("federation: %w", err)
@@ -119,12 +108,22 @@ func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
 		provider = Generic
 	}
 	info, err := provider.Credential(ctx, token, f.cfg.Member)
-	if err != nil {
-		return nil, fmt.Errorf("federation: member %s: %w", f.cfg.Member.Server, redact.Error(err))
-	}
 	f.mu.Lock()
-	f.lastKey = token.KeyID
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrRejected) && f.trustedKey != "" && token.KeyID != f.trustedKey:
+		// Permanent for this login: the waiting callers get the reason
+		// now, and the vault's backoff spaces the next tries, while it
+		// serves the token in hand.
+		return nil, login.Permanent(fmt.Errorf("federation: member %s rejected a token signed with the hub's key %q where tokens of its key %q served: the member does not trust the hub's new key yet (an API server refetches an issuer's keys up to an hour after its last fetch; rewriting its authentication config reloads them): %w",
+			redact.URL(f.cfg.Member.Server), token.KeyID, f.trustedKey, redact.Error(err)))
+	case errors.Is(err, ErrRejected):
+		return nil, login.Permanent(fmt.Errorf("federation: member %s rejected the hub's token for audience %s (serviceaccount %s/%s): the member must trust the hub's issuer for that audience, and reach the hub's keys: %w",
+			redact.URL(f.cfg.Member.Server), strings.Join(f.cfg.Audiences, ","), f.cfg.Namespace, f.cfg.ServiceAccount, redact.Error(err)))
+	case err != nil:
+		return nil, fmt.Errorf("federation: member %s: %w", redact.URL(f.cfg.Member.Server), redact.Error(err))
+	}
+	f.trustedKey = token.KeyID
 	return info, nil
 }
 
@@ -168,35 +167,6 @@ func (f *federated) setup() (login.Handler, error) {
 		Audiences: cfg.Audiences, ExpirationSeconds: int64(lifetime / time.Second),
 	})
 	return f.mint, nil
-}
-
-// hold returns why the handler mints nothing now: the member rejected the
-// hub's new key and the next try is not due. f.mu is held.
-func (f *federated) hold(ctx context.Context) error {
-	reason, _ := login.ReasonFrom(ctx)
-	now := f.now()
-	switch reason.Kind {
-	case login.Refresh, login.Reread:
-		// The last token served until its refresh.
-		f.servedKey, f.probeAt, f.held = f.lastKey, time.Time{}, nil
-		return nil
-	case login.Rejected:
-	default:
-		return nil
-	}
-	if f.lastKey == "" || f.servedKey == "" || f.lastKey == f.servedKey {
-		return nil // not a new key: the member rejects the token for another reason
-	}
-	if f.probeAt.IsZero() || !now.Before(f.probeAt) {
-		if !f.probeAt.IsZero() {
-			f.probeAt = now.Add(keyProbe) // this login is the probe
-			return nil
-		}
-		f.probeAt = now.Add(keyProbe)
-		f.held = fmt.Errorf("federation: member %s rejected a token signed with the hub's key %q where tokens of its key %q served: the member does not trust the hub's new key yet (an API server refetches an issuer's keys up to an hour after its last fetch; rewriting its authentication config reloads them); tried again every %v",
-			f.cfg.Member.Server, f.lastKey, f.servedKey, keyProbe)
-	}
-	return login.Temporary(f.held, f.probeAt.Sub(now))
 }
 
 // token reads what the hub minted: its key and audiences, from the JWT's

@@ -6,10 +6,12 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +43,7 @@ type fakeHub struct {
 	asked  authenticationv1.TokenRequestSpec
 	// audience, when not nil, is what every token says, whatever was asked.
 	audience []string
+	member   *fakeMember // trusts key-1
 	minted   []string
 }
 
@@ -49,7 +52,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &fakeHub{t: t, kid: "key-1", key: key}
+	h := &fakeHub{t: t, kid: "key-1", key: key, member: newFakeMember(t, "key-1")}
 	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
 	t.Cleanup(h.srv.Close)
 	return h
@@ -98,12 +101,59 @@ func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(&req)
 }
 
+// fakeMember answers GET /version as an API server that trusts the hub's
+// tokens of the keys in trusted for audience member-1 would: 200, or 401.
+type fakeMember struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	trusted map[string]bool
+	status  int // answer this to a trusted token, when not 0
+	seen    atomic.Int32
+}
+
+func newFakeMember(t *testing.T, trusted ...string) *fakeMember {
+	m := &fakeMember{trusted: map[string]bool{}}
+	for _, k := range trusted {
+		m.trusted[k] = true
+	}
+	m.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.seen.Add(1)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		tok, err := jwt.ParseSigned(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), signingAlgorithms)
+		var claims jwt.Claims
+		if err != nil || tok.UnsafeClaimsWithoutVerification(&claims) != nil || !m.trusted[tok.Headers[0].KeyID] || !slices.Contains(claims.Audience, "member-1") || r.URL.Path != "/version" {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if m.status != 0 {
+			w.WriteHeader(m.status)
+			return
+		}
+		fmt.Fprint(w, `{"gitVersion":"v1.36.3"}`)
+	}))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func (m *fakeMember) trust(keys ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		m.trusted[k] = true
+	}
+}
+
+func (m *fakeMember) member() Member {
+	return Member{Server: m.srv.URL, CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: m.srv.Certificate().Raw})}
+}
+
 func (h *fakeHub) config() Config {
 	return Config{
 		Hub:       &rest.Config{Host: h.srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}},
 		Namespace: "fleet", ServiceAccount: "op",
 		Audiences: []string{"member-1"},
-		Member:    Member{Server: "https://member-1.example:6443", CAData: []byte("member CA")},
+		Member:    h.member.member(),
 	}
 }
 
@@ -122,7 +172,7 @@ func TestLoginMintsForTheMembersAudienceAndGivesItToTheMember(t *testing.T) {
 	if got := hub.asked; len(got.Audiences) != 1 || got.Audiences[0] != "member-1" || *got.ExpirationSeconds != 1200 {
 		t.Errorf("the hub was asked %+v, want audience member-1 and 1200 s", got)
 	}
-	if info.Server != cfg.Member.Server || string(info.CAData) != "member CA" || info.Token != hub.minted[0] {
+	if info.Server != cfg.Member.Server || string(info.CAData) != string(cfg.Member.CAData) || info.Token != hub.minted[0] {
 		t.Errorf("credential %v, want the minted token for the member's server and CA", info)
 	}
 	if d := time.Until(info.Expiration); d < 19*time.Minute || d > 21*time.Minute {
@@ -181,8 +231,8 @@ func TestLoginSaysWhichServiceAccountAndPermissionTheHubRefused(t *testing.T) {
 		hub.mu.Unlock()
 		_, err := Login(hub.config())(as(login.FirstLogin))
 		var permanent *login.PermanentError
-		if err == nil || !strings.Contains(err.Error(), want) || errors.As(err, &permanent) {
-			t.Errorf("%d: error %v, want a retryable one saying %q", status, err, want)
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &permanent) {
+			t.Errorf("%d: error %v, want one for this login saying %q", status, err, want)
 		}
 	}
 }
@@ -204,58 +254,68 @@ func TestLoginRefusesATokenTheHubWouldTake(t *testing.T) {
 }
 
 // After the hub switches its signing key, a member that has not fetched
-// the new one rejects its tokens: the login says so, mints nothing until
-// the next probe a minute later, and mints again then.
+// the new one rejects its tokens: the login gives no such token (the vault
+// serves the one in hand) and says why, and gives one once the member
+// trusts the key.
 func TestLoginSaysTheMemberDoesNotTrustTheHubsNewKeyYet(t *testing.T) {
 	hub := newFakeHub(t)
-	now := time.Now()
-	f := &federated{cfg: hub.config(), now: func() time.Time { return now }}
-	if _, err := f.login(as(login.FirstLogin)); err != nil {
+	f := Login(hub.config())
+	if _, err := f(as(login.FirstLogin)); err != nil {
 		t.Fatal(err)
 	}
 	hub.mu.Lock()
 	hub.kid = "key-2" // the hub switches keys
 	hub.mu.Unlock()
-	if _, err := f.login(as(login.Refresh)); err != nil { // key-1's token served until now
-		t.Fatal(err)
+	_, err := f(as(login.Refresh))
+	var permanent *login.PermanentError
+	if err == nil || !errors.As(err, &permanent) || !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), `key "key-2" where tokens of its key "key-1" served: the member does not trust the hub's new key yet`) {
+		t.Fatalf("error %v, want the new key named, for this login", err)
 	}
-	calls := hub.calls.Load()
-	_, err := f.login(as(login.Rejected))
-	var temporary *login.TemporaryError
-	if err == nil || !errors.As(err, &temporary) || !strings.Contains(err.Error(), `key "key-2" where tokens of its key "key-1" served: the member does not trust the hub's new key yet`) {
-		t.Fatalf("error %v, want the new key named", err)
-	}
-	if temporary.Delay != keyProbe {
-		t.Errorf("retry in %v, want %v", temporary.Delay, keyProbe)
-	}
-	now = now.Add(30 * time.Second)
-	if _, err := f.login(as(login.Rejected)); err == nil || hub.calls.Load() != calls {
-		t.Errorf("within the probe's minute: error %v, %d mints, want the same error and none", err, hub.calls.Load()-calls)
-	}
-	now = now.Add(31 * time.Second)
-	if info, err := f.login(as(login.Rejected)); err != nil || info == nil || hub.calls.Load() != calls+1 {
-		t.Errorf("at the probe: %v %v, %d mints, want one token", info, err, hub.calls.Load()-calls)
-	}
-	if _, err := f.login(as(login.Refresh)); err != nil { // the member took it
-		t.Fatal(err)
-	}
-	if _, err := f.login(as(login.Rejected)); err != nil { // key-2 now served: a rejection is no key change
-		t.Errorf("a rejection after the new key served: %v, want a new token", err)
+	hub.member.trust("key-2") // reloaded
+	if info, err := f(as(login.Refresh)); err != nil || info.Token != hub.minted[2] {
+		t.Errorf("once the member trusts the key: %v, %v", info, err)
 	}
 }
 
-// A member that rejects the first token (a wrong audience, RBAC) is not a
-// key change: every login mints, and the vault's backoff paces it.
-func TestLoginMintsAgainAfterARejectionThatIsNoKeyChange(t *testing.T) {
+// A member that rejects the first token (an audience or issuer it does
+// not trust, the hub's keys out of its reach) is named with the audience,
+// and the token is not given.
+func TestLoginNamesTheAudienceOfAMemberThatRejectsEveryToken(t *testing.T) {
 	hub := newFakeHub(t)
-	login1 := Login(hub.config())
-	for range 3 {
-		if _, err := login1(as(login.Rejected)); err != nil {
-			t.Fatal(err)
+	hub.member = newFakeMember(t) // trusts nothing
+	_, err := Login(hub.config())(as(login.FirstLogin))
+	var permanent *login.PermanentError
+	if err == nil || !errors.As(err, &permanent) || !strings.Contains(err.Error(), "rejected the hub's token for audience member-1 (serviceaccount fleet/op)") {
+		t.Fatalf("error %v, want the audience named", err)
+	}
+	if strings.Contains(err.Error(), hub.minted[0]) {
+		t.Errorf("error %q holds the token", err)
+	}
+}
+
+// The member's answers that come after authentication (403, 404) are a
+// token it took; one that is neither that nor 401 (a redirect, a 5xx) is
+// an error, and a redirect is not followed with the token.
+func TestGenericTakesAnAuthenticatedAnswerAndFollowsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	for _, tc := range []struct {
+		status int
+		ok     bool
+	}{{http.StatusForbidden, true}, {http.StatusNotFound, true}, {http.StatusFound, false}, {http.StatusServiceUnavailable, false}} {
+		hub := newFakeHub(t)
+		hub.member.status = tc.status
+		if tc.status == http.StatusFound {
+			hub.member.srv.Config.Handler = http.RedirectHandler(other.URL+"/version", http.StatusFound)
+		}
+		_, err := Login(hub.config())(as(login.FirstLogin))
+		if (err == nil) != tc.ok {
+			t.Errorf("%d: error %v, want ok %v", tc.status, err, tc.ok)
 		}
 	}
-	if n := hub.calls.Load(); n != 3 {
-		t.Errorf("%d mints for 3 logins", n)
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("a redirect was followed %d times", n)
 	}
 }
 

@@ -53,10 +53,13 @@ func TokenRequest(cfg TokenRequestConfig) login.Handler {
 		}}
 		resp, err := cfg.Client.ServiceAccounts(cfg.Namespace).CreateToken(ctx, cfg.Name, req, metav1.CreateOptions{})
 		switch {
+		// A missing ServiceAccount or permission is not mended by a retry
+		// within the login: the callers get the error now, and the vault's
+		// backoff spaces the next logins.
 		case apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: the ServiceAccount does not exist: %w", cfg.Namespace, cfg.Name, err)
+			return nil, login.Permanent(fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: the ServiceAccount does not exist: %w", cfg.Namespace, cfg.Name, err))
 		case apierrors.IsForbidden(err):
-			return nil, fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: this identity may not create serviceaccounts/token in namespace %s (RBAC): %w", cfg.Namespace, cfg.Name, cfg.Namespace, err)
+			return nil, login.Permanent(fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: this identity may not create serviceaccounts/token in namespace %s (RBAC): %w", cfg.Namespace, cfg.Name, cfg.Namespace, err))
 		case err != nil:
 			return nil, fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: %w", cfg.Namespace, cfg.Name, err)
 		}

@@ -41,11 +41,25 @@ type Cluster struct {
 	webhook  *httptest.Server
 	dir      string
 	auditLog string
+	saKeys   serviceAccountKeys // set by keepServiceAccountKey
+}
+
+// Options are what StartWith starts beside the defaults.
+type Options struct {
+	// IssuerDiscovery serves the API server's ServiceAccount issuer
+	// discovery (/.well-known/openid-configuration and /openid/v1/jwks) to
+	// anonymous callers, on those two paths only, as a hub whose tokens a
+	// Member trusts must (StartMember), and the health checks. Anonymous
+	// requests to any other path get 401.
+	IssuerDiscovery bool
 }
 
 // Start starts the issuer and the control plane. It needs KUBEBUILDER_ASSETS
 // to name the directory hack/envtest.sh prints.
-func Start() (*Cluster, error) {
+func Start() (*Cluster, error) { return StartWith(Options{}) }
+
+// StartWith is Start with opts.
+func StartWith(opts Options) (*Cluster, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("testcluster: KUBEBUILDER_ASSETS is not set: run make test, or export KUBEBUILDER_ASSETS=$(hack/envtest.sh)")
 	}
@@ -114,6 +128,17 @@ contexts:
 	for flag, value := range audit {
 		api.Configure().Set(flag, value)
 	}
+	if opts.IssuerDiscovery {
+		config := filepath.Join(dir, "authentication-config.yaml")
+		if err := os.WriteFile(config, []byte(discoveryAuthentication), 0o600); err != nil {
+			c.cleanup()
+			return nil, err
+		}
+		api.Configure().Set("authentication-config", config)
+		// The discovery document's jwks_uri is on the advertised address:
+		// the loopback one the API server listens on, not the host's.
+		api.Configure().Set("advertise-address", "127.0.0.1")
+	}
 	api.Configure().
 		Set("authentication-token-webhook-config-file", webhookConfig).
 		Set("authentication-token-webhook-version", "v1").
@@ -125,6 +150,12 @@ contexts:
 	c.Server, c.CAData = c.Admin.Host, c.Admin.CAData
 	if u, _, err := rest.DefaultServerUrlFor(c.Admin); err == nil {
 		c.Server = u.String()
+	}
+	if opts.IssuerDiscovery {
+		if err := c.bindDiscovery(); err != nil {
+			_ = c.Stop()
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -204,6 +235,7 @@ func (c *Cluster) keepServiceAccountKey() error {
 		}
 		api.Configure().Set(flag, filepath.Join(kept, file))
 	}
+	c.saKeys = serviceAccountKeys{verify: []string{filepath.Join(kept, "sa-signer.crt")}, signing: filepath.Join(kept, "sa-signer.key")}
 	return nil
 }
 

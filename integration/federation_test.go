@@ -1,0 +1,261 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/authvault/authvault/federation"
+	"github.com/authvault/authvault/handlers"
+	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/testcluster"
+	"github.com/authvault/authvault/testkit/testlog"
+	"github.com/authvault/authvault/vault"
+)
+
+// A fleet member reached with nothing stored but its address and CA: the
+// hub mints a token for its ServiceAccount fleet-system/fleet-operator
+// (TokenRequest, through the hub's own vault) for the member's audience,
+// and the member's API server trusts the hub's issuer
+// (--authentication-config). Two real API servers, each with its etcd.
+var _ = Describe("A member that trusts the hub's ServiceAccount tokens", Ordered, Label("long"), func() {
+	const ns, sa = "fleet-system", "fleet-operator"
+	var (
+		hub      *testcluster.Cluster
+		member   *testcluster.Member
+		hubAdmin kubernetes.Interface
+		hubCfg   *rest.Config // the hub's own vault's
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		var err error
+		hub, err = testcluster.StartWith(testcluster.Options{IssuerDiscovery: true})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(hub.Stop)
+		hubAdmin = kubernetes.NewForConfigOrDie(hub.Admin)
+		_, err = hubAdmin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = hubAdmin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		member, err = hub.StartMember("member-1")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(member.Stop)
+		memberAdmin := kubernetes.NewForConfigOrDie(member.Admin)
+		_, err = memberAdmin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "hub-fleet-operator"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = memberAdmin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "hub-fleet-operator"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hub-fleet-operator"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: member.User(ns, sa)}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		hubVault := vault.New(vault.Options{NoFallback: true})
+		DeferCleanup(hubVault.Close)
+		hubVault.OnLogin(func(context.Context) (*login.ConnectionInfo, error) {
+			info := hub.Token(hub.Issuer.Issue(0))
+			return &info, nil
+		}, login.ID("hub issuer"))
+		hubCfg, err = hubVault.RESTConfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	// memberVault is a vault of the member whose one handler mints on the
+	// hub for audiences, logging to logs when not nil.
+	memberVault := func(hubCfg *rest.Config, logs *testlog.Buffer, audiences ...string) (*vault.Vault, kubernetes.Interface) {
+		opts := vault.Options{NoFallback: true, MaxWait: 20 * time.Second}
+		if logs != nil {
+			opts.Logger = logs.Logger(1)
+		}
+		v := vault.New(opts)
+		DeferCleanup(v.Close)
+		v.OnLogin(federation.Login(federation.Config{
+			Hub: hubCfg, Namespace: ns, ServiceAccount: sa, Audiences: audiences, Lifetime: 10 * time.Minute,
+			Member: federation.Member{Server: member.Server, CAData: member.CAData},
+		}), login.Backoff(250*time.Millisecond, 2*time.Second))
+		cfg, err := v.RESTConfig(context.Background())
+		Expect(err).NotTo(HaveOccurred())
+		return v, kubernetes.NewForConfigOrDie(cfg)
+	}
+	listNamespaces := func(ctx context.Context, cs kubernetes.Interface) error {
+		callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := cs.CoreV1().Namespaces().List(callCtx, metav1.ListOptions{})
+		return err
+	}
+	// mint is a token of the hub's ServiceAccount for audiences (none:
+	// the hub's own), minted by the hub's admin.
+	mint := func(ctx context.Context, audiences ...string) string {
+		tr, err := hubAdmin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: audiences},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		return tr.Status.Token
+	}
+	// status is the status code of a GET of /api/v1/namespaces on the
+	// server with tok.
+	status := func(ctx context.Context, server string, ca []byte, tok string) int {
+		cfg := &rest.Config{Host: server, BearerToken: tok, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+		client, err := rest.HTTPClientFor(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		url := strings.TrimSuffix(server, "/") + "/api/v1/namespaces"
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		Expect(err).NotTo(HaveOccurred())
+		resp, err := client.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			GinkgoWriter.Printf("%s GET %s: %d %s\n", time.Now().Format(time.StampMilli), url, resp.StatusCode, body)
+		}
+		return resp.StatusCode
+	}
+
+	It("refuses a token it cannot verify while the hub's keys are out of reach, and takes it once they are back", func(ctx SpecContext) {
+		// The member fetches the hub's keys for its first token: here,
+		// while the hub is down.
+		tok := mint(ctx, "member-1")
+		restarted := make(chan error, 1)
+		go func() { restarted <- hub.RestartAPIServer(6 * time.Second) }()
+		Eventually(func() error { _, err := hubAdmin.Discovery().ServerVersion(); return err }).Should(HaveOccurred())
+		Expect(status(ctx, member.Server, member.CAData, tok)).To(Equal(http.StatusUnauthorized))
+		Expect(<-restarted).To(Succeed())
+		Eventually(func() int { return status(ctx, member.Server, member.CAData, tok) }).Should(Equal(http.StatusOK))
+	})
+
+	It("lists the member's namespaces with nothing stored but an address and a CA", func(ctx SpecContext) {
+		start := time.Now()
+		_, cs := memberVault(hubCfg, nil, "member-1")
+		Expect(listNamespaces(ctx, cs)).To(Succeed())
+		report("federation: a new vault's first list on the member took %v (a TokenRequest on the hub, then the member's verification)", time.Since(start).Round(time.Millisecond))
+	})
+
+	It("keeps the hub's and the member's tokens apart", func(ctx SpecContext) {
+		Expect(status(ctx, member.Server, member.CAData, mint(ctx))).To(Equal(http.StatusUnauthorized), "the hub's own token on the member")
+		Expect(status(ctx, hub.Server, hub.CAData, mint(ctx, "member-1"))).To(Equal(http.StatusUnauthorized), "the member's token on the hub")
+		Expect(status(ctx, member.Server, member.CAData, mint(ctx, "member-1"))).To(Equal(http.StatusOK))
+	})
+
+	It("says which audience the member refused", func(ctx SpecContext) {
+		_, cs := memberVault(hubCfg, nil, "member-2")
+		err := listNamespaces(ctx, cs)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(And(ContainSubstring("401"), ContainSubstring("for audience member-2")))
+	})
+
+	It("says which ServiceAccount and permission the hub refused", func(ctx SpecContext) {
+		_, err := hubAdmin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		tr, err := hubAdmin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "nobody", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		nobody := vault.New(vault.Options{NoFallback: true})
+		DeferCleanup(nobody.Close)
+		nobody.OnLogin(handlers.Static(hub.Token(tr.Status.Token)))
+		nobodyCfg, err := nobody.RESTConfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		_, cs := memberVault(nobodyCfg, nil, "member-1")
+		err = listNamespaces(ctx, cs)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("serviceaccount fleet-system/fleet-operator: this identity may not create serviceaccounts/token in namespace fleet-system"))
+	})
+
+	It("serves on the token in hand while the hub is down for less than its life", func(ctx SpecContext) {
+		_, cs := memberVault(hubCfg, nil, "member-1")
+		Expect(listNamespaces(ctx, cs)).To(Succeed())
+		restarted := make(chan error, 1)
+		go func() { restarted <- hub.RestartAPIServer(5 * time.Second) }()
+		var served, failed atomic.Int32
+		for done := false; !done; {
+			select {
+			case err := <-restarted:
+				Expect(err).NotTo(HaveOccurred())
+				done = true
+			case <-time.After(200 * time.Millisecond):
+				if err := listNamespaces(ctx, cs); err != nil {
+					failed.Add(1)
+					GinkgoWriter.Println("list during the hub's outage:", err)
+				} else {
+					served.Add(1)
+				}
+			}
+		}
+		Expect(failed.Load()).To(BeZero())
+		Expect(served.Load()).To(BeNumerically(">", 10))
+	})
+
+	It("stops minting when the ServiceAccount is deleted, while the member takes the tokens already minted, and mints again once it is back", func(ctx SpecContext) {
+		inHand, cs := memberVault(hubCfg, nil, "member-1")
+		Expect(listNamespaces(ctx, cs)).To(Succeed())
+		Expect(hubAdmin.CoreV1().ServiceAccounts(ns).Delete(ctx, sa, metav1.DeleteOptions{})).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			_, _ = hubAdmin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		})
+		inHand.Refresh() // the new mint fails; the token in hand stays
+		Consistently(func() error { return listNamespaces(ctx, cs) }).WithTimeout(3 * time.Second).Should(Succeed())
+
+		_, fresh := memberVault(hubCfg, nil, "member-1")
+		err := listNamespaces(ctx, fresh)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("serviceaccount fleet-system/fleet-operator: the ServiceAccount does not exist"))
+
+		_, err = hubAdmin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, back := memberVault(hubCfg, nil, "member-1")
+		Expect(listNamespaces(ctx, back)).To(Succeed())
+	})
+
+	It("serves on the token in hand after an abrupt switch of the hub's key, says the member does not trust the new one yet, and takes it after a reload", func(ctx SpecContext) {
+		var logs testlog.Buffer
+		inHand, cs := memberVault(hubCfg, &logs, "member-1")
+		Expect(listNamespaces(ctx, cs)).To(Succeed())
+		Expect(hub.SwitchServiceAccountKey(0)).To(Succeed())
+		inHand.Refresh() // mints a token of the new key: the member rejects it
+		Eventually(logs.String).Should(ContainSubstring("the member does not trust the hub's new key yet"))
+		Consistently(func() error { return listNamespaces(ctx, cs) }).WithTimeout(3 * time.Second).Should(Succeed())
+		_, fresh := memberVault(hubCfg, nil, "member-1") // no token in hand
+		err := listNamespaces(ctx, fresh)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("rejected the hub's token for audience member-1"))
+
+		Expect(member.ReloadAuthentication()).To(Succeed())
+		start := time.Now()
+		Eventually(func() int { return status(ctx, member.Server, member.CAData, mint(ctx, "member-1")) }).Should(Equal(http.StatusOK))
+		report("federation: the member took the hub's new key %v after its authentication config was rewritten", time.Since(start).Round(100*time.Millisecond))
+		inHand.Refresh()
+		Eventually(func() error { return listNamespaces(ctx, cs) }).Should(Succeed())
+	})
+
+	It("fails nothing when the hub publishes its next key before it signs with it", func(ctx SpecContext) {
+		Expect(hub.PublishServiceAccountKey(0)).To(Succeed())
+		reloaded := time.Now()
+		Expect(member.ReloadAuthentication()).To(Succeed()) // or wait out the member's hour
+		Eventually(func(g Gomega) time.Time {
+			// The reloaded authenticator fetches the keys for its first
+			// token: an operator's traffic, here one request a poll.
+			status(ctx, member.Server, member.CAData, mint(ctx, "member-1"))
+			fetched, err := member.KeysFetched(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			return fetched
+		}).Should(BeTemporally(">", reloaded))
+		Expect(hub.SwitchServiceAccountKey(0)).To(Succeed())
+		_, cs := memberVault(hubCfg, nil, "member-1")
+		Expect(listNamespaces(ctx, cs)).To(Succeed())
+		Expect(status(ctx, member.Server, member.CAData, mint(ctx, "member-1"))).To(Equal(http.StatusOK))
+	})
+})

@@ -191,7 +191,7 @@ func (m *Member) Stop() error {
 }
 
 // keysFetchMetric is the member's gauge of when its jwt authenticator
-// last fetched the issuer's keys, by status.
+// last fetched the issuer's keys, by result.
 const keysFetchMetric = "apiserver_authentication_jwt_authenticator_jwks_fetch_last_timestamp_seconds"
 
 // KeysFetched is when the member last fetched the hub's keys with

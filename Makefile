@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet staticcheck fmt-check gotest compat compat-build soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-shards model-shards fuzz demo soak cluster cluster-revoke dashboard release
+.PHONY: test vet staticcheck fmt-check gotest compat compat-build soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-shards model-shards fuzz demo soak cluster cluster-pair cluster-revoke dashboard release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -372,6 +372,14 @@ dashboard:
 # Revokes the running cluster's token: the cluster writes a new one into
 # $(CLUSTER_DIR)/token, and the API server refuses the old one within 10 s.
 # It says what it did once the new token is written (within 5 s).
+# A hub and a member cluster whose API server trusts the hub's
+# ServiceAccount tokens (docs/federation.md): the files of make cluster, and
+# member-server and member-ca.crt beside them.
+cluster-pair:
+	@assets=$$(bash hack/envtest.sh) && \
+	$(BUILD_CLUSTER) && \
+	KUBEBUILDER_ASSETS=$$assets exec ./bin/authvault-cluster --dir $(CLUSTER_DIR) --member
+
 cluster-revoke:
 	@pid=$$(cat $(CLUSTER_DIR)/pid 2>/dev/null); \
 	case "$$(ps -o args= -p "$${pid:-0}" 2>/dev/null)" in \

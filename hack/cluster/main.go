@@ -58,6 +58,7 @@ func main() {
 	flag.StringVar(&opts.dir, "dir", "bin/cluster", "the directory to write the kubeconfig, its token and the pid file in")
 	flag.BoolVar(&opts.dashboard, "dashboard", false, "also run the browser walk-through (make dashboard): addon-proxy and examples/dashboard as an APIService, behind kubectl proxy")
 	flag.IntVar(&opts.proxyPort, "proxy-port", 8001, "with --dashboard: the port of kubectl proxy on 127.0.0.1 (DASHBOARD_PROXY_PORT)")
+	flag.BoolVar(&opts.member, "member", false, "also start a member cluster that trusts the hub's ServiceAccount tokens (make cluster-pair; docs/federation.md)")
 	flag.Parse()
 	// envtest's own lines are for its developers.
 	ctrllog.SetLogger(logr.Discard())
@@ -85,6 +86,7 @@ type options struct {
 	dir       string // the kubeconfig's, the token's and the pid file's
 	dashboard bool   // also the browser walk-through
 	proxyPort int    // kubectl proxy's, with dashboard
+	member    bool   // also a member that trusts the hub's tokens
 }
 
 // run starts the cluster, writes the files into opts.dir, starts the
@@ -113,7 +115,7 @@ func run(ctx context.Context, opts options, revoke <-chan os.Signal, out io.Writ
 	// The walk-through's processes write their lines here too.
 	out = &lockedWriter{w: out}
 	fmt.Fprintln(out, "starting kube-apiserver and etcd (a few seconds) ...")
-	c, err := testcluster.Start()
+	c, err := testcluster.StartWith(testcluster.Options{IssuerDiscovery: opts.member})
 	if err != nil {
 		return err
 	}
@@ -143,6 +145,17 @@ func run(ctx context.Context, opts options, revoke <-chan os.Signal, out io.Writ
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	var exited <-chan *proc // a walk-through's process that ended before its stop
+	if opts.member {
+		fmt.Fprintln(out, "starting the member's kube-apiserver and etcd ...")
+		startCtx, cancel := context.WithTimeout(ctx, memberStart)
+		m, err := startMember(startCtx, c, abs)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, m.Stop()) }()
+		printPair(out, c, m, dir, kubeconfig)
+	}
 	if opts.dashboard {
 		var w *walkThrough
 		w, err = startWalkThrough(ctx, c, kubeconfig, opts.proxyPort, out)
@@ -158,7 +171,7 @@ func run(ctx context.Context, opts options, revoke <-chan os.Signal, out io.Writ
 		}
 		exited = w.exited
 		w.printGuide(out)
-	} else {
+	} else if !opts.member {
 		printQuickstart(out, c, dir, kubeconfig)
 	}
 
@@ -206,7 +219,7 @@ Ctrl-C stops the cluster.
 
 // files are what the program writes in its directory, and removes when it
 // stops.
-var files = []string{"kubeconfig", "token", "pid"}
+var files = []string{"kubeconfig", "token", "pid", "member-server", "member-ca.crt"}
 
 // checkDir tells whether the program may write its files in dir, replace
 // them and remove them when it stops: none is there, or they are those of

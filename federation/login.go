@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -73,6 +75,9 @@ var hubAudiences = []string{"https://kubernetes.default.svc", "https://kubernete
 // The handler is named "federated <namespace>/<serviceaccount> for
 // <audiences>"; its metric label is "federated".
 func Login(cfg Config) login.Handler {
+	// Copies: a caller that reuses its slices changes nothing here.
+	cfg.Audiences = slices.Clone(cfg.Audiences)
+	cfg.Member.CAData = slices.Clone(cfg.Member.CAData)
 	f := &federated{cfg: cfg, now: time.Now}
 	name := fmt.Sprintf("federated %s/%s for %s", cfg.Namespace, cfg.ServiceAccount, strings.Join(cfg.Audiences, ","))
 	return login.Named(name, "federated", f.login)
@@ -88,6 +93,57 @@ type federated struct {
 	mu         sync.Mutex // guards the rest
 	mint       login.Handler
 	trustedKey string // the key of the last token the member took
+	hubRefuses bool   // the hub refused a token of these audiences
+}
+
+// loginTimeout bounds a login: the mint and the provider's exchange.
+const loginTimeout = time.Minute
+
+// checkHubRefuses shows the first token to the hub itself (a GET of
+// /version): one the hub takes is of an audience its API server accepts
+// (--api-audiences, which may hold more than its issuer) and is never
+// given, since the member could replay it there.
+func (f *federated) checkHubRefuses(ctx context.Context, token Token) error {
+	f.mu.Lock()
+	checked := f.hubRefuses
+	f.mu.Unlock()
+	if checked {
+		return nil
+	}
+	// The request brings its own Authorization and no other credential:
+	// through a vault's transport (a request with its own Authorization
+	// goes with the TLS settings of the vault's credential for the hub,
+	// and no credential), or through an anonymous copy of a config of
+	// client-go's own (its CA, no client certificate, which the hub would
+	// take before the token).
+	cfg := rest.AnonymousClientConfig(f.cfg.Hub)
+	if f.cfg.Hub.Transport != nil {
+		cfg = rest.CopyConfig(f.cfg.Hub)
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("federation: the hub's TLS settings: %w", redact.Error(err))
+	}
+	defer client.CloseIdleConnections()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/version", nil)
+	if err != nil {
+		return fmt.Errorf("federation: the hub's address: %w", redact.Error(err))
+	}
+	req.Header.Set("Authorization", "Bearer "+token.Value())
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("federation: checking that the hub refuses the member's token: %w", redact.Secrets(err, token.Value()))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		return login.Permanent(fmt.Errorf("federation: the hub takes a token for audience %s (GET /version answered %s): its API server accepts that audience, and a member could replay the token on the hub; give the member an audience of its own", strings.Join(f.cfg.Audiences, ","), resp.Status))
+	}
+	f.mu.Lock()
+	f.hubRefuses = true
+	f.mu.Unlock()
+	return nil
 }
 
 func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
@@ -95,19 +151,27 @@ func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	if err != nil {
 		return nil, login.Permanent(err)
 	}
+	// A hub or member that never answers does not hold the login, whatever
+	// timeout the handler was registered with.
+	ctx, cancel := context.WithTimeout(ctx, loginTimeout)
+	defer cancel()
 	minted, err := mint(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("federation: %w", err)
 	}
 	token, err := f.token(minted)
 	if err != nil {
-		return nil, login.Permanent(err)
+		return nil, login.Permanent(redact.Secrets(err, minted.Token))
+	}
+	if err := f.checkHubRefuses(ctx, token); err != nil {
+		return nil, err
 	}
 	provider := f.cfg.Provider
 	if provider == nil {
-		provider = Generic
+		provider = ProviderFunc(generic)
 	}
 	info, err := provider.Credential(ctx, token, f.cfg.Member)
+	err = redact.Secrets(err, token.Value()) // a provider's error may quote the token back
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -115,13 +179,13 @@ func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
 		// Permanent for this login: the waiting callers get the reason
 		// now, and the vault's backoff spaces the next tries, while it
 		// serves the token in hand.
-		return nil, login.Permanent(fmt.Errorf("federation: member %s rejected a token signed with the hub's key %q where tokens of its key %q served: the member does not trust the hub's new key yet (an API server refetches an issuer's keys up to an hour after its last fetch; rewriting its authentication config reloads them): %w",
-			redact.URL(f.cfg.Member.Server), token.KeyID, f.trustedKey, redact.Error(err)))
+		return nil, login.Permanent(fmt.Errorf("member %s rejected a token signed with the hub's key %q where tokens of its key %q served: the member does not trust the hub's new key yet (an API server refetches an issuer's keys up to an hour after its last fetch; rewriting its authentication config reloads them): %w",
+			redact.Value(f.cfg.Member.Server), token.KeyID, f.trustedKey, err))
 	case errors.Is(err, ErrRejected):
-		return nil, login.Permanent(fmt.Errorf("federation: member %s rejected the hub's token for audience %s (serviceaccount %s/%s): the member must trust the hub's issuer for that audience, and reach the hub's keys: %w",
-			redact.URL(f.cfg.Member.Server), strings.Join(f.cfg.Audiences, ","), f.cfg.Namespace, f.cfg.ServiceAccount, redact.Error(err)))
+		return nil, login.Permanent(fmt.Errorf("member %s rejected the hub's token for audience %s (serviceaccount %s/%s): the member must trust the hub's issuer for that audience, and reach the hub's keys: %w",
+			redact.Value(f.cfg.Member.Server), strings.Join(f.cfg.Audiences, ","), f.cfg.Namespace, f.cfg.ServiceAccount, err))
 	case err != nil:
-		return nil, fmt.Errorf("federation: member %s: %w", redact.URL(f.cfg.Member.Server), redact.Error(err))
+		return nil, fmt.Errorf("federation: member %s: %w", redact.Value(f.cfg.Member.Server), err)
 	}
 	f.trustedKey = token.KeyID
 	return info, nil
@@ -140,8 +204,10 @@ func (f *federated) setup() (login.Handler, error) {
 		return nil, errors.New("federation: Config.Hub is required: the hub that mints the tokens")
 	case cfg.Namespace == "" || cfg.ServiceAccount == "":
 		return nil, errors.New("federation: Config.Namespace and Config.ServiceAccount are required: the hub's ServiceAccount the member trusts")
-	case len(cfg.Audiences) == 0 || slices.Contains(cfg.Audiences, ""):
+	case len(cfg.Audiences) == 0:
 		return nil, errors.New("federation: Config.Audiences are required: a token without the member's audience would be the hub's own")
+	case slices.Contains(cfg.Audiences, ""):
+		return nil, errors.New("federation: Config.Audiences holds an empty audience: a token without the member's audience would be the hub's own")
 	}
 	for _, aud := range cfg.Audiences {
 		if slices.Contains(hubAudiences, aud) {
@@ -190,7 +256,10 @@ func (f *federated) token(minted *login.ConnectionInfo) (Token, error) {
 			return Token{}, fmt.Errorf("federation: the hub's token for serviceaccount %s has audience %q, not one of %q: the hub would take it", sa, aud, f.cfg.Audiences)
 		}
 	}
-	t := Token{value: minted.Token, Expiration: minted.Expiration, Audiences: []string(claims.Audience)}
+	t := Token{value: &minted.Token, Expiration: minted.Expiration, Audiences: []string(claims.Audience)}
+	if exp := claims.Expiry.Time(); claims.Expiry != nil && (t.Expiration.IsZero() || exp.Before(t.Expiration)) {
+		t.Expiration = exp // the hub's answer said none, or a later one than the token holds
+	}
 	if len(jws.Headers) > 0 {
 		t.KeyID = jws.Headers[0].KeyID
 	}

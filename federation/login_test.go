@@ -44,6 +44,8 @@ type fakeHub struct {
 	// audience, when not nil, is what every token says, whatever was asked.
 	audience []string
 	member   *fakeMember // trusts key-1
+	takesOwn bool        // the hub's API server takes the member's audience
+	versions int         // GETs of /version
 	minted   []string
 }
 
@@ -59,9 +61,16 @@ func newFakeHub(t *testing.T) *fakeHub {
 }
 
 func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
-	h.calls.Add(1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if r.URL.Path == "/version" { // the check that the hub refuses the member's token
+		h.versions++
+		if !h.takesOwn {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		}
+		return
+	}
+	h.calls.Add(1)
 	if h.status != 0 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(h.status)
@@ -194,7 +203,7 @@ func TestLoginRefusesAConfigThatWouldLeakTheToken(t *testing.T) {
 		want string
 	}{
 		{"no audience", func(c *Config) { c.Audiences = nil }, "Audiences are required"},
-		{"an empty audience", func(c *Config) { c.Audiences = []string{""} }, "Audiences are required"},
+		{"an empty audience", func(c *Config) { c.Audiences = []string{""} }, "holds an empty audience"},
 		{"the hub's audience", func(c *Config) { c.Audiences = []string{"https://kubernetes.default.svc"} }, "is the hub's own"},
 		{"no hub", func(c *Config) { c.Hub = nil }, "Config.Hub is required"},
 		{"no ServiceAccount", func(c *Config) { c.ServiceAccount = "" }, "ServiceAccount are required"},
@@ -202,7 +211,7 @@ func TestLoginRefusesAConfigThatWouldLeakTheToken(t *testing.T) {
 		{"a long life", func(c *Config) { c.Lifetime = 48 * time.Hour }, "out of [10m0s, 24h0m0s]"},
 		{"plain http", func(c *Config) { c.Member.Server = "http://member-1.example" }, "not an https URL"},
 		{"user info", func(c *Config) { c.Member.Server = "https://u:hunter2@member-1.example" }, "holds user info"},
-		{"no server", func(c *Config) { c.Member.Server = "" }, "no Server"},
+		{"no server", func(c *Config) { c.Member.Server = "" }, "Member.Server is empty"},
 	} {
 		cfg := hub.config()
 		tc.edit(&cfg)
@@ -321,7 +330,8 @@ func TestGenericTakesAnAuthenticatedAnswerAndFollowsNoRedirect(t *testing.T) {
 
 // The token's value is in no printed form of Token and no error.
 func TestTokenPrintsNoSecret(t *testing.T) {
-	tok := Token{value: "eyJhbGciOi.secret-part.sig", Audiences: []string{"member-1"}, KeyID: "key-1", Expiration: time.Unix(1e9, 0)}
+	secret := "eyJhbGciOi.secret-part.sig"
+	tok := Token{value: &secret, Audiences: []string{"member-1"}, KeyID: "key-1", Expiration: time.Unix(1e9, 0)}
 	js, err := json.Marshal(tok)
 	if err != nil {
 		t.Fatal(err)
@@ -333,5 +343,31 @@ func TestTokenPrintsNoSecret(t *testing.T) {
 		if !strings.Contains(out, "member-1") {
 			t.Errorf("printed no audience: %s", out)
 		}
+	}
+}
+
+// A hub whose API server accepts the member's audience (--api-audiences
+// beyond its issuer) takes the member's token: none is given, and the hub
+// is asked once per handler, not at every login.
+func TestLoginRefusesAnAudienceTheHubTakes(t *testing.T) {
+	hub := newFakeHub(t)
+	hub.takesOwn = true
+	_, err := Login(hub.config())(as(login.FirstLogin))
+	var permanent *login.PermanentError
+	if err == nil || !errors.As(err, &permanent) || !strings.Contains(err.Error(), "the hub takes a token for audience member-1") {
+		t.Errorf("error %v, want the hub's own audience refused", err)
+	}
+	if n := hub.member.seen.Load(); n != 0 {
+		t.Errorf("the member was shown the token %d times", n)
+	}
+	hub.takesOwn = false
+	f := Login(hub.config())
+	for range 3 {
+		if _, err := f(as(login.Refresh)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hub.versions != 2 {
+		t.Errorf("the hub was asked %d times in all, want once per handler", hub.versions)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/redact"
@@ -32,7 +33,8 @@ func (f ProviderFunc) Credential(ctx context.Context, token Token, member Member
 
 // Member is where a member's credential goes: its API server's address and
 // the CA its serving certificate is verified with. Nothing else reaches the
-// token: no proxy, no skipped verification.
+// token: no proxy of the member's own (the process's HTTPS_PROXY applies,
+// as to every client), no skipped verification.
 type Member struct {
 	// Server is the member's API server: an https URL.
 	Server string
@@ -46,20 +48,36 @@ type Member struct {
 }
 
 // check says what is wrong with m, a token's destination.
+// It also builds the TLS settings, so that a CA that is no PEM, or a
+// CAPath that is a directory, is found before a token is minted.
 func (m Member) check() error {
 	u, err := url.Parse(m.Server)
+	shown := redact.Value(m.Server)
 	switch {
 	case m.Server == "":
-		return errors.New("the member has no Server")
+		return errors.New("Member.Server is empty: the member's API server is required")
 	case err != nil:
-		return fmt.Errorf("the member's Server is not a URL: %w", err)
-	case u.Scheme != "https" || u.Host == "":
-		return fmt.Errorf("the member's Server %s is not an https URL with a host: a token goes only over verified TLS", u.Redacted())
+		return fmt.Errorf("Member.Server %q is not a URL", shown)
 	case u.User != nil:
-		return fmt.Errorf("the member's Server %s holds user info: a token goes to an address alone", u.Redacted())
+		return fmt.Errorf("Member.Server %s holds user info: a token goes to an address alone", shown)
+	case u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("Member.Server %s is not an https URL with a host: a token goes only over verified TLS", shown)
+	}
+	if _, err := rest.TLSConfigFor(m.restConfig("")); err != nil {
+		return fmt.Errorf("the member's TLS settings (Member.CAData, CAPath, TLSServerName): %w", redact.Error(err))
 	}
 	return nil
 }
+
+// restConfig reaches the member with token.
+func (m Member) restConfig(token string) *rest.Config {
+	return &rest.Config{Host: m.Server, BearerToken: token, Timeout: showTimeout,
+		TLSClientConfig: rest.TLSClientConfig{CAData: m.CAData, CAFile: m.CAPath, ServerName: m.TLSServerName}}
+}
+
+// showTimeout bounds the check of a new token on the member: a member that
+// takes the connection and never answers does not hold the login.
+var showTimeout = 30 * time.Second
 
 // connection is m with no credential.
 func (m Member) connection() login.ConnectionInfo {
@@ -78,18 +96,22 @@ var ErrRejected = errors.New("federation: the member rejected the hub's token")
 // shows each new token to the member once (a GET of /version, which any
 // authenticated user may read) before it gives it: one the member rejects
 // never reaches the vault, which serves the token in hand meanwhile.
+// Config.Provider's default is Generic's function, whatever this variable
+// holds.
 var Generic Provider = ProviderFunc(generic)
 
 func generic(ctx context.Context, token Token, member Member) (*login.ConnectionInfo, error) {
+	if err := member.check(); err != nil {
+		return nil, err
+	}
 	info := member.connection()
 	info.Token = token.Value()
 	info.Expiration = token.Expiration
-	cfg := &rest.Config{Host: member.Server, BearerToken: token.Value(),
-		TLSClientConfig: rest.TLSClientConfig{CAData: member.CAData, CAFile: member.CAPath, ServerName: member.TLSServerName}}
-	client, err := rest.HTTPClientFor(cfg)
+	client, err := rest.HTTPClientFor(member.restConfig(token.Value()))
 	if err != nil {
 		return nil, fmt.Errorf("the member's TLS settings: %w", redact.Error(err))
 	}
+	defer client.CloseIdleConnections()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(member.Server, "/")+"/version", nil)
 	if err != nil {
@@ -103,7 +125,7 @@ func generic(ctx context.Context, token Token, member Member) (*login.Connection
 	resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("%w: GET /version with it answered %s", ErrRejected, resp.Status)
+		return nil, fmt.Errorf("%w (GET /version answered %s)", ErrRejected, resp.Status)
 	case resp.StatusCode/100 == 2, resp.StatusCode == http.StatusForbidden, resp.StatusCode == http.StatusNotFound:
 		return &info, nil // an answer that comes after authentication
 	}

@@ -11,7 +11,7 @@ import (
 // what a Provider turns into the member's credential. Its value is a
 // secret: every printed form (fmt's verbs, logr, JSON) leaves it out.
 type Token struct {
-	value string
+	value *string // behind a pointer: fmt prints a field's pointer as an address, never what it points to
 	// Expiration is when the hub says the token expires.
 	Expiration time.Time
 	// Audiences are those it was minted for: the member's.
@@ -22,7 +22,12 @@ type Token struct {
 }
 
 // Value is the token itself, to present to the member or exchange.
-func (t Token) Value() string { return t.value }
+func (t Token) Value() string {
+	if t.value == nil {
+		return ""
+	}
+	return *t.value
+}
 
 // String describes the token without its value.
 func (t Token) String() string {

@@ -59,7 +59,7 @@ func TokenRequest(cfg TokenRequestConfig) login.Handler {
 		case apierrors.IsNotFound(err):
 			return nil, login.Permanent(fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: the ServiceAccount does not exist: %w", cfg.Namespace, cfg.Name, err))
 		case apierrors.IsForbidden(err):
-			return nil, login.Permanent(fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: this identity may not create serviceaccounts/token in namespace %s (RBAC): %w", cfg.Namespace, cfg.Name, cfg.Namespace, err))
+			return nil, login.Permanent(fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: this identity may not create serviceaccounts/token in namespace %s (RBAC, or see the server's answer): %w", cfg.Namespace, cfg.Name, cfg.Namespace, err))
 		case err != nil:
 			return nil, fmt.Errorf("handlers: TokenRequest for serviceaccount %s/%s: %w", cfg.Namespace, cfg.Name, err)
 		}

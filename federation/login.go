@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -120,25 +119,12 @@ func (f *federated) checkHubRefuses(ctx context.Context, token Token) error {
 	if f.cfg.Hub.Transport != nil {
 		cfg = rest.CopyConfig(f.cfg.Hub)
 	}
-	client, err := rest.HTTPClientFor(cfg)
+	code, status, err := show(ctx, cfg, token.Value())
 	if err != nil {
-		return fmt.Errorf("federation: the hub's TLS settings: %w", redact.Error(err))
+		return fmt.Errorf("federation: checking that the hub refuses the member's token: %w", err)
 	}
-	defer client.CloseIdleConnections()
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/version", nil)
-	if err != nil {
-		return fmt.Errorf("federation: the hub's address: %w", redact.Error(err))
-	}
-	req.Header.Set("Authorization", "Bearer "+token.Value())
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("federation: checking that the hub refuses the member's token: %w", redact.Secrets(err, token.Value()))
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		return login.Permanent(fmt.Errorf("federation: the hub takes a token for audience %s (GET /version answered %s): its API server accepts that audience, and a member could replay the token on the hub; give the member an audience of its own", strings.Join(f.cfg.Audiences, ","), resp.Status))
+	if code != http.StatusUnauthorized {
+		return login.Permanent(fmt.Errorf("federation: the hub takes a token for audience %s (GET /version answered %s): its API server accepts that audience, and a member could replay the token on the hub; give the member an audience of its own", strings.Join(f.cfg.Audiences, ","), status))
 	}
 	f.mu.Lock()
 	f.hubRefuses = true

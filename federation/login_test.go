@@ -49,6 +49,20 @@ type fakeHub struct {
 	minted   []string
 }
 
+// sign is a JWT of claims signed with key, its header naming kid (none
+// for "").
+func sign(key *ecdsa.PrivateKey, kid string, claims jwt.Claims) (string, error) {
+	opts := &jose.SignerOptions{}
+	if kid != "" {
+		opts = opts.WithHeader("kid", kid)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, opts)
+	if err != nil {
+		return "", err
+	}
+	return jwt.Signed(signer).Claims(claims).Serialize()
+}
+
 func newFakeHub(t *testing.T) *fakeHub {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -92,12 +106,7 @@ func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 		aud = h.audience
 	}
 	exp := time.Now().Add(time.Duration(*req.Spec.ExpirationSeconds) * time.Second)
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: h.key}, (&jose.SignerOptions{}).WithHeader("kid", h.kid))
-	if err != nil {
-		h.t.Error(err)
-		return
-	}
-	tok, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: hubIssuer, Subject: "system:serviceaccount:fleet:op", Audience: aud, Expiry: jwt.NewNumericDate(exp)}).Serialize()
+	tok, err := sign(h.key, h.kid, jwt.Claims{Issuer: hubIssuer, Subject: "system:serviceaccount:fleet:op", Audience: aud, Expiry: jwt.NewNumericDate(exp)})
 	if err != nil {
 		h.t.Error(err)
 		return

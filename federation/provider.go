@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/authvault/authvault/login"
@@ -63,15 +61,15 @@ func (m Member) check() error {
 	case u.Scheme != "https" || u.Host == "":
 		return fmt.Errorf("Member.Server %s is not an https URL with a host: a token goes only over verified TLS", shown)
 	}
-	if _, err := rest.TLSConfigFor(m.restConfig("")); err != nil {
+	if _, err := rest.TLSConfigFor(m.restConfig()); err != nil {
 		return fmt.Errorf("the member's TLS settings (Member.CAData, CAPath, TLSServerName): %w", redact.Error(err))
 	}
 	return nil
 }
 
-// restConfig reaches the member with token.
-func (m Member) restConfig(token string) *rest.Config {
-	return &rest.Config{Host: m.Server, BearerToken: token, Timeout: showTimeout,
+// restConfig reaches the member, with no credential.
+func (m Member) restConfig() *rest.Config {
+	return &rest.Config{Host: m.Server, Timeout: showTimeout,
 		TLSClientConfig: rest.TLSClientConfig{CAData: m.CAData, CAFile: m.CAPath, ServerName: m.TLSServerName}}
 }
 
@@ -107,27 +105,15 @@ func generic(ctx context.Context, token Token, member Member) (*login.Connection
 	info := member.connection()
 	info.Token = token.Value()
 	info.Expiration = token.Expiration
-	client, err := rest.HTTPClientFor(member.restConfig(token.Value()))
+	code, status, err := show(ctx, member.restConfig(), token.Value())
 	if err != nil {
-		return nil, fmt.Errorf("the member's TLS settings: %w", redact.Error(err))
+		return nil, fmt.Errorf("showing the token to the member: %w", err)
 	}
-	defer client.CloseIdleConnections()
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(member.Server, "/")+"/version", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("showing the token to the member: %w", redact.Error(err))
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("%w (GET /version answered %s)", ErrRejected, resp.Status)
-	case resp.StatusCode/100 == 2, resp.StatusCode == http.StatusForbidden, resp.StatusCode == http.StatusNotFound:
+	case code == http.StatusUnauthorized:
+		return nil, fmt.Errorf("%w (GET /version answered %s)", ErrRejected, status)
+	case code/100 == 2, code == http.StatusForbidden, code == http.StatusNotFound:
 		return &info, nil // an answer that comes after authentication
 	}
-	return nil, fmt.Errorf("showing the token to the member: GET /version answered %s (a redirect is not followed)", resp.Status)
+	return nil, fmt.Errorf("showing the token to the member: GET /version answered %s (a redirect is not followed)", status)
 }

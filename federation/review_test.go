@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,15 +59,7 @@ func signES256(t *testing.T, kid string, claims jwt.Claims) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := &jose.SignerOptions{}
-	if kid != "" {
-		opts = opts.WithHeader("kid", kid)
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := jwt.Signed(signer).Claims(claims).Serialize()
+	tok, err := sign(key, kid, claims)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,18 +53,7 @@ var _ = Describe("A member that trusts the hub's ServiceAccount tokens", Ordered
 		member, err = hub.StartMember("member-1")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(member.Stop)
-		memberAdmin := kubernetes.NewForConfigOrDie(member.Admin)
-		_, err = memberAdmin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: "hub-fleet-operator"},
-			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}}},
-		}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = memberAdmin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "hub-fleet-operator"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hub-fleet-operator"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: member.User(ns, sa)}},
-		}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		Expect(member.Allow(ctx, ns, sa, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}})).To(Succeed())
 
 		hubVault := vault.New(vault.Options{NoFallback: true})
 		DeferCleanup(hubVault.Close)

@@ -44,20 +44,8 @@ func startMember(ctx context.Context, c *testcluster.Cluster, dir string) (*test
 	if err != nil {
 		return nil, err
 	}
-	member, err := kubernetes.NewForConfig(m.Admin)
-	if err == nil {
-		_, err = member.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: "hub-fleet-operator"},
-			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}},
-		}, metav1.CreateOptions{})
-	}
-	if err == nil {
-		_, err = member.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "hub-fleet-operator"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hub-fleet-operator"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: m.User(memberNamespace, memberServiceAccount)}},
-		}, metav1.CreateOptions{})
-	}
+	err = m.Allow(ctx, memberNamespace, memberServiceAccount,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}})
 	if err == nil {
 		err = writeFile(dir, "member-server", []byte(strings.TrimSuffix(m.Server, "/")+"\n"))
 	}

@@ -220,3 +220,26 @@ func (m *Member) KeysFetched(ctx context.Context) (time.Time, error) {
 	}
 	return time.Unix(0, int64(last*float64(time.Second))), nil
 }
+
+// Allow grants the hub's ServiceAccount namespace/name rules on the
+// member: a ClusterRole and a ClusterRoleBinding to its User, both named
+// hub-<namespace>-<name>.
+func (m *Member) Allow(ctx context.Context, namespace, name string, rules ...rbacv1.PolicyRule) error {
+	cs, err := kubernetes.NewForConfig(m.Admin)
+	if err != nil {
+		return err
+	}
+	role := "hub-" + namespace + "-" + name
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("testcluster: the member's ClusterRole %s: %w", role, err)
+	}
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: m.User(namespace, name)}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("testcluster: the member's ClusterRoleBinding %s: %w", role, err)
+	}
+	return nil
+}

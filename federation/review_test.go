@@ -380,3 +380,16 @@ func TestReviewLifetimeDefaultAndBounds(t *testing.T) {
 		}
 	}
 }
+
+// The checks against a server of a config with nothing of its own (client-go
+// then hands out http.DefaultClient) leave http.DefaultClient as it was:
+// a cold run's race detector caught the redirect policy written there.
+func TestShowLeavesTheDefaultClientAlone(t *testing.T) {
+	hub := newFakeHub(t)
+	if _, err := Login(hub.config())(as(login.FirstLogin)); err != nil {
+		t.Fatal(err)
+	}
+	if http.DefaultClient.CheckRedirect != nil {
+		t.Error("http.DefaultClient's CheckRedirect was set")
+	}
+}

@@ -18,10 +18,13 @@ import (
 // token; any other answer of an API server comes after authentication.
 // An API server lets every authenticated user read /version.
 func show(ctx context.Context, cfg *rest.Config, token string) (code int, status string, err error) {
-	client, err := rest.HTTPClientFor(cfg)
+	shared, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return 0, "", fmt.Errorf("the TLS settings: %w", redact.Error(err))
 	}
+	// A copy: for a config with nothing of its own, client-go hands out
+	// http.DefaultClient itself, which this must not change.
+	client := *shared
 	defer client.CloseIdleConnections()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/version", nil)

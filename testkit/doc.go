@@ -7,7 +7,9 @@
 // (nativefuzz), the start of a fake client's watch (fakewatch), what a
 // vault calls a login handler in its errors, logs and metrics (names), the
 // objects under deploy/ (manifests), how long a test waits for what it
-// expects (testwait), and a headless Chromium driven by chromedp (browser).
+// expects (testwait), a headless Chromium driven by chromedp (browser), and
+// a real hub whose ServiceAccount tokens are checked as a cloud's STS
+// checks them (hubtrust).
 //
 // They are exported, not internal, because the cloud logins and the rotation
 // demo are modules of their own: Go's internal rule would let them import

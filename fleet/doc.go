@@ -76,6 +76,25 @@
 // profile in a process that uses its native login, and its plugin does
 // not run in its place.
 //
+// # Clusters from Flux ConfigMaps, with no stored credential
+//
+// Fleet.WatchFlux serves Flux's remote clusters as Flux 2.7 describes
+// them: a ConfigMap with the member's address, ca.crt, audiences, a
+// provider (generic, aws, gcp, azure) and a serviceAccountName, and no
+// secret. Its cluster, "<namespace>/<name>", logs in with
+// federation.Login: the hub mints a token for that ServiceAccount, in the
+// ConfigMap's own namespace (a ConfigMap that names another namespace's is
+// refused), and the member trusts it (generic) or its cloud exchanges it
+// (FluxOptions.Providers, from the cloud modules).
+//
+//	err := mgr.Add(f.FluxWatcher(fleet.FluxOptions{Config: mgr.GetConfig(), Namespace: "fleet-members"}))
+//	cfg, err := f.RESTConfig(ctx, "fleet-members/prod-eu")
+//
+// Whoever may write a ConfigMap in a watched namespace chooses where tokens
+// of that namespace's ServiceAccounts go, for which audiences: watch the
+// namespaces whose writers you trust with them. docs/federation.md has the
+// member's side.
+//
 // # Arguments a profile adds
 //
 // A provider whose profileSourcedCLIArgsPolicy is Append runs its plugin

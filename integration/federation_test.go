@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/federation"
+	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testcluster"
@@ -139,6 +140,40 @@ var _ = Describe("A member that trusts the hub's ServiceAccount tokens", Ordered
 		Expect(status(ctx, member.Server, member.CAData, mint(ctx))).To(Equal(http.StatusUnauthorized), "the hub's own token on the member")
 		Expect(status(ctx, hub.Server, hub.CAData, mint(ctx, "member-1"))).To(Equal(http.StatusUnauthorized), "the member's token on the hub")
 		Expect(status(ctx, member.Server, member.CAData, mint(ctx, "member-1"))).To(Equal(http.StatusOK))
+	})
+
+	It("serves a Flux ConfigMap as Flux reads it, and refuses one that names another namespace's ServiceAccount, losing no other", func(ctx SpecContext) {
+		var logs testlog.Buffer
+		f := fleet.New(fleet.Options{Logger: logs.Logger(0)})
+		DeferCleanup(f.Close)
+		watchCtx, stop := context.WithCancel(context.Background())
+		watched := make(chan error, 1)
+		go func() { watched <- f.WatchFlux(watchCtx, fleet.FluxOptions{Config: hubCfg, Namespace: ns, Operator: ns + "/" + sa}) }()
+		DeferCleanup(func() { stop(); Expect(<-watched).To(Succeed()) })
+
+		put := func(name string, data map[string]string) {
+			_, err := hubAdmin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx context.Context) { _ = hubAdmin.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
+		}
+		put("tenant-reach", map[string]string{"provider": "generic", "address": member.Server, "ca.crt": string(member.CAData), "audiences": "member-1", "serviceAccountName": "kube-system/default"})
+		put("garbage", map[string]string{"provider": "generic", "address": "http://" + strings.TrimPrefix(member.Server, "https://")})
+		put("unrelated", map[string]string{"color": "blue"})
+		put("member-1", map[string]string{"provider": "generic", "address": member.Server, "ca.crt": string(member.CAData), "audiences": "member-1\n", "serviceAccountName": sa})
+
+		Eventually(f.Names).Should(ConsistOf(ns + "/member-1"))
+		cfg, err := f.RESTConfig(ctx, ns+"/member-1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(listNamespaces(ctx, kubernetes.NewForConfigOrDie(cfg))).To(Succeed())
+		Eventually(logs.String).Should(And(
+			ContainSubstring(`"configMap"="fleet-system/tenant-reach"`),
+			ContainSubstring(`never another's`),
+			ContainSubstring(`"configMap"="fleet-system/garbage"`),
+		))
+		Expect(logs.String()).NotTo(ContainSubstring("unrelated"))
+
+		Expect(hubAdmin.CoreV1().ConfigMaps(ns).Delete(ctx, "member-1", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(f.Names).Should(BeEmpty())
 	})
 
 	It("says which audience the member refused", func(ctx SpecContext) {

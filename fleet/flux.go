@@ -233,4 +233,3 @@ func ownServiceAccount() string {
 
 // podTokenFile is where a pod's ServiceAccount token is mounted.
 var podTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-

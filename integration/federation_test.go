@@ -148,13 +148,17 @@ var _ = Describe("A member that trusts the hub's ServiceAccount tokens", Ordered
 		DeferCleanup(f.Close)
 		watchCtx, stop := context.WithCancel(context.Background())
 		watched := make(chan error, 1)
-		go func() { watched <- f.WatchFlux(watchCtx, fleet.FluxOptions{Config: hubCfg, Namespace: ns, Operator: ns + "/" + sa}) }()
+		go func() {
+			watched <- f.WatchFlux(watchCtx, fleet.FluxOptions{Config: hubCfg, Namespace: ns, Operator: ns + "/" + sa})
+		}()
 		DeferCleanup(func() { stop(); Expect(<-watched).To(Succeed()) })
 
 		put := func(name string, data map[string]string) {
 			_, err := hubAdmin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func(ctx context.Context) { _ = hubAdmin.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
+			DeferCleanup(func(ctx context.Context) {
+				_ = hubAdmin.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			})
 		}
 		put("tenant-reach", map[string]string{"provider": "generic", "address": member.Server, "ca.crt": string(member.CAData), "audiences": "member-1", "serviceAccountName": "kube-system/default"})
 		put("garbage", map[string]string{"provider": "generic", "address": "http://" + strings.TrimPrefix(member.Server, "https://")})

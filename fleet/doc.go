@@ -76,6 +76,11 @@
 // profile in a process that uses its native login, and its plugin does
 // not run in its place.
 //
+// An access provider may also be served in process with no stored
+// credential (AccessProvider.Federated): tokens the hub mints for a
+// ServiceAccount of the profile's own namespace, given to the profile's
+// server as for a Flux ConfigMap; a profile with a proxy-url is refused.
+//
 // # Clusters from Flux ConfigMaps, with no stored credential
 //
 // Fleet.WatchFlux serves Flux's remote clusters as Flux 2.7 describes

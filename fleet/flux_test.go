@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/authvault/authvault/federation"
 )
@@ -122,5 +124,31 @@ func TestOwnServiceAccount(t *testing.T) {
 	podTokenFile = dir // a directory
 	if got := ownServiceAccount(); got != "" {
 		t.Errorf("a directory: got %q, want none", got)
+	}
+}
+
+// An access provider served in process is checked as the file's are: one
+// way to reach its clusters, a hub to mint on, a ServiceAccount's name.
+func TestCheckFederatedProviders(t *testing.T) {
+	hub := &rest.Config{Host: "https://hub.example"}
+	exec := &clientcmdapi.ExecConfig{Command: "plugin", APIVersion: execAPIVersionV1}
+	for _, c := range []struct {
+		name string
+		p    AccessProvider
+		want string
+	}{
+		{"served in process", AccessProvider{Name: "hub", Federated: &FederatedAccess{Config: hub, ServiceAccount: "fleet"}}, ""},
+		{"both", AccessProvider{Name: "hub", ExecConfig: exec, Federated: &FederatedAccess{Config: hub, ServiceAccount: "fleet"}}, "both an execConfig and Federated"},
+		{"no hub", AccessProvider{Name: "hub", Federated: &FederatedAccess{ServiceAccount: "fleet"}}, "Federated.Config is required"},
+		{"another namespace's", AccessProvider{Name: "hub", Federated: &FederatedAccess{Config: hub, ServiceAccount: "kube-system/default"}}, "not the name of a ServiceAccount"},
+		{"an empty audience", AccessProvider{Name: "hub", Federated: &FederatedAccess{Config: hub, ServiceAccount: "fleet", Audiences: []string{""}}}, "empty audience"},
+	} {
+		err := checkProviders([]AccessProvider{c.p})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+	if policy := providersPolicy([]AccessProvider{{Name: "hub", Federated: &FederatedAccess{Config: hub, ServiceAccount: "fleet"}}, {Name: "x", ExecConfig: exec}}); policy.PolicyType == "" {
+		t.Errorf("no policy for a file with a provider served in process")
 	}
 }

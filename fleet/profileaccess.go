@@ -14,6 +14,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clientcmdlatest "k8s.io/client-go/tools/clientcmd/api/latest"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+
+	"github.com/authvault/authvault/login"
 )
 
 // The extensions of a profile's cluster that KEP-5339 reserves: the watch
@@ -52,6 +54,9 @@ type access struct {
 	exec    clientcmdapi.ExecConfig
 	cluster *clientcmdapi.Cluster
 	digest  [sha256.Size]byte // of the provider's name and the profile's cluster data
+	// federated logs in for a provider served in process (Federated), in
+	// place of exec.
+	federated login.Handler
 }
 
 // kubeconfig is a as a kubeconfig of one context, for kubeconf.
@@ -101,7 +106,7 @@ func accessFor(obj *unstructured.Unstructured, providers []AccessProvider) (*acc
 			continue
 		}
 		where := fmt.Sprintf("%s, access provider %q", profile, p.Name)
-		a, err := newAccess(where, p, o)
+		a, err := newAccess(where, obj.GetNamespace(), p, o)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -138,7 +143,7 @@ func offeredNames(byName map[string]offered) string {
 
 // newAccess checks the profile's cluster o and completes p's plugin with
 // what o adds, as p's policies allow.
-func newAccess(where string, p AccessProvider, o offered) (*access, error) {
+func newAccess(where, namespace string, p AccessProvider, o offered) (*access, error) {
 	if err := checkServer(o.Cluster.Server); err != nil {
 		return nil, err
 	}
@@ -147,6 +152,9 @@ func newAccess(where string, p AccessProvider, o offered) (*access, error) {
 		return nil, errors.New("certificate-authority names a file of this machine: a profile carries its CA as certificate-authority-data")
 	case o.Cluster.InsecureSkipTLSVerify:
 		return nil, errors.New("insecure-skip-tls-verify is set: this process's credential would go to a server nothing verifies")
+	}
+	if p.Federated != nil {
+		return newFederatedAccess(where, namespace, p, o)
 	}
 	if o.Cluster.ProxyURL != "" {
 		if u, err := url.Parse(o.Cluster.ProxyURL); err != nil || u.User != nil {

@@ -230,6 +230,9 @@ func preferredVersion(cfg *rest.Config) string {
 func providersPolicy(providers []AccessProvider) handlers.PluginPolicy {
 	var commands, natives []string
 	for _, p := range providers {
+		if p.ExecConfig == nil {
+			continue // served in process (Federated)
+		}
 		commands = append(commands, p.ExecConfig.Command)
 		if name, ok := handlers.ServedNatively(*p.ExecConfig); ok {
 			natives = append(natives, name)
@@ -416,6 +419,9 @@ func (w *profileWatch) add(name string, a *access) {
 	policy := w.opts.PluginPolicy
 	h := login.Named("ClusterProfile "+name, "ClusterProfile", func(ctx context.Context) (*login.ConnectionInfo, error) {
 		a := pm.access.Load()
+		if a.federated != nil {
+			return a.federated(ctx)
+		}
 		info, err := handlers.Kubeconfig(handlers.KubeconfigConfig{Config: a.kubeconfig(), Name: a.where, PluginPolicy: policy})(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: %w", err)

@@ -30,6 +30,11 @@ type AccessProvider struct {
 	// or v1beta1), provideClusterInfo. A plugin that a native cloud login
 	// serves (handlers.UseNative) runs in process instead.
 	ExecConfig *clientcmdapi.ExecConfig `json:"execConfig"`
+	// Federated, set in Go instead of ExecConfig (a provider file has no
+	// such field), serves the provider in process with no stored
+	// credential: tokens the hub mints for a ServiceAccount of the
+	// profile's own namespace, as for a Flux ConfigMap (WatchFlux).
+	Federated *FederatedAccess `json:"-"`
 	// ProfileSourcedCLIArgsPolicy says what to do with the arguments a
 	// profile adds (its extension ExtraArgsExtension): "Append" them to
 	// the plugin's, or "Ignore" them (the default). Append trusts whoever
@@ -134,6 +139,14 @@ func checkProviders(providers []AccessProvider) error {
 			return fmt.Errorf("provider %d has no name", i)
 		case seen[p.Name]:
 			return fmt.Errorf("two providers are named %q", p.Name)
+		case p.Federated != nil && p.ExecConfig != nil:
+			return fmt.Errorf("provider %q has both an execConfig and Federated: one says how its clusters are reached", p.Name)
+		case p.Federated != nil:
+			if err := p.Federated.check(); err != nil {
+				return fmt.Errorf("provider %q: %w", p.Name, err)
+			}
+			seen[p.Name] = true
+			continue
 		case p.ExecConfig == nil || p.ExecConfig.Command == "":
 			return fmt.Errorf("provider %q has no execConfig with a command", p.Name)
 		case p.ExecConfig.APIVersion != execAPIVersionV1 && p.ExecConfig.APIVersion != execAPIVersionV1beta1:

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"strings"
@@ -14,13 +15,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/authvault/authvault/federation"
 	"github.com/authvault/authvault/fleet"
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
+	"github.com/authvault/authvault/testkit/manifests"
 	"github.com/authvault/authvault/testkit/testcluster"
 	"github.com/authvault/authvault/testkit/testlog"
 	"github.com/authvault/authvault/vault"
@@ -178,6 +183,48 @@ var _ = Describe("A member that trusts the hub's ServiceAccount tokens", Ordered
 
 		Expect(hubAdmin.CoreV1().ConfigMaps(ns).Delete(ctx, "member-1", metav1.DeleteOptions{})).To(Succeed())
 		Eventually(f.Names).Should(BeEmpty())
+	})
+
+	It("reaches a ClusterProfile's member through an access provider served in process, with the profile's namespace's ServiceAccount", func(ctx SpecContext) {
+		client := dynamic.NewForConfigOrDie(hub.Admin)
+		var crd unstructured.Unstructured
+		Expect(yaml.Unmarshal([]byte(manifests.ClusterProfileCRD), &crd.Object)).To(Succeed())
+		_, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		profiles := client.Resource(profilesGVR).Namespace(ns)
+		Eventually(func() error { _, err := profiles.List(ctx, metav1.ListOptions{Limit: 1}); return err }).Should(Succeed())
+		put := func(name string, cluster map[string]any) {
+			created, err := profiles.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": fleet.ProfileGroup + "/v1alpha1", "kind": "ClusterProfile",
+				"metadata": map[string]any{"name": name, "namespace": ns},
+				"spec":     map[string]any{"clusterManager": map[string]any{"name": "integration"}},
+			}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			created.Object["status"] = map[string]any{"accessProviders": []any{map[string]any{"name": "hub-tokens", "cluster": cluster}}}
+			_, err = profiles.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		ca := base64.StdEncoding.EncodeToString(member.CAData)
+		put("member-1", map[string]any{"server": member.Server, "certificate-authority-data": ca})
+		put("through-a-proxy", map[string]any{"server": member.Server, "certificate-authority-data": ca, "proxy-url": "http://127.0.0.1:1"})
+
+		var logs testlog.Buffer
+		f := fleet.New(fleet.Options{Logger: logs.Logger(0)})
+		DeferCleanup(f.Close)
+		watchCtx, stop := context.WithCancel(context.Background())
+		watched := make(chan error, 1)
+		go func() {
+			watched <- f.WatchClusterProfiles(watchCtx, fleet.ProfilesOptions{Config: hub.Admin, Namespace: ns, Providers: []fleet.AccessProvider{{
+				Name: "hub-tokens", Federated: &fleet.FederatedAccess{Config: hubCfg, ServiceAccount: sa, Audiences: []string{"member-1"}},
+			}}})
+		}()
+		DeferCleanup(func() { stop(); Expect(<-watched).To(Succeed()) })
+
+		Eventually(f.Names).Should(ConsistOf(ns + "/member-1"))
+		cfg, err := f.RESTConfig(ctx, ns+"/member-1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(listNamespaces(ctx, kubernetes.NewForConfigOrDie(cfg))).To(Succeed())
+		Eventually(logs.String).Should(ContainSubstring("proxy-url is set"))
 	})
 
 	It("says which audience the member refused", func(ctx SpecContext) {

@@ -1,0 +1,77 @@
+package fleet
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+
+	"github.com/authvault/authvault/federation"
+)
+
+// FederatedAccess serves a ClusterProfile access provider in process, with
+// no stored credential: each login mints a token on the hub for the
+// ServiceAccount of that name in the profile's own namespace (a profile's
+// inventory namespace is its tenant's), with the member's audiences, and
+// gives it to Provider with the profile's server and CA
+// (federation.Login). The profile chooses the server, as for any provider,
+// but no proxy: a profile with a proxy-url is refused, so that the token
+// goes to the server alone.
+type FederatedAccess struct {
+	// Config is the hub's (required): the tokens are minted through it.
+	// Its identity needs create on serviceaccounts/token in the profiles'
+	// namespaces.
+	Config *rest.Config
+	// ServiceAccount is the name of the ServiceAccount, in each profile's
+	// own namespace, whose tokens are minted (required).
+	ServiceAccount string
+	// Audiences the tokens are minted for. Default: the profile's server,
+	// as Flux's generic provider does.
+	Audiences []string
+	// Lifetime of each token. Default: federation.Config's, an hour.
+	Lifetime time.Duration
+	// Provider turns a token into the member's credential. Default:
+	// federation.Generic, the token as it is.
+	Provider federation.Provider
+}
+
+func (fa *FederatedAccess) check() error {
+	switch {
+	case fa.Config == nil:
+		return errors.New("Federated.Config is required: the hub that mints the tokens")
+	case len(validation.IsDNS1123Subdomain(fa.ServiceAccount)) > 0:
+		return fmt.Errorf("Federated.ServiceAccount %q is not the name of a ServiceAccount (one of the profile's own namespace)", fa.ServiceAccount)
+	case slices.Contains(fa.Audiences, ""):
+		return errors.New("Federated.Audiences holds an empty audience")
+	}
+	return nil
+}
+
+// newFederatedAccess is newAccess for a provider served in process.
+func newFederatedAccess(where, namespace string, p AccessProvider, o offered) (*access, error) {
+	switch {
+	case o.Cluster.ProxyURL != "":
+		return nil, errors.New("proxy-url is set: a token minted for the member goes to its server alone")
+	case o.Cluster.TLSServerName != "" && len(validation.IsDNS1123Subdomain(o.Cluster.TLSServerName)) > 0:
+		return nil, errors.New("tls-server-name is not a DNS name")
+	}
+	fa := p.Federated
+	audiences := slices.Clone(fa.Audiences)
+	if len(audiences) == 0 {
+		audiences = []string{o.Cluster.Server}
+	}
+	member := federation.Member{Server: o.Cluster.Server, CAData: slices.Clone(o.Cluster.CertificateAuthorityData), TLSServerName: o.Cluster.TLSServerName}
+	digest := sha256.New()
+	_ = json.NewEncoder(digest).Encode(offered{Name: p.Name, Cluster: o.Cluster})
+	a := &access{where: where, federated: federation.Login(federation.Config{
+		Hub: fa.Config, Namespace: namespace, ServiceAccount: fa.ServiceAccount,
+		Audiences: audiences, Lifetime: fa.Lifetime, Member: member, Provider: fa.Provider,
+	})}
+	copy(a.digest[:], digest.Sum(nil))
+	return a, nil
+}

@@ -33,7 +33,7 @@ func BenchmarkSecretEvents(b *testing.B) {
 			}
 			f := New(Options{})
 			defer f.Close()
-			w := newSecretWatch(context.Background(), f, SecretsOptions{Client: fake.NewClientset()}, clusterAPIFormat("value", handlers.DenyAll), selector)
+			w := newSecretWatch(context.Background(), f, SecretsOptions{Client: fake.NewClientset()}, clusterAPIFormat("value", handlers.DenyAll, nil), selector)
 			w.synced = true // as after the initial list
 			secret := func(i, version int) *corev1.Secret {
 				c := fmt.Sprintf("wl%d", i)

@@ -303,7 +303,7 @@ func TestInitialListIsDecidedAsAWhole(t *testing.T) {
 // megabyte each, any number of Secrets). A Secret of that type keeps only
 // what slim writes, whether slim made it or not.
 func TestSlimOfASecretTypedAsSlim(t *testing.T) {
-	for _, w := range []*secretWatch{{format: clusterAPIFormat("value", handlers.DenyAll)}, {format: argoCDFormat(handlers.DenyAll)}} {
+	for _, w := range []*secretWatch{{format: clusterAPIFormat("value", handlers.DenyAll, nil)}, {format: argoCDFormat(handlers.DenyAll)}} {
 		forged := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "big", Labels: capiLabels("wl1")},
 			Type:       slimType,

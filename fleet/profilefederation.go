@@ -1,17 +1,20 @@
 package fleet
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/federation"
+	"github.com/authvault/authvault/login"
 )
 
 // FederatedAccess serves a ClusterProfile access provider in process, with
@@ -74,4 +77,35 @@ func newFederatedAccess(where, namespace string, p AccessProvider, o offered) (*
 	})}
 	copy(a.digest[:], digest.Sum(nil))
 	return a, nil
+}
+
+// forCluster logs in to the cluster a kubeconfig names (its server and CA
+// alone) with tokens of the ServiceAccount of fa's name in namespace. The
+// federation login, which keeps what it learnt of the member's keys, is
+// made again only when the cluster changes.
+func (fa *FederatedAccess) forCluster(namespace string) func(context.Context, login.ConnectionInfo) (*login.ConnectionInfo, error) {
+	var (
+		mu   sync.Mutex // guards last and fed
+		last string
+		fed  login.Handler
+	)
+	return func(ctx context.Context, cluster login.ConnectionInfo) (*login.ConnectionInfo, error) {
+		key := cluster.Server + "\x00" + string(cluster.CAData) + "\x00" + cluster.TLSServerName
+		mu.Lock()
+		if fed == nil || key != last {
+			audiences := slices.Clone(fa.Audiences)
+			if len(audiences) == 0 {
+				audiences = []string{cluster.Server}
+			}
+			fed = federation.Login(federation.Config{
+				Hub: fa.Config, Namespace: namespace, ServiceAccount: fa.ServiceAccount,
+				Audiences: audiences, Lifetime: fa.Lifetime, Provider: fa.Provider,
+				Member: federation.Member{Server: cluster.Server, CAData: cluster.CAData, TLSServerName: cluster.TLSServerName},
+			})
+			last = key
+		}
+		h := fed
+		mu.Unlock()
+		return h(ctx)
+	}
 }

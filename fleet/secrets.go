@@ -59,6 +59,14 @@ type SecretsOptions struct {
 	// Key is the data key that holds the kubeconfig. Default:
 	// handlers.ClusterAPIKey ("value"). Not used for ArgoCD.
 	Key string
+	// Federated, when set, reads each Cluster API kubeconfig for its
+	// cluster's server and CA only, never its credential, and logs in
+	// with tokens the hub mints for a ServiceAccount of the Secret's own
+	// namespace (the Cluster's), as a ClusterProfile's provider served in
+	// process does (see FederatedAccess): a fleet with no stored
+	// credential from the Secrets Cluster API already writes. Not for
+	// ArgoCD. Default: nil, the kubeconfig's own credential.
+	Federated *FederatedAccess
 	// PluginPolicy says which exec plugins the kubeconfigs may run.
 	// Default: handlers.DenyAll (see handlers.KubeconfigSecretConfig).
 	PluginPolicy handlers.PluginPolicy
@@ -139,10 +147,18 @@ func (f *Fleet) WatchSecrets(ctx context.Context, opts SecretsOptions) error {
 	if opts.PluginPolicy.PolicyType == "" {
 		opts.PluginPolicy = handlers.DenyAll
 	}
+	if opts.Federated != nil {
+		if opts.Format != ClusterAPI {
+			return errors.New("fleet: WatchSecrets: Federated serves Cluster API Secrets only")
+		}
+		if err := opts.Federated.check(); err != nil {
+			return fmt.Errorf("fleet: WatchSecrets: %w", err)
+		}
+	}
 	var format secretFormat
 	switch opts.Format {
 	case ClusterAPI:
-		format = clusterAPIFormat(opts.Key, opts.PluginPolicy)
+		format = clusterAPIFormat(opts.Key, opts.PluginPolicy, opts.Federated)
 	case ArgoCD:
 		format = argoCDFormat(opts.PluginPolicy)
 	default:
@@ -255,7 +271,7 @@ type secretFormat struct {
 
 // clusterAPIFormat: a kubeconfig under key, the cluster named by
 // ClusterNameLabel.
-func clusterAPIFormat(key string, policy handlers.PluginPolicy) secretFormat {
+func clusterAPIFormat(key string, policy handlers.PluginPolicy, federated *FederatedAccess) secretFormat {
 	return secretFormat{
 		selector: ClusterNameLabel,
 		slim: func(data map[string][]byte) map[string][]byte {
@@ -272,9 +288,11 @@ func clusterAPIFormat(key string, policy handlers.PluginPolicy) secretFormat {
 		holds:       fmt.Sprintf("a kubeconfig under the key %q", key),
 		changed:     "its kubeconfig changed",
 		handler: func(client corev1client.SecretsGetter, namespace, name string) login.Handler {
-			return handlers.KubeconfigSecretFrom(handlers.KubeconfigSecretConfig{
-				Client: client, Namespace: namespace, Name: name, Key: key, PluginPolicy: policy,
-			})
+			cfg := handlers.KubeconfigSecretConfig{Client: client, Namespace: namespace, Name: name, Key: key, PluginPolicy: policy}
+			if federated != nil {
+				cfg.ClusterOnly = federated.forCluster(namespace)
+			}
+			return handlers.KubeconfigSecretFrom(cfg)
 		},
 	}
 }

@@ -422,7 +422,7 @@ func TestWatchSecretsRewriteStorm(t *testing.T) {
 // otherwise hold every cluster's admin kubeconfig and CA, etcd and
 // service-account keys for the life of the process.
 func TestWatchSecretsCacheHoldsNoContent(t *testing.T) {
-	w := &secretWatch{format: clusterAPIFormat("value", handlers.DenyAll)}
+	w := &secretWatch{format: clusterAPIFormat("value", handlers.DenyAll, nil)}
 	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "wl1-ca", Labels: capiLabels("wl1")},
 		Data: map[string][]byte{"value": []byte("token: s3cret"), "tls.key": []byte("PRIVATE KEY")}}
 	out, err := w.slim(in)

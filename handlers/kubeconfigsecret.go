@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -51,6 +52,15 @@ type KubeconfigSecretConfig struct {
 	// sends it to the Secret's server, so allow such a plugin only for
 	// Secrets whose writers could use that identity anyway.
 	PluginPolicy PluginPolicy
+	// ClusterOnly, when set, reads the kubeconfig for its context's
+	// cluster alone (server, CA, TLS server name: none of its users,
+	// plugins or tokens, and PluginPolicy is not used) and logs in with
+	// what ClusterOnly returns for that cluster: a credential from
+	// elsewhere, such as tokens the hub mints (fleet's
+	// SecretsOptions.Federated). The cluster must be https, with its CA
+	// inline, verified, and reached with no proxy-url. Default: nil, the
+	// kubeconfig's own credential.
+	ClusterOnly func(ctx context.Context, cluster login.ConnectionInfo) (*login.ConnectionInfo, error)
 }
 
 // KubeconfigSecret returns a handler that logs in with the kubeconfig kept
@@ -122,6 +132,13 @@ func kubeconfigSecret(ctx context.Context, cfg KubeconfigSecretConfig, where str
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("%s: %w", where, err))
 	}
+	if cfg.ClusterOnly != nil {
+		cluster, err := clusterOf(raw, cfg.Context)
+		if err != nil {
+			return nil, login.Permanent(fmt.Errorf("%s: %w", where, err))
+		}
+		return cfg.ClusterOnly(ctx, cluster)
+	}
 	return kubeconf.Connection(ctx, kubeconf.Source{
 		Config:  raw,
 		Where:   where,
@@ -152,4 +169,34 @@ var kubeconfigPlugins = kubeconf.Plugins{
 		}
 		return nil
 	},
+}
+
+// clusterOf is the cluster of raw's context (its current-context when
+// context is ""), with no credential: an https server, its inline CA, and
+// no proxy or skipped verification, which would let the kubeconfig's
+// writer see what is sent there.
+func clusterOf(raw *clientcmdapi.Config, contextName string) (login.ConnectionInfo, error) {
+	if contextName == "" {
+		contextName = raw.CurrentContext
+	}
+	c, ok := raw.Contexts[contextName]
+	if !ok {
+		return login.ConnectionInfo{}, fmt.Errorf("the kubeconfig has no context %q", contextName)
+	}
+	cluster, ok := raw.Clusters[c.Cluster]
+	if !ok {
+		return login.ConnectionInfo{}, fmt.Errorf("the kubeconfig's context %q names no cluster it has", contextName)
+	}
+	u, err := url.Parse(cluster.Server)
+	switch {
+	case err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil:
+		return login.ConnectionInfo{}, fmt.Errorf("the server of cluster %q is not an https URL with a host and no user info", c.Cluster)
+	case cluster.CertificateAuthority != "":
+		return login.ConnectionInfo{}, fmt.Errorf("cluster %q names a CA file of this machine: its CA must be inline", c.Cluster)
+	case cluster.InsecureSkipTLSVerify:
+		return login.ConnectionInfo{}, fmt.Errorf("cluster %q skips TLS verification: a credential goes only over verified TLS", c.Cluster)
+	case cluster.ProxyURL != "":
+		return login.ConnectionInfo{}, fmt.Errorf("cluster %q has a proxy-url: a credential goes to its server alone", c.Cluster)
+	}
+	return login.ConnectionInfo{Server: cluster.Server, CAData: cluster.CertificateAuthorityData, TLSServerName: cluster.TLSServerName}, nil
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -225,6 +226,48 @@ var _ = Describe("A member that trusts the hub's ServiceAccount tokens", Ordered
 		Expect(err).NotTo(HaveOccurred())
 		Expect(listNamespaces(ctx, kubernetes.NewForConfigOrDie(cfg))).To(Succeed())
 		Eventually(logs.String).Should(ContainSubstring("proxy-url is set"))
+	})
+
+	It("reads a Cluster API kubeconfig Secret for its server and CA only, when asked, and logs in with the hub's tokens", func(ctx SpecContext) {
+		kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: member-1
+  cluster: {server: %q, certificate-authority-data: %s}
+users:
+- name: admin
+  user: {token: a-stored-credential-never-sent}
+contexts:
+- name: admin@member-1
+  context: {cluster: member-1, user: admin}
+current-context: admin@member-1
+`, member.Server, base64.StdEncoding.EncodeToString(member.CAData))
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "member-1-kubeconfig", Labels: map[string]string{fleet.ClusterNameLabel: "member-1"}},
+			Data:       map[string][]byte{"value": []byte(kubeconfig)},
+		}
+		_, err := hubAdmin.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) { _ = hubAdmin.CoreV1().Secrets(ns).Delete(ctx, secret.Name, metav1.DeleteOptions{}) })
+
+		f := fleet.New(fleet.Options{})
+		DeferCleanup(f.Close)
+		watchCtx, stop := context.WithCancel(context.Background())
+		watched := make(chan error, 1)
+		go func() {
+			watched <- f.WatchSecrets(watchCtx, fleet.SecretsOptions{Config: hub.Admin, Namespace: ns,
+				Federated: &fleet.FederatedAccess{Config: hubCfg, ServiceAccount: sa, Audiences: []string{"member-1"}}})
+		}()
+		DeferCleanup(func() { stop(); Expect(<-watched).To(Succeed()) })
+
+		Eventually(f.Names).Should(ConsistOf(ns + "/member-1"))
+		cfg, err := f.RESTConfig(ctx, ns+"/member-1")
+		Expect(err).NotTo(HaveOccurred())
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		Expect(listNamespaces(ctx, cs)).To(Succeed())
+		review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(review.Status.UserInfo.Username).To(Equal(testcluster.MemberUserPrefix+"system:serviceaccount:"+ns+":"+sa), "the hub's ServiceAccount, not the Secret's stored credential")
 	})
 
 	It("says which audience the member refused", func(ctx SpecContext) {

@@ -248,7 +248,9 @@ current-context: admin@member-1
 		}
 		_, err := hubAdmin.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx context.Context) { _ = hubAdmin.CoreV1().Secrets(ns).Delete(ctx, secret.Name, metav1.DeleteOptions{}) })
+		DeferCleanup(func(ctx context.Context) {
+			_ = hubAdmin.CoreV1().Secrets(ns).Delete(ctx, secret.Name, metav1.DeleteOptions{})
+		})
 
 		f := fleet.New(fleet.Options{})
 		DeferCleanup(f.Close)

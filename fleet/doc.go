@@ -42,7 +42,7 @@
 // handlers.KubeconfigSecretFrom: someone else wrote them, so their exec
 // plugins and auth providers are refused unless [SecretsOptions.PluginPolicy]
 // allows them, and entries that name a file of this machine are refused.
-// With [SecretsOptions].Federated, a Cluster API kubeconfig is read for its
+// With [SecretsOptions.Federated], a Cluster API kubeconfig is read for its
 // server and CA only, and its cluster is reached with tokens the hub mints
 // (see "Clusters from Flux ConfigMaps"): the stored credential is never used.
 //

@@ -9,9 +9,12 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,11 +43,16 @@ type mintLog struct {
 	life time.Duration
 	down atomic.Bool
 
-	mu    sync.Mutex // guards times
+	mu    sync.Mutex // guards times and mints
 	times []time.Time
+	mints []mint
 }
 
-func newMintLog(b *testing.B, life time.Duration) *mintLog {
+// mint is who asked for a token (the bearer token of the hub's config),
+// and for which audience.
+type mint struct{ caller, audience string }
+
+func newMintLog(b testing.TB, life time.Duration) *mintLog {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		b.Fatal(err)
@@ -63,14 +71,15 @@ func newMintLog(b *testing.B, life time.Duration) *mintLog {
 			http.Error(w, "the hub is restarting", http.StatusServiceUnavailable)
 			return
 		}
-		h.mu.Lock()
-		h.times = append(h.times, time.Now())
-		h.mu.Unlock()
 		var req authenticationv1.TokenRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		h.mu.Lock()
+		h.times = append(h.times, time.Now())
+		h.mints = append(h.mints, mint{caller: strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), audience: strings.Join(req.Spec.Audiences, ",")})
+		h.mu.Unlock()
 		exp := time.Now().Add(h.life)
 		tok, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: "https://hub", Subject: "system:serviceaccount:fleet:op", Audience: req.Spec.Audiences, Expiry: jwt.NewNumericDate(exp)}).Serialize()
 		if err != nil {
@@ -83,8 +92,40 @@ func newMintLog(b *testing.B, life time.Duration) *mintLog {
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(&req)
 	}))
+	h.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // clients that drop a handshake they raced for
 	b.Cleanup(h.srv.Close)
 	return h
+}
+
+// configFor is the hub's config for caller: its bearer token names it.
+func (h *mintLog) configFor(caller string) *rest.Config {
+	return &rest.Config{Host: h.srv.URL, BearerToken: caller, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"},
+		TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: h.srv.Certificate().Raw})}}
+}
+
+// callers are, by audience, who minted for it.
+func (h *mintLog) callers() map[string]map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]map[string]int{}
+	for _, m := range h.mints {
+		if out[m.audience] == nil {
+			out[m.audience] = map[string]int{}
+		}
+		out[m.audience][m.caller]++
+	}
+	return out
+}
+
+// newVersionServer is a stand-in member: it answers GET /version to any
+// token.
+func newVersionServer(t testing.TB) (*httptest.Server, []byte) {
+	member := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"gitVersion":"v1.36.3"}`)
+	}))
+	member.Config.ErrorLog = log.New(io.Discard, "", 0)
+	t.Cleanup(member.Close)
+	return member, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: member.Certificate().Raw})
 }
 
 // between counts the mints in [from, to), and the most in any second.
@@ -118,13 +159,8 @@ func (h *mintLog) between(from, to time.Time) (n, peak int) {
 func BenchmarkFederatedFleet(b *testing.B) {
 	members, life, outage := *fedMembers, *fedLife, *fedOutage
 	hub := newMintLog(b, life)
-	member := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, `{"gitVersion":"v1.36.3"}`)
-	}))
-	b.Cleanup(member.Close)
-	memberCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: member.Certificate().Raw})
-	hubCfg := &rest.Config{Host: hub.srv.URL, BearerToken: "hub-admin", QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"},
-		TLSClientConfig: rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hub.srv.Certificate().Raw})}}
+	member, memberCA := newVersionServer(b)
+	hubCfg := hub.configFor("hub-admin")
 
 	for b.Loop() {
 		runtime.GC()

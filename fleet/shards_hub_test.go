@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/authvault/authvault/federation"
 	"github.com/authvault/authvault/fleet/internal/shard"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/testkit/testlog"
@@ -565,5 +566,45 @@ func TestShardsSayWhoOwnsWhat(t *testing.T) {
 	}
 	if taken < len(names) {
 		t.Errorf("%d \"cluster taken\" lines, want one at least for each of the %d clusters", taken, len(names))
+	}
+}
+
+// A sharded fleet of members with no stored credential mints each
+// member's tokens on its owner only: the other replica never logs in for
+// it, so the hub sees one replica per member.
+func TestShardsMintOnlyOnTheOwner(t *testing.T) {
+	hub := newMintLog(t, time.Hour)
+	member, memberCA := newVersionServer(t)
+	leases := &leaseHub{leases: map[string]*coordinationv1.Lease{}}
+	var alive, owners sync.Map
+	names := clusterNames(12)
+	for _, id := range []string{"a", "b"} {
+		// Durations ten times the other tests': the replicas start within
+		// a RetryPeriod of each other even on a loaded machine, so that
+		// each member is taken once, by its owner, as in a rollout.
+		f := shardedWith(t, &hubClient{hub: leases}, id, &alive, Shards{RetryPeriod: 500 * time.Millisecond, RenewDeadline: 3 * time.Second, LeaseDuration: 10 * time.Second}, nil,
+			func(ctx context.Context, m *Member) {
+				owners.Store(m.Name(), id)
+				go func() { _, _ = m.RESTConfig(ctx) }() // logs in, as what OnAdd starts would
+			})
+		for _, n := range names {
+			if err := f.Add(n, federation.Login(federation.Config{
+				Hub: hub.configFor("replica-" + id), Namespace: "fleet", ServiceAccount: "op", Audiences: []string{n},
+				Member: federation.Member{Server: member.URL, CAData: memberCA},
+			})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if most, orphans := watchOwners(&alive, names, time.Second); most > 1 || len(orphans) > 0 {
+		t.Fatalf("most owners at once %d, orphans %v", most, orphans)
+	}
+	testwait.For(t, "every member's first mint", func() bool { return len(hub.callers()) == len(names) })
+	for _, n := range names {
+		owner, _ := owners.Load(n)
+		callers := hub.callers()[n]
+		if len(callers) != 1 || callers["replica-"+owner.(string)] == 0 {
+			t.Errorf("%s (owned by %v) was minted for by %v, want its owner alone", n, owner, callers)
+		}
 	}
 }

@@ -59,6 +59,41 @@
 // someone else chose Server (a kubeconfig from a Secret): a token is a
 // credential for the cluster wherever it is sent.
 //
+// # Federation: a member with no stored credential
+//
+// [Federated] is the provider of package federation for an EKS member: the
+// hub mints a token for one of its ServiceAccounts with the audience
+// [Audience] ("sts.amazonaws.com"), and each login exchanges it at STS
+// (AssumeRoleWithWebIdentity, through the SDK's stscreds) for the session of
+// [FederatedOptions].RoleARN, assumes ChainRoleARN with that session when
+// set, and gives the EKS token that session signs, for the member's server
+// and CA. No AWS credential of this process is used, or needed.
+//
+//	v.OnLogin(federation.Login(federation.Config{
+//		Hub:       hub, // the hub's own vault's config
+//		Namespace: "fleet-system", ServiceAccount: "fleet-operator",
+//		Audiences: []string{eks.Audience},
+//		Member:    federation.Member{Server: "https://ABCD.gr7.eu-west-1.eks.amazonaws.com", CAData: caPEM},
+//		Provider: eks.Federated(eks.FederatedOptions{
+//			Cluster: "prod", Region: "eu-west-1",
+//			RoleARN: "arn:aws:iam::111122223333:role/fleet-prod",
+//		}),
+//	}))
+//
+// What STS trusts is the account's: an IAM OIDC identity provider for the
+// hub's ServiceAccount issuer, with the audience among its client IDs (STS
+// fetches the issuer's discovery document and keys, which the hub must
+// serve where STS can reach them), and a role whose trust policy lets that
+// provider's tokens assume it, on conditions on the token's audience and
+// subject (system:serviceaccount:<namespace>:<name>). A role per member
+// keeps each member's access apart. The cluster maps the session's role to
+// a user (an EKS access entry, or aws-auth). A token STS refuses (invalid,
+// expired, an issuer or audience it does not trust, a subject the role does
+// not allow) is an error that wraps federation.ErrRejected and quotes STS's
+// code; a refusal of ChainRoleARN, an STS that does not answer or answers
+// 5xx, are errors the vault retries. The credential expires when the first
+// of the EKS token and the sessions that signed it does.
+//
 // # Errors
 //
 // Every error starts with "eks:", names the cluster and where the

@@ -17,8 +17,9 @@ import (
 )
 
 // SessionName is the role session name of the roles that Options.RoleARN
-// makes the handler assume; it shows in CloudTrail and in the assumed-role
-// ARN the API server maps to a user.
+// makes the handler assume, and of those FederatedOptions.RoleARN and
+// ChainRoleARN name; it shows in CloudTrail and in the assumed-role ARN the
+// API server maps to a user.
 const SessionName = "authvault"
 
 // Options say which cluster to log in to and as whom.

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/authvault/authvault/cloud/eks"
+	"github.com/authvault/authvault/federation"
+	"github.com/authvault/authvault/vault"
 )
 
 // A token is made locally: the presigned URL it holds names STS, the action
@@ -41,4 +43,40 @@ func ExampleLogin() {
 	// true sts.eu-west-1.amazonaws.com
 	// GetCallerIdentity X-Amz-Expires=60 signed: host;x-k8s-aws-id
 	// valid for 14m0s
+}
+
+// A member of a fleet with no stored credential: the hub mints a token for
+// its ServiceAccount with the audience STS expects, and each login exchanges
+// it for the member's role, whose EKS token reaches the member (it needs a
+// hub and AWS: it does not run).
+func ExampleFederated() {
+	ctx := context.Background()
+	hubVault := vault.New(vault.Options{}) // the hub's own credentials
+	defer hubVault.Close()
+	hub, err := hubVault.RESTConfig(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var caPEM []byte // the member's CA: DescribeCluster's certificateAuthority.data, decoded
+
+	member := vault.New(vault.Options{})
+	defer member.Close()
+	member.OnLogin(federation.Login(federation.Config{
+		Hub:       hub,
+		Namespace: "fleet-system", ServiceAccount: "fleet-operator",
+		Audiences: []string{eks.Audience},
+		Member:    federation.Member{Server: "https://ABCD.gr7.eu-west-1.eks.amazonaws.com", CAData: caPEM},
+		Provider: eks.Federated(eks.FederatedOptions{
+			Cluster: "prod", Region: "eu-west-1",
+			RoleARN:      "arn:aws:iam::111122223333:role/fleet-prod",
+			ChainRoleARN: "arn:aws:iam::444455556666:role/eks-admin", // optional
+		}),
+	}))
+	cfg, err := member.RESTConfig(ctx) // for client-go, controller-runtime
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.Host)
 }

@@ -50,6 +50,12 @@ type stsStub struct {
 
 	// Set before the first request.
 	lifetime time.Duration // of the credentials it issues; default 1 h
+	// webLifetime, when set, is that of AssumeRoleWithWebIdentity's instead.
+	webLifetime time.Duration
+	// web, when set, is the account's trust in a hub's issuer, which
+	// decides AssumeRoleWithWebIdentity; nil: only testWebToken for
+	// testWebRole is taken.
+	web *oidcTrust
 	// revokeSession, when > 0, is the AssumeRole (1 for the first) whose
 	// session is revoked the moment it is issued: requests signed with it
 	// are then refused as those of a deleted role's sessions are.
@@ -63,8 +69,9 @@ type stsStub struct {
 	issued []issue // AssumeRole*: what was issued when, in order
 	// describedBy has the key of each DescribeCluster's signer, in order.
 	describedBy []string
-	// assumed has the RoleArn of each AssumeRole asked, in order.
-	assumed []string
+	// assumed has the RoleArn of each AssumeRole asked, in order, and
+	// assumedBy the key that signed it.
+	assumed, assumedBy []string
 }
 
 // principal is an identity the stand-in knows.
@@ -86,6 +93,8 @@ type issue struct {
 	at, expires time.Time
 	keyID       string
 	session     string
+	action      string // AssumeRole or AssumeRoleWithWebIdentity
+	arn         string // of the session
 }
 
 func newSTSStub(t testing.TB) *stsStub {
@@ -118,6 +127,26 @@ func (s *stsStub) roles() []string {
 	return slices.Clone(s.assumed)
 }
 
+// signers are the keys that signed each AssumeRole asked, in order.
+func (s *stsStub) signers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.assumedBy)
+}
+
+// secrets are the secrets of every session the stand-in issued.
+func (s *stsStub) secrets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, p := range s.keys {
+		if p.creds.SessionToken != "" {
+			out = append(out, p.creds.SecretAccessKey, p.creds.SessionToken)
+		}
+	}
+	return out
+}
+
 // issues is a copy of what the stand-in issued.
 func (s *stsStub) issues() []issue {
 	s.mu.Lock()
@@ -144,6 +173,10 @@ func (s *stsStub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	action := params.Get("Action")
 	if action == "AssumeRoleWithWebIdentity" { // the one unsigned action
+		if s.web != nil {
+			s.web.exchange(w, r, s, params)
+			return
+		}
 		s.assumeWithWebIdentity(w, params)
 		return
 	}
@@ -185,6 +218,7 @@ func (s *stsStub) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		s.assumed = append(s.assumed, params.Get("RoleArn"))
+		s.assumedBy = append(s.assumedBy, who.creds.AccessKeyID)
 		s.mu.Unlock()
 		if params.Get("RoleSessionName") == "" {
 			stsError(w, http.StatusBadRequest, "ValidationError", "no RoleSessionName")
@@ -243,10 +277,14 @@ func (s *stsStub) issue(w http.ResponseWriter, action, role, session string) {
 		arn:    strings.Replace(strings.Replace(role, ":iam:", ":sts:", 1), ":role/", ":assumed-role/", 1) + "/" + session,
 		userID: testRoleID + ":" + session, // aws-iam-authenticator's Verifier requires the form
 	}
-	expires := now.Add(s.lifetime)
+	lifetime := s.lifetime
+	if action == "AssumeRoleWithWebIdentity" && s.webLifetime > 0 {
+		lifetime = s.webLifetime
+	}
+	expires := now.Add(lifetime)
 	p.expires = expires
 	s.mu.Lock()
-	s.issued = append(s.issued, issue{at: now, expires: expires, keyID: p.creds.AccessKeyID, session: session})
+	s.issued = append(s.issued, issue{at: now, expires: expires, keyID: p.creds.AccessKeyID, session: session, action: action, arn: p.arn})
 	p.revoked = len(s.issued) == s.revokeSession
 	s.keys[p.creds.AccessKeyID] = p
 	s.calls[action]++

@@ -113,20 +113,24 @@ func (s *source) failed(ctx context.Context, rec *loginhttp.Recorder, from strin
 	return e
 }
 
-// Error is a failed GKE login. Its text holds no secret, and no part of the
-// Google library's error, which may quote the token endpoint's answer.
+// Error is a failed GKE login, or a failed exchange of Federated. Its text
+// holds no secret, and no part of the Google library's error, which may
+// quote the token endpoint's answer; Federated's quotes what Google said
+// of the refusal (its error_description or message), with the tokens the
+// request carried, and anything shaped like a token, masked.
 type Error struct {
 	Server      string // the cluster's endpoint, user info hidden
 	Credentials string // where the identity came from
 	What        string // what failed
-	cause       error  // the context's error, when it ended the login
+	cause       error  // the context's error, when it ended the login; federation.ErrRejected, when the STS refused the hub's token
 }
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("gke: no access token for %s from %s: %s", e.Server, e.Credentials, e.What)
 }
 
-// Unwrap returns the context's error when the login's context ended it.
+// Unwrap returns the context's error when the login's context ended it,
+// and federation.ErrRejected when Google's STS refused the hub's token.
 func (e *Error) Unwrap() error { return e.cause }
 
 // serverHost is the host (and port) of server, for the handler's name: no

@@ -43,8 +43,11 @@ const (
 
 // standIn is a loopback stand-in for Google's token endpoints: /token
 // checks a service account's JWT assertion against the test's public key,
-// /sts exchanges an external account's subject token. Each answers a new
-// access token, valid for expiresIn.
+// /sts exchanges an external account's subject token (a hub's token, as a
+// workload identity pool provider checks it, once a pool is set), and
+// /v1/projects/-/serviceAccounts/ impersonates a service account (the IAM
+// Service Account Credentials API). Each answers a new access token, valid
+// for expiresIn (impersonatedIn for an impersonated one).
 type standIn struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -53,15 +56,23 @@ type standIn struct {
 	echo         atomic.Bool  // answer 400 with a body that quotes the request
 	hang         atomic.Bool  // answer only when the request's context ends
 	subjectToken string       // what /sts expects
+	down         atomic.Int64 // answer 503 to this many more requests
+
+	pool           atomic.Pointer[pool] // nil: /sts expects subjectToken
+	impersonatedIn atomic.Int64         // seconds
+	echoIAM        atomic.Bool          // impersonation answers 403 quoting the request's Authorization
+	stsCalls       atomic.Int64         // exchanges a pool checked (not those down answered)
+	iamCalls       atomic.Int64         // impersonations asked
 
 	release chan struct{} // closed when the test ends: no handler outlives it
 
 	issued    atomic.Int64
 	revokeAt  atomic.Int64 // the token of this number is revoked as it is issued; 0: none
-	mu        sync.Mutex   // guards assertion, scopes and tokens
+	mu        sync.Mutex   // guards assertion, scopes, tokens and subjects
 	assertion string       // the last assertion /token got
 	scopes    [][]string   // the scopes of each token asked for, in order
 	tokens    map[string]grant
+	subjects  []string // the subject tokens a pool was asked to exchange, in order
 }
 
 // asked returns the scopes of each token asked for so far.
@@ -85,15 +96,18 @@ func (g *standIn) scoped(asked string) bool {
 type grant struct {
 	expiry  time.Time
 	revoked bool
+	who     string // whom tokeninfo names
 }
 
 func newStandIn(t *testing.T) *standIn {
 	g := &standIn{t: t, subjectToken: "subject-token-from-another-cloud", release: make(chan struct{}), tokens: map[string]grant{}}
 	g.expiresIn.Store(3600)
+	g.impersonatedIn.Store(3600)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /token", g.token)
 	mux.HandleFunc("POST /sts", g.sts)
 	mux.HandleFunc("GET /tokeninfo", g.tokenInfo)
+	mux.HandleFunc("POST /v1/projects/-/serviceAccounts/{call}", g.generateAccessToken)
 	g.srv = httptest.NewServer(mux)
 	t.Cleanup(g.srv.Close)
 	t.Cleanup(func() { close(g.release) }) // before Close, which waits for handlers
@@ -129,7 +143,15 @@ func (g *standIn) token(w http.ResponseWriter, r *http.Request) {
 
 // sts is the external-account flow: RFC 8693's token exchange.
 func (g *standIn) sts(w http.ResponseWriter, r *http.Request) {
+	p := g.pool.Load()
+	if p != nil {
+		g.note(r)
+	}
 	if g.answered(w, r) {
+		return
+	}
+	if p != nil {
+		g.exchange(w, r, p)
 		return
 	}
 	for k, want := range map[string]string{
@@ -153,7 +175,12 @@ func (g *standIn) sts(w http.ResponseWriter, r *http.Request) {
 
 // answered handles the failure modes: it tells whether it answered.
 func (g *standIn) answered(w http.ResponseWriter, r *http.Request) bool {
-	switch {
+	switch n := g.down.Load(); {
+	case n > 0 && g.down.CompareAndSwap(n, n-1):
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprint(w, `{"error":{"code":503,"message":"The service is currently unavailable.","status":"UNAVAILABLE"}}`)
+		return true
 	case g.hang.Load():
 		_ = r.ParseForm() // the server sees a client leave only once the body is read
 		select {
@@ -182,11 +209,12 @@ func (g *standIn) fail(w http.ResponseWriter, format string, args ...any) {
 }
 
 func (g *standIn) issue(w http.ResponseWriter, prefix string) {
-	n := g.issued.Add(1)
-	tok := fmt.Sprintf("%s%d", prefix, n)
-	g.mu.Lock()
-	g.tokens[tok] = grant{expiry: g.expiry(), revoked: n == g.revokeAt.Load()}
-	g.mu.Unlock()
+	g.issueAs(w, prefix, saEmail)
+}
+
+// issueAs answers a new token, which tokeninfo says speaks for who.
+func (g *standIn) issueAs(w http.ResponseWriter, prefix, who string) {
+	tok, _ := g.mint(prefix, who, g.expiresIn.Load())
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"access_token":      tok,
@@ -194,6 +222,17 @@ func (g *standIn) issue(w http.ResponseWriter, prefix string) {
 		"expires_in":        g.expiresIn.Load(),
 		"issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
 	})
+}
+
+// mint records a new token for who, valid for life seconds.
+func (g *standIn) mint(prefix, who string, life int64) (tok string, expiry time.Time) {
+	n := g.issued.Add(1)
+	tok = fmt.Sprintf("%s%d", prefix, n)
+	expiry = time.Now().Add(time.Duration(life) * time.Second)
+	g.mu.Lock()
+	g.tokens[tok] = grant{expiry: expiry, revoked: n == g.revokeAt.Load(), who: who}
+	g.mu.Unlock()
+	return tok, expiry
 }
 
 // tokenInfo answers as Google's tokeninfo endpoint does for an access
@@ -210,7 +249,7 @@ func (g *standIn) tokenInfo(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprint(w, `{"error":"invalid_token"}`)
 		return
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"email": saEmail, "expires_in": int(left.Seconds())})
+	_ = json.NewEncoder(w).Encode(map[string]any{"email": gr.who, "expires_in": int(left.Seconds())})
 }
 
 func (g *standIn) lastAssertion() string {

@@ -185,30 +185,8 @@ func (f *federated) setup() (login.Handler, error) {
 		return f.mint, nil
 	}
 	cfg := f.cfg
-	switch {
-	case cfg.Hub == nil:
-		return nil, errors.New("federation: Config.Hub is required: the hub that mints the tokens")
-	case cfg.Namespace == "" || cfg.ServiceAccount == "":
-		return nil, errors.New("federation: Config.Namespace and Config.ServiceAccount are required: the hub's ServiceAccount the member trusts")
-	case len(cfg.Audiences) == 0:
-		return nil, errors.New("federation: Config.Audiences are required: a token without the member's audience would be the hub's own")
-	case slices.Contains(cfg.Audiences, ""):
-		return nil, errors.New("federation: Config.Audiences holds an empty audience: a token without the member's audience would be the hub's own")
-	}
-	for _, aud := range cfg.Audiences {
-		if slices.Contains(hubAudiences, aud) {
-			return nil, fmt.Errorf("federation: audience %q is the hub's own: a member could replay the token on the hub", aud)
-		}
-	}
-	lifetime := cfg.Lifetime
-	if lifetime == 0 {
-		lifetime = defaultLifetime
-	}
-	if lifetime < minLifetime || lifetime > maxLifetime {
-		return nil, fmt.Errorf("federation: Config.Lifetime %v is out of [%v, %v]", lifetime, minLifetime, maxLifetime)
-	}
-	if err := cfg.Member.check(); err != nil {
-		return nil, fmt.Errorf("federation: %w", err)
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	hub, err := kubernetes.NewForConfig(cfg.Hub)
 	if err != nil {
@@ -216,9 +194,49 @@ func (f *federated) setup() (login.Handler, error) {
 	}
 	f.mint = handlers.TokenRequest(handlers.TokenRequestConfig{
 		Client: hub.CoreV1(), Namespace: cfg.Namespace, Name: cfg.ServiceAccount,
-		Audiences: cfg.Audiences, ExpirationSeconds: int64(lifetime / time.Second),
+		Audiences: cfg.Audiences, ExpirationSeconds: int64(cfg.lifetime() / time.Second),
 	})
 	return f.mint, nil
+}
+
+// Check says what Login would refuse of cfg at its first login, before it
+// mints a token: a required field missing, no audience or one of the hub's
+// own, a Lifetime out of bounds, a Member.Server that is not an https URL
+// of an address alone, member TLS settings that do not load (a CA that is
+// no PEM). It is for callers that build a Config from an object someone
+// else wrote (package fleet's watches), to refuse the object, by its name,
+// before it serves.
+func (cfg Config) Check() error {
+	switch {
+	case cfg.Hub == nil:
+		return errors.New("federation: Config.Hub is required: the hub that mints the tokens")
+	case cfg.Namespace == "" || cfg.ServiceAccount == "":
+		return errors.New("federation: Config.Namespace and Config.ServiceAccount are required: the hub's ServiceAccount the member trusts")
+	case len(cfg.Audiences) == 0:
+		return errors.New("federation: Config.Audiences are required: a token without the member's audience would be the hub's own")
+	case slices.Contains(cfg.Audiences, ""):
+		return errors.New("federation: Config.Audiences holds an empty audience: a token without the member's audience would be the hub's own")
+	}
+	for _, aud := range cfg.Audiences {
+		if slices.Contains(hubAudiences, aud) {
+			return fmt.Errorf("federation: audience %q is the hub's own: a member could replay the token on the hub", aud)
+		}
+	}
+	if lifetime := cfg.lifetime(); lifetime < minLifetime || lifetime > maxLifetime {
+		return fmt.Errorf("federation: Config.Lifetime %v is out of [%v, %v]", lifetime, minLifetime, maxLifetime)
+	}
+	if err := cfg.Member.check(); err != nil {
+		return fmt.Errorf("federation: %w", err)
+	}
+	return nil
+}
+
+// lifetime is cfg.Lifetime, or its default.
+func (cfg Config) lifetime() time.Duration {
+	if cfg.Lifetime == 0 {
+		return defaultLifetime
+	}
+	return cfg.Lifetime
 }
 
 // token reads what the hub minted: its key and audiences, from the JWT's

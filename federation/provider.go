@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/authvault/authvault/login"
@@ -51,6 +52,9 @@ type Member struct {
 func (m Member) check() error {
 	u, err := url.Parse(m.Server)
 	shown := redact.Value(m.Server)
+	if len(shown) > maxShown {
+		shown = shown[:maxShown] + "…" // the server may come from someone else's object
+	}
 	switch {
 	case m.Server == "":
 		return errors.New("Member.Server is empty: the member's API server is required")
@@ -60,12 +64,19 @@ func (m Member) check() error {
 		return fmt.Errorf("Member.Server %s holds user info: a token goes to an address alone", shown)
 	case u.Scheme != "https" || u.Host == "":
 		return fmt.Errorf("Member.Server %s is not an https URL with a host: a token goes only over verified TLS", shown)
+	case strings.ContainsAny(m.Server, "?#"):
+		// The token is shown at Server + "/version": a query or a
+		// fragment would move that check off the path.
+		return fmt.Errorf("Member.Server %s holds a query or a fragment: it is an API server's address, with a path at most", shown)
 	}
 	if _, err := rest.TLSConfigFor(m.restConfig()); err != nil {
 		return fmt.Errorf("the member's TLS settings (Member.CAData, CAPath, TLSServerName): %w", redact.Error(err))
 	}
 	return nil
 }
+
+// maxShown bounds the bytes an error shows of Member.Server.
+const maxShown = 256
 
 // restConfig reaches the member, with no credential.
 func (m Member) restConfig() *rest.Config {

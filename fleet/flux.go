@@ -123,8 +123,19 @@ var errNotFlux = errors.New("no provider key: not a Flux cluster's ConfigMap")
 // readFluxConfigMap reads cm's keys, and refuses what cannot serve: an
 // unknown provider, an address that is no https URL, a ServiceAccount of
 // another namespace, a ConfigMap with none outside the operator's
-// namespace. opts has its defaults.
+// namespace, and what federation.Login would refuse at the first login (a
+// ca.crt that is no PEM, an audience of the hub's own). Its errors name
+// the ConfigMap and quote its values short. opts has its defaults.
 func readFluxConfigMap(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, error) {
+	name := cm.Namespace + "/" + cm.Name
+	m, err := readFluxData(cm, opts)
+	if err != nil && err != errNotFlux {
+		return fluxMember{}, fmt.Errorf("fleet: Flux ConfigMap %s: %w", name, err)
+	}
+	return m, err
+}
+
+func readFluxData(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, error) {
 	provider, ok := cm.Data[fluxProvider]
 	if !ok {
 		return fluxMember{}, errNotFlux
@@ -134,7 +145,7 @@ func readFluxConfigMap(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, erro
 		m.ca = []byte(ca)
 	}
 	for aud := range strings.SplitSeq(cm.Data[fluxAudiences], "\n") {
-		if aud = strings.TrimSpace(aud); aud != "" {
+		if aud = strings.TrimSpace(aud); aud != "" && !slices.Contains(m.audiences, aud) {
 			m.audiences = append(m.audiences, aud)
 		}
 	}
@@ -143,7 +154,7 @@ func readFluxConfigMap(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, erro
 	case provider == "":
 		return fluxMember{}, errors.New("the provider key is empty: want generic, aws, gcp or azure")
 	case opts.Providers[provider].New == nil:
-		return fluxMember{}, fmt.Errorf("provider %q has no FluxOptions.Providers entry (generic needs none; the cloud modules' Flux functions serve aws, gcp and azure)", provider)
+		return fluxMember{}, fmt.Errorf("provider %q has no FluxOptions.Providers entry (generic needs none; the cloud modules' Flux functions serve aws, gcp and azure)", short(provider))
 	}
 	// Flux may look a cloud member's address up by its cluster key; here
 	// the ConfigMap names it, for every provider, so that the token's
@@ -152,7 +163,7 @@ func readFluxConfigMap(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, erro
 		return fluxMember{}, errors.New("no address key: the member's API server is required")
 	}
 	if u, err := url.Parse(m.address); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-		return fluxMember{}, fmt.Errorf("address %s is not an https URL with a host and no user info", redact.Value(m.address))
+		return fluxMember{}, fmt.Errorf("address %s is not an https URL with a host and no user info", short(redact.Value(m.address)))
 	}
 	switch {
 	case len(m.audiences) > 0:
@@ -164,11 +175,13 @@ func readFluxConfigMap(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, erro
 	name, named := cm.Data[fluxServiceAccount]
 	switch {
 	case named && len(validation.IsDNS1123Subdomain(name)) > 0:
-		return fluxMember{}, fmt.Errorf("serviceAccountName %q is not the name of a ServiceAccount: a ConfigMap names one of its own namespace %q, never another's", name, cm.Namespace)
+		return fluxMember{}, fmt.Errorf("serviceAccountName %q is not the name of a ServiceAccount: a ConfigMap names one of its own namespace %q, never another's", short(name), cm.Namespace)
 	case named:
 		m.serviceAccount = name
 	case opts.ServiceAccount != "":
 		m.serviceAccount = opts.ServiceAccount
+	case opts.Operator == "":
+		return fluxMember{}, errors.New("no serviceAccountName, and no default: FluxOptions.ServiceAccount names none, and FluxOptions.Operator is empty (this process runs in no pod, or its token names no ServiceAccount)")
 	default:
 		ns, own, _ := strings.Cut(opts.Operator, "/")
 		if ns != cm.Namespace {
@@ -176,7 +189,33 @@ func readFluxConfigMap(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, erro
 		}
 		m.serviceAccount = own
 	}
+	// What the login would refuse at its first try is refused here, by
+	// the ConfigMap's name, and a served ConfigMap that changes to it
+	// keeps what served.
+	if err := m.config(opts).Check(); err != nil {
+		return fluxMember{}, err
+	}
 	return m, nil
+}
+
+// maxShownValue bounds the bytes an error quotes of a ConfigMap's value.
+const maxShownValue = 63
+
+// short is s, cut to maxShownValue bytes.
+func short(s string) string {
+	if len(s) <= maxShownValue {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxShownValue], "") + "…"
+}
+
+// config is m's federation config, with no provider.
+func (m fluxMember) config(opts FluxOptions) federation.Config {
+	return federation.Config{
+		Hub: opts.Config, Namespace: m.namespace, ServiceAccount: m.serviceAccount,
+		Audiences: m.audiences, Lifetime: opts.Lifetime,
+		Member: federation.Member{Server: m.address, CAData: m.ca},
+	}
 }
 
 // key is what decides m's credential, to tell a change that needs a new
@@ -187,11 +226,7 @@ func (m fluxMember) key() string {
 
 // handler is m's login: federation.Login, with the provider m names.
 func (m fluxMember) handler(opts FluxOptions, client kubernetes.Interface) login.Handler {
-	cfg := federation.Config{
-		Hub: opts.Config, Namespace: m.namespace, ServiceAccount: m.serviceAccount,
-		Audiences: m.audiences, Lifetime: opts.Lifetime,
-		Member: federation.Member{Server: m.address, CAData: m.ca},
-	}
+	cfg := m.config(opts)
 	if m.provider != "generic" {
 		fp := opts.Providers[m.provider]
 		cfg.Provider = federation.ProviderFunc(func(ctx context.Context, token federation.Token, member federation.Member) (*login.ConnectionInfo, error) {

@@ -25,7 +25,7 @@ func fluxCM(ns string, data map[string]string) *corev1.ConfigMap {
 // what was wrong, and none serves.
 func TestReadFluxConfigMap(t *testing.T) {
 	aws := FluxProvider{Audiences: []string{"sts.amazonaws.com"}, New: func(context.Context, FluxCluster) (federation.Provider, error) { return nil, nil }}
-	opts := FluxOptions{Operator: "flux-system/operator", Providers: map[string]FluxProvider{"aws": aws}}
+	opts := FluxOptions{Config: reviewHub, Operator: "flux-system/operator", Providers: map[string]FluxProvider{"aws": aws}}
 	const server = "https://member.example:6443"
 	for _, c := range []struct {
 		name    string
@@ -40,7 +40,7 @@ func TestReadFluxConfigMap(t *testing.T) {
 		{name: "audiences one per line", ns: "team-a", data: map[string]string{"provider": "generic", "address": server, "serviceAccountName": "deployer", "audiences": " member-1 \n\nmember-2\n"}, sa: "deployer", audList: []string{"member-1", "member-2"}},
 		{name: "a cloud's default audiences", ns: "team-a", data: map[string]string{"provider": "aws", "address": server, "serviceAccountName": "deployer", "cluster": "arn:aws:eks:eu-west-1:111122223333:cluster/prod"}, sa: "deployer", audList: []string{"sts.amazonaws.com"}},
 		{name: "the operator's own, in its namespace", ns: "flux-system", data: map[string]string{"provider": "generic", "address": server}, sa: "operator", audList: []string{server}},
-		{name: "the lockdown default", ns: "team-a", data: map[string]string{"provider": "generic", "address": server}, opts: &FluxOptions{Operator: "flux-system/operator", ServiceAccount: "remote"}, sa: "remote", audList: []string{server}},
+		{name: "the lockdown default", ns: "team-a", data: map[string]string{"provider": "generic", "address": server}, opts: &FluxOptions{Config: reviewHub, Operator: "flux-system/operator", ServiceAccount: "remote"}, sa: "remote", audList: []string{server}},
 		{name: "no provider key", ns: "team-a", data: map[string]string{"address": server}, want: "no provider key"},
 		{name: "an empty provider", ns: "team-a", data: map[string]string{"provider": "", "address": server}, want: "provider key is empty"},
 		{name: "a provider nothing serves", ns: "team-a", data: map[string]string{"provider": "gcp", "address": server, "serviceAccountName": "x"}, want: `provider "gcp" has no FluxOptions.Providers entry`},
@@ -50,7 +50,7 @@ func TestReadFluxConfigMap(t *testing.T) {
 		{name: "another namespace's ServiceAccount", ns: "team-a", data: map[string]string{"provider": "generic", "address": server, "serviceAccountName": "kube-system/default"}, want: `never another's`},
 		{name: "a ServiceAccount's user name", ns: "team-a", data: map[string]string{"provider": "generic", "address": server, "serviceAccountName": "system:serviceaccount:kube-system:default"}, want: `never another's`},
 		{name: "none, outside the operator's namespace", ns: "team-a", data: map[string]string{"provider": "generic", "address": server}, want: "serves only the ConfigMaps of its namespace"},
-		{name: "none, out of a pod", ns: "team-a", data: map[string]string{"provider": "generic", "address": server}, opts: &FluxOptions{}, want: "serves only the ConfigMaps of its namespace"},
+		{name: "none, out of a pod", ns: "team-a", data: map[string]string{"provider": "generic", "address": server}, opts: &FluxOptions{Config: reviewHub}, want: "FluxOptions.Operator is empty"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := opts

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -63,6 +65,11 @@ func (f *Fleet) WatchFlux(ctx context.Context, opts FluxOptions) error {
 	}
 	if opts.Operator == "" {
 		opts.Operator = ownServiceAccount()
+	} else if ns, name, ok := strings.Cut(opts.Operator, "/"); !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return fmt.Errorf("fleet: WatchFlux: FluxOptions.Operator %q is not a ServiceAccount's \"namespace/name\"", opts.Operator)
+	}
+	if opts.ServiceAccount != "" && len(validation.IsDNS1123Subdomain(opts.ServiceAccount)) > 0 {
+		return fmt.Errorf("fleet: WatchFlux: FluxOptions.ServiceAccount %q is not the name of a ServiceAccount (one of each ConfigMap's own namespace)", opts.ServiceAccount)
 	}
 	configMaps := client.CoreV1().ConfigMaps(opts.Namespace)
 	hub := &hubWatch{what: "Flux ConfigMaps", log: f.opts.Logger, kv: []any{"namespace", opts.Namespace, "selector", opts.LabelSelector}}

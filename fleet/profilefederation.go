@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,19 +63,21 @@ func newFederatedAccess(where, namespace string, p AccessProvider, o offered) (*
 		return nil, errors.New("proxy-url is set: a token minted for the member goes to its server alone")
 	case o.Cluster.TLSServerName != "" && len(validation.IsDNS1123Subdomain(o.Cluster.TLSServerName)) > 0:
 		return nil, errors.New("tls-server-name is not a DNS name")
+	case strings.ContainsAny(o.Cluster.Server, "?#"):
+		return nil, errors.New("the cluster's server holds a query or a fragment")
 	}
-	fa := p.Federated
-	audiences := slices.Clone(fa.Audiences)
-	if len(audiences) == 0 {
-		audiences = []string{o.Cluster.Server}
+	cfg := p.Federated.config(namespace, login.ConnectionInfo{Server: o.Cluster.Server, CAData: o.Cluster.CertificateAuthorityData, TLSServerName: o.Cluster.TLSServerName})
+	// What the login would refuse at its first try (a CA that is no PEM,
+	// an audience of the hub's own) is refused now, by the profile's
+	// name, and a served profile that changes to it keeps what served.
+	// The server is checked above: these errors quote none of the
+	// profile's values.
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
-	member := federation.Member{Server: o.Cluster.Server, CAData: slices.Clone(o.Cluster.CertificateAuthorityData), TLSServerName: o.Cluster.TLSServerName}
 	digest := sha256.New()
 	_ = json.NewEncoder(digest).Encode(offered{Name: p.Name, Cluster: o.Cluster})
-	a := &access{where: where, federated: federation.Login(federation.Config{
-		Hub: fa.Config, Namespace: namespace, ServiceAccount: fa.ServiceAccount,
-		Audiences: audiences, Lifetime: fa.Lifetime, Member: member, Provider: fa.Provider,
-	})}
+	a := &access{where: where, federated: federation.Login(cfg)}
 	copy(a.digest[:], digest.Sum(nil))
 	return a, nil
 }
@@ -93,19 +96,25 @@ func (fa *FederatedAccess) forCluster(namespace string) func(context.Context, lo
 		key := cluster.Server + "\x00" + string(cluster.CAData) + "\x00" + cluster.TLSServerName
 		mu.Lock()
 		if fed == nil || key != last {
-			audiences := slices.Clone(fa.Audiences)
-			if len(audiences) == 0 {
-				audiences = []string{cluster.Server}
-			}
-			fed = federation.Login(federation.Config{
-				Hub: fa.Config, Namespace: namespace, ServiceAccount: fa.ServiceAccount,
-				Audiences: audiences, Lifetime: fa.Lifetime, Provider: fa.Provider,
-				Member: federation.Member{Server: cluster.Server, CAData: cluster.CAData, TLSServerName: cluster.TLSServerName},
-			})
+			fed = federation.Login(fa.config(namespace, cluster))
 			last = key
 		}
 		h := fed
 		mu.Unlock()
 		return h(ctx)
+	}
+}
+
+// config is the federation config of the cluster's login, with tokens of
+// the ServiceAccount of fa's name in namespace.
+func (fa *FederatedAccess) config(namespace string, cluster login.ConnectionInfo) federation.Config {
+	audiences := slices.Clone(fa.Audiences)
+	if len(audiences) == 0 {
+		audiences = []string{cluster.Server}
+	}
+	return federation.Config{
+		Hub: fa.Config, Namespace: namespace, ServiceAccount: fa.ServiceAccount,
+		Audiences: audiences, Lifetime: fa.Lifetime, Provider: fa.Provider,
+		Member: federation.Member{Server: cluster.Server, CAData: slices.Clone(cluster.CAData), TLSServerName: cluster.TLSServerName},
 	}
 }

@@ -154,23 +154,55 @@ func (f *Fleet) left(s *seat, reason string) {
 }
 
 // add puts a cluster, served by source (for the log), in the fleet. It has
-// a member at once unless another replica may own it.
+// a member at once unless another replica may own it. A cluster of that
+// name that a Flux ConfigMap serves gives it up (see addYielding).
 func (f *Fleet) add(name, source string, h login.Handler, opts []login.Option) (*seat, error) {
+	return f.addSeat(&seat{name: name, source: source, handler: h, opts: opts})
+}
+
+// addYielding is add for a source whose writers may be anyone of a
+// namespace (a Flux ConfigMap's): its cluster gives its name up to a
+// cluster of any other source (Add, a Secret, a ClusterProfile), which
+// takes it out of the fleet, as Remove does, whichever came first. A
+// ConfigMap cannot take a Cluster API cluster's name, which only its
+// <cluster>-kubeconfig Secret may claim.
+func (f *Fleet) addYielding(name, source string, h login.Handler, opts []login.Option) (*seat, error) {
+	return f.addSeat(&seat{name: name, source: source, handler: h, opts: opts, yields: true})
+}
+
+func (f *Fleet) addSeat(s *seat) (*seat, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.closed {
+		f.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if _, ok := f.clusters[name]; ok {
-		return nil, fmt.Errorf("%w: %q", ErrExists, name)
+	var (
+		gone   *seat // a yielding seat that gives its name up to s
+		member *Member
+		reason string
+	)
+	if old, ok := f.clusters[s.name]; ok {
+		if !old.yields || s.yields {
+			f.mu.Unlock()
+			return nil, fmt.Errorf("%w: %q", ErrExists, s.name)
+		}
+		gone, reason = old, "its name was taken by "+s.source+": a Flux ConfigMap's cluster gives way to any other source"
+		member = f.detachLocked(old, &leftError{name: old.name, reason: reason})
 	}
 	f.seats++
-	s := &seat{name: name, serial: f.seats, source: source, handler: h, opts: opts}
-	f.clusters[name] = s
+	s.serial = f.seats
+	f.clusters[s.name] = s
 	if f.shards == nil {
 		s.member = f.newMemberLocked(s)
 	} else {
 		f.shards.SeatAdded(s.name, s.serial) // its owner takes it
+	}
+	f.mu.Unlock()
+	if gone != nil {
+		// Before the caller's joined: OnRemove of the cluster that gave
+		// way returns before OnAdd of the one that took its name.
+		f.left(gone, reason)
+		f.retire(member, nil)
 	}
 	return s, nil
 }

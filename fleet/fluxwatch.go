@@ -218,8 +218,11 @@ func (w *fluxWatch) add(name string, m fluxMember) {
 		return fs.current.Load().handler(ctx)
 	})
 	opts := append([]login.Option{login.Timeout(fluxTimeout)}, w.opts.Login...)
-	s, err := w.fleet.add(name, "Flux ConfigMap "+name, h, opts)
+	s, err := w.fleet.addYielding(name, "Flux ConfigMap "+name, h, opts)
 	if err != nil {
+		if errors.Is(err, ErrExists) {
+			err = fmt.Errorf("%w; a cluster of any other source (Add, a Secret, a ClusterProfile) keeps its name, and the ConfigMap is decided again at its next change", err)
+		}
 		w.logOnce(name, "not added: "+err.Error(), func() {
 			w.fleet.opts.Logger.Error(err, "Flux ConfigMap not added to the fleet", "configMap", name)
 		})

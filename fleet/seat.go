@@ -18,6 +18,7 @@ type seat struct {
 	serial  uint64 // tells it from a seat of the same name before or after it
 	handler login.Handler
 	opts    []login.Option
+	yields  bool // gives its name up to a seat that does not (Fleet.addYielding)
 
 	member *Member // guarded by the fleet's mu; nil while another replica owns the cluster
 

@@ -40,9 +40,10 @@ type FluxOptions struct {
 	// Config is the hub's (required): the ConfigMaps are watched with it,
 	// and the tokens minted through it (TokenRequest). Its identity needs
 	// list and watch on configmaps in Namespace, create on
-	// serviceaccounts/token, and get on serviceaccounts for a provider
-	// other than generic. A manager's mgr.GetConfig(), or a vault's
-	// RESTConfig.
+	// serviceaccounts/token in each watched namespace (or only for the
+	// ServiceAccounts the ConfigMaps may name, by resourceNames), and get
+	// on serviceaccounts for a provider other than generic. A manager's
+	// mgr.GetConfig(), or a vault's RESTConfig.
 	Config *rest.Config
 	// Namespace is where the ConfigMaps are. Default: every namespace.
 	// Whoever may write a ConfigMap of a namespace chooses where the
@@ -62,7 +63,9 @@ type FluxOptions struct {
 	ServiceAccount string
 	// Operator is the operator's own ServiceAccount, "namespace/name".
 	// Default: the pod's, read from its token
-	// (/var/run/secrets/kubernetes.io/serviceaccount/token).
+	// (/var/run/secrets/kubernetes.io/serviceaccount/token); out of a pod
+	// none, and a ConfigMap that names no ServiceAccount is refused unless
+	// ServiceAccount gives a default.
 	Operator string
 	// Providers serve the ConfigMaps whose provider key is not generic,
 	// by that key ("aws", "gcp", "azure"): the cloud modules' Flux
@@ -145,7 +148,13 @@ func readFluxData(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, error) {
 		m.ca = []byte(ca)
 	}
 	for aud := range strings.SplitSeq(cm.Data[fluxAudiences], "\n") {
-		if aud = strings.TrimSpace(aud); aud != "" && !slices.Contains(m.audiences, aud) {
+		switch aud = strings.TrimSpace(aud); {
+		case aud == "" || slices.Contains(m.audiences, aud):
+		case len(m.audiences) == maxFluxAudiences:
+			return fluxMember{}, fmt.Errorf("the audiences key names more than %d audiences", maxFluxAudiences)
+		case len(aud) > maxFluxAudience:
+			return fluxMember{}, fmt.Errorf("the audience %q is longer than %d bytes", short(aud), maxFluxAudience)
+		default:
 			m.audiences = append(m.audiences, aud)
 		}
 	}
@@ -197,6 +206,13 @@ func readFluxData(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, error) {
 	}
 	return m, nil
 }
+
+// The bounds of a ConfigMap's audiences: a token names each, and is sent
+// in a header, which an API server takes up to a megabyte of.
+const (
+	maxFluxAudiences = 32
+	maxFluxAudience  = 1024
+)
 
 // maxShownValue bounds the bytes an error quotes of a ConfigMap's value.
 const maxShownValue = 63

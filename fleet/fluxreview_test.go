@@ -3,8 +3,10 @@ package fleet
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -171,5 +173,55 @@ func TestFederatedProfileRefusesWhatTheLoginWould(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "ClusterProfile team-a/prod")):
 			t.Errorf("%s: got %v, want an error naming the profile and saying %q", c.name, err, c.want)
 		}
+	}
+}
+
+// A ConfigMap's audiences are bounded: ten thousand of them, one of a
+// kilobyte or more, are refused, and a ConfigMap of a megabyte of empty
+// or one-letter lines is read at once, not in time quadratic in its lines.
+func TestFluxAudiencesAreBounded(t *testing.T) {
+	many := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "member-%d\n", i)
+		}
+		return b.String()
+	}
+	for _, c := range []struct {
+		name, audiences, want string
+	}{
+		{"a few, with empty lines and repeats", "\n member-1 \n\n\nmember-2\nmember-1\n", ""},
+		{"ten thousand", many(10000), "audiences"},
+		{"ninety thousand, a megabyte", many(90000), "audiences"},
+		{"a megabyte of empty lines", strings.Repeat("\n", 1<<20), ""},
+		{"a megabyte of one line repeated", strings.Repeat("a\n", 1<<19), ""},
+		{"a very long one", strings.Repeat("a", 4096), "audience"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := map[string]string{"provider": "generic", "address": "https://member.example", "serviceAccountName": "deployer", "audiences": c.audiences}
+			done := make(chan error, 1)
+			go func() {
+				_, err := readFluxConfigMap(fluxCM("team-a", data), FluxOptions{Config: reviewHub})
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("reading the ConfigMap takes more than 5 s")
+			}
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("got %v, want none", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("got %v, want an error about its %s", err, c.want)
+			case err != nil && len(err.Error()) > 1024:
+				t.Errorf("the error is %d bytes long", len(err.Error()))
+			}
+		})
+	}
+	m, err := readFluxConfigMap(fluxCM("team-a", map[string]string{"provider": "generic", "address": "https://member.example", "serviceAccountName": "deployer", "audiences": "b\na\nb\n"}), FluxOptions{Config: reviewHub})
+	if err != nil || strings.Join(m.audiences, ",") != "b,a" {
+		t.Errorf("got %q, %v: want each audience once, in the ConfigMap's order", m.audiences, err)
 	}
 }

@@ -100,8 +100,12 @@
 //
 // Whoever may write a ConfigMap in a watched namespace chooses where tokens
 // of that namespace's ServiceAccounts go, for which audiences: watch the
-// namespaces whose writers you trust with them. docs/federation.md has the
-// member's side.
+// namespaces whose writers you trust with them. Such a writer may also
+// name another member's address and audience: each member must grant its
+// RBAC by the ServiceAccount's user name (or namespace), never to every
+// ServiceAccount of the hub. A ConfigMap's cluster gives its name up to a
+// Secret's, a profile's or Add's, whichever came first. docs/federation.md
+// has the member's side.
 //
 // # Arguments a profile adds
 //
@@ -135,7 +139,8 @@
 // a profile and a kubeconfig Secret for the same namespace and cluster
 // claim one name, and the one added first has it; the other is logged
 // and decided again at its next change. Watch a cluster through one of
-// them.
+// them. A Flux ConfigMap of that name is never first: it gives the name
+// up to either, and to Add.
 //
 // # Lifecycle
 //

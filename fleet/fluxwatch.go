@@ -40,10 +40,16 @@ import (
 // no ServiceAccount's name) is refused, and so is a ConfigMap that names
 // none, outside the operator's namespace, unless
 // FluxOptions.ServiceAccount gives a default; an address that is no https
-// URL, or holds user info, is refused; a provider with no FluxProvider is
-// refused. A refused ConfigMap is logged once, by its name, and touches no
-// other cluster; a served one that changes to one refused keeps what
-// served. A change of what decides the credential refreshes the cluster's
+// URL, holds user info, a query or a fragment, is refused; so are a
+// ca.crt that is no PEM (without one, the system's roots verify the
+// member), an audience of the hub's own (kubernetes.default.svc), more
+// than 32 audiences or one over a kilobyte, and a provider with no
+// FluxProvider. A refused ConfigMap is logged once, by its name, and
+// touches no other cluster; a served one that changes to one refused
+// keeps what served. A ConfigMap's cluster gives its name up to a
+// cluster of any other source (Add, a Secret, a ClusterProfile), even
+// one seen after it: a tenant's ConfigMap "ns/x" cannot take the name of
+// Cluster API's cluster x of ns. A change of what decides the credential refreshes the cluster's
 // vault; a ConfigMap that goes, or loses its provider key, removes its
 // cluster.
 //

@@ -18,24 +18,26 @@ import (
 	"github.com/authvault/authvault/login"
 )
 
-// FederatedAccess serves a ClusterProfile access provider in process, with
-// no stored credential: each login mints a token on the hub for the
-// ServiceAccount of that name in the profile's own namespace (a profile's
-// inventory namespace is its tenant's), with the member's audiences, and
-// gives it to Provider with the profile's server and CA
-// (federation.Login). The profile chooses the server, as for any provider,
-// but no proxy: a profile with a proxy-url is refused, so that the token
-// goes to the server alone.
+// FederatedAccess serves a ClusterProfile access provider in process
+// (AccessProvider.Federated), or a Cluster API kubeconfig Secret's cluster
+// (SecretsOptions.Federated), with no stored credential: each login mints
+// a token on the hub for the ServiceAccount of that name in the object's
+// own namespace (a profile's inventory namespace, a Secret's, is its
+// tenant's), with the member's audiences, and gives it to Provider with
+// the object's server and CA (federation.Login). The object chooses the
+// server, as for any provider, but no proxy: one with a proxy-url is
+// refused, so that the token goes to the server alone; so is one whose
+// CA is no PEM, or whose audience would be the hub's own.
 type FederatedAccess struct {
 	// Config is the hub's (required): the tokens are minted through it.
 	// Its identity needs create on serviceaccounts/token in the profiles'
-	// namespaces.
+	// (or Secrets') namespaces.
 	Config *rest.Config
 	// ServiceAccount is the name of the ServiceAccount, in each profile's
 	// own namespace, whose tokens are minted (required).
 	ServiceAccount string
-	// Audiences the tokens are minted for. Default: the profile's server,
-	// as Flux's generic provider does.
+	// Audiences the tokens are minted for. Default: the cluster's server
+	// (the profile's, the kubeconfig's), as Flux's generic provider does.
 	Audiences []string
 	// Lifetime of each token. Default: federation.Config's, an hour.
 	Lifetime time.Duration

@@ -64,8 +64,9 @@ type SecretsOptions struct {
 	// with tokens the hub mints for a ServiceAccount of the Secret's own
 	// namespace (the Cluster's), as a ClusterProfile's provider served in
 	// process does (see FederatedAccess): a fleet with no stored
-	// credential from the Secrets Cluster API already writes. Not for
-	// ArgoCD. Default: nil, the kubeconfig's own credential.
+	// credential from the Secrets Cluster API already writes. PluginPolicy
+	// is not used then. Not for ArgoCD. Default: nil, the kubeconfig's own
+	// credential.
 	Federated *FederatedAccess
 	// PluginPolicy says which exec plugins the kubeconfigs may run.
 	// Default: handlers.DenyAll (see handlers.KubeconfigSecretConfig).

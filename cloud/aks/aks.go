@@ -77,14 +77,16 @@ type Error struct {
 	Server     string // the cluster's endpoint, user info hidden
 	Credential string // where the identity came from
 	What       string // what failed
-	cause      error  // the context's error, when it ended the login
+	cause      error  // the context's error, when it ended the login; federation.ErrRejected for a refused hub token
 }
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("aks: no Entra ID token for %s from %s: %s", e.Server, e.Credential, e.What)
 }
 
-// Unwrap returns the context's error when the login's context ended it.
+// Unwrap returns the context's error when the login's context ended it,
+// and federation.ErrRejected when Entra ID refused the hub's token
+// (Federated).
 func (e *Error) Unwrap() error { return e.cause }
 
 // serverHost is the host (and port) of server, for the handler's name: no

@@ -53,6 +53,8 @@ type entra struct {
 
 	revokeNth atomic.Int64 // the token, counted from 1, revoked as it is issued; 0: none
 
+	fed federatedEntra // the application's federated identity credential (Federated)
+
 	mu       sync.Mutex // guards scope, requests and tokens
 	scope    string     // the scope a request must ask for: wantScope unless a test says
 	requests []tokenRequest
@@ -100,7 +102,7 @@ type tokenRequest struct {
 	host   string // the host the client meant (see redirect)
 	client string
 	scope  string // the resource, for managed identity
-	grant  string // "secret", "assertion", "certificate", "msi"
+	grant  string // "secret", "assertion", "certificate", "msi", "federated <subject>"
 }
 
 // msiHeader is App Service's managed identity secret, IDENTITY_HEADER.
@@ -187,6 +189,10 @@ func (e *entra) token(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
+	if trust := e.fed.trust.Load(); trust != nil && r.PostForm.Has("client_assertion") {
+		e.federated(w, r, *trust)
+		return
+	}
 	f := r.PostForm
 	check := func(k, want string) bool {
 		if got := f.Get(k); got != want {
@@ -229,6 +235,11 @@ func (e *entra) token(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	e.record(r, tokenRequest{client: f.Get("client_id"), scope: want, grant: grant})
+	e.grant(w)
+}
+
+// grant answers a new token.
+func (e *entra) grant(w http.ResponseWriter) {
 	tok, _ := e.issue(e.issued.Add(1))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{

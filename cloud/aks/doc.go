@@ -80,6 +80,50 @@
 // choice, could replay it there. Such a kubeconfig can still run kubelogin
 // itself where its policy allows that.
 //
+// # Federation: a fleet member with no stored credential
+//
+// Federated is the federation.Provider of an AKS member. The hub mints a
+// token for one of its ServiceAccounts with the audience FederatedAudience
+// (api://AzureADTokenExchange, or the one the federated identity credential
+// names instead), and Federated presents it to Entra ID's token endpoint as
+// the client assertion of an application (an app registration or a
+// user-assigned managed identity) for the AKS server application. The
+// member takes the access token as it takes any Entra ID token, and AKS
+// RBAC or Azure RBAC decides what the application may do:
+//
+//	member.OnLogin(federation.Login(federation.Config{
+//		Hub:       hub, // the config of the hub's own vault
+//		Namespace: "fleet-system", ServiceAccount: "fleet-operator",
+//		Audiences: []string{aks.FederatedAudience},
+//		Member:    federation.Member{Server: server, CAData: clusterCA},
+//		Provider:  aks.Federated(aks.FederatedOptions{TenantID: tenant, ClientID: app}),
+//	}))
+//
+// Entra ID, not this process, decides whether the token is good: the
+// application's federated identity credential names the hub's issuer
+// (Entra ID fetches its discovery document and keys from the internet, so
+// the issuer must be served over HTTPS with a publicly trusted
+// certificate), the subject system:serviceaccount:<namespace>:<name>, and
+// the audience. Each exchange makes a new azidentity credential, whose
+// cache is empty: every login presents the token the hub has just minted.
+//
+// The access token is good on every AKS cluster that lets the application
+// in: the server application is the same for all of them. Give each member
+// an application (or managed identity) of its own, granted on that cluster
+// only, so that a token sent to one member, or to a server a fleet source
+// names wrongly, is worth nothing on another.
+//
+// A refusal of the hub's token wraps federation.ErrRejected and names
+// Entra ID's code with what it means: no federated identity credential
+// matches the token's issuer (AADSTS700211), audience (700212) or subject
+// (700213, 7002138 when only the case differs), or the application has none
+// (70025); the token is outside its time range (700024), is no valid JWT
+// (50027), or its signature does not verify (700027); Entra ID could not
+// fetch the issuer's keys (50166). Any other 4xx (an application or tenant
+// Entra ID does not know) is permanent for the round; a 5xx, or no answer,
+// is retried: by azcore first (FederatedOptions.CredentialOptions.Retry),
+// then by the vault.
+//
 // # Errors
 //
 // A failed login names the cloud, the server and the credential source,

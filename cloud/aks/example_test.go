@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/authvault/authvault/cloud/aks"
+	"github.com/authvault/authvault/federation"
 	"github.com/authvault/authvault/handlers"
 	"github.com/authvault/authvault/login"
 	"github.com/authvault/authvault/piggyback"
@@ -68,4 +69,33 @@ func ExampleNative() {
 	v := vault.New(vault.Options{})
 	defer v.Close()
 	v.OnLogin(piggyback.Kubeconfig) // the kubeconfig kubelogin convert-kubeconfig wrote
+}
+
+// A fleet member on AKS with nothing stored but its address and CA: the
+// hub mints a token for its ServiceAccount, Entra ID exchanges it for the
+// application whose federated identity credential trusts the hub, and the
+// member takes Entra ID's token. (It needs a cloud: it does not run.)
+func ExampleFederated() {
+	ctx := context.Background()
+	hubVault := vault.New(vault.Options{}) // the hub's own credential
+	defer hubVault.Close()
+	hub, err := hubVault.RESTConfig(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var clusterCA []byte // the member's CA, from its kubeconfig
+
+	member := vault.New(vault.Options{})
+	defer member.Close()
+	member.OnLogin(federation.Login(federation.Config{
+		Hub:       hub,
+		Namespace: "fleet-system", ServiceAccount: "fleet-operator",
+		Audiences: []string{aks.FederatedAudience},
+		Member:    federation.Member{Server: "https://prod-dns-1a2b3c.hcp.westeurope.azmk8s.io:443", CAData: clusterCA},
+		Provider: aks.Federated(aks.FederatedOptions{
+			TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+			ClientID: "3f2a8c1e-5b7d-4e9f-a0c2-6d8e1f3b5a7c", // the app registration or managed identity
+		}),
+	}))
 }

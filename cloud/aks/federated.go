@@ -39,11 +39,11 @@ type FederatedOptions struct {
 	// ServerID is the server application's ID, as in Options. Default:
 	// DefaultServerID.
 	ServerID string
-	// CredentialOptions are those of the azidentity credential each
-	// exchange makes: the cloud (Default: Azure's public cloud, or
-	// AZURE_AUTHORITY_HOST), the HTTP client, azcore's retries of a 5xx
-	// (default: 3, before the vault's own), instance discovery. Its Cache is
-	// not used: each exchange starts with an empty one.
+	// CredentialOptions configure the azidentity credential each exchange
+	// makes: its cloud (default: Azure's public cloud, or
+	// AZURE_AUTHORITY_HOST), HTTP client, retries of a 5xx or of no answer
+	// (default: azcore's 3, before the vault's own) and instance discovery.
+	// Its Cache is ignored: each exchange starts with an empty one.
 	CredentialOptions azidentity.ClientAssertionCredentialOptions
 }
 

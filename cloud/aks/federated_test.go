@@ -130,6 +130,9 @@ func testFederatedRenewal(t *testing.T, hub *hubtrust.Hub) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if life := time.Until(first.Info.Expiration); life > 3*time.Second {
+		t.Fatalf("the first credential expires in %v, want Entra ID's 2 s", life.Round(time.Second))
+	}
 	time.Sleep(time.Until(first.Info.Expiration) + 500*time.Millisecond)
 	if _, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatalf("listing namespaces after the first token expired: %v", err)
@@ -171,8 +174,9 @@ func testFederatedRefusals(t *testing.T, hub *hubtrust.Hub) {
 		t.Run(c.name, func(t *testing.T) {
 			fv := startFed(t, hub, c.setup)
 			fv.e.fed.refuse.Store(int64(c.refuse))
-			err := fv.selectErr(t, ctxFor(t, time.Minute))
+			err := fv.selectErr(t, ctxFor(t, 15*time.Second))
 			code := fmt.Sprintf("AADSTS%d", c.code)
+			t.Log(err)
 			if !errors.Is(err, federation.ErrRejected) || !strings.Contains(err.Error(), code) {
 				t.Errorf("got %v, want federation.ErrRejected naming %s", err, code)
 			}
@@ -204,6 +208,7 @@ func testFederatedFailures(t *testing.T, hub *hubtrust.Hub) {
 	t.Run("unknown application", func(t *testing.T) {
 		fv := startFed(t, hub, fedSetup{opts: func(o *aks.FederatedOptions) { o.ClientID = "0b1f6d3e-another-app" }})
 		err := fv.selectErr(t, ctxFor(t, time.Minute))
+		t.Log(err)
 		var permanent *login.PermanentError
 		if errors.Is(err, federation.ErrRejected) || !errors.As(err, &permanent) || !strings.Contains(err.Error(), "AADSTS700016") {
 			t.Errorf("got %v, want a permanent error naming AADSTS700016, not federation.ErrRejected", err)

@@ -29,9 +29,10 @@ type fedVault struct {
 	logs testlog.Buffer
 	v    *vault.Vault
 
-	logins atomic.Int32
-	mu     sync.Mutex // guards errs
-	errs   []error    // every error the login returned, and those of Select
+	logins   atomic.Int32
+	mu       sync.Mutex // guards errs, provided
+	errs     []error    // every error of the login, and of Select
+	provided []error    // every error of the provider
 }
 
 // fedSetup is what a test changes of the defaults.
@@ -76,7 +77,19 @@ func startFed(t *testing.T, hub *hubtrust.Hub, s fedSetup) *fedVault {
 	if audience == "" {
 		audience = aks.FederatedAudience
 	}
-	h := federation.Login(hub.Config(audience, member(hub), aks.Federated(opts)))
+	// The provider's own errors are noted too: the federation login masks
+	// the hub's token in them, and must not be what keeps it out.
+	p := aks.Federated(opts)
+	provider := federation.ProviderFunc(func(ctx context.Context, tok federation.Token, m federation.Member) (*login.ConnectionInfo, error) {
+		info, err := p.Credential(ctx, tok, m)
+		if err != nil {
+			fv.mu.Lock()
+			fv.provided = append(fv.provided, err)
+			fv.mu.Unlock()
+		}
+		return info, err
+	})
+	h := federation.Login(hub.Config(audience, member(hub), provider))
 	t.Cleanup(func() { fv.noSecrets(t) }) // after the vault is closed: its last lines are logged
 	fv.v = vault.New(vault.Options{NoFallback: true, Logger: fv.logs.Logger(1)})
 	t.Cleanup(fv.v.Close)
@@ -128,7 +141,10 @@ func (fv *fedVault) noSecrets(t *testing.T) {
 	}
 	fv.e.mu.Unlock()
 	var texts []string
-	for _, err := range fv.errors() {
+	fv.mu.Lock()
+	all := append(append([]error(nil), fv.errs...), fv.provided...)
+	fv.mu.Unlock()
+	for _, err := range all {
 		texts = append(texts, err.Error(), fmt.Sprintf("%v|%+v|%#v|%s|%q", err, err, err, err, err))
 	}
 	texts = append(texts, fv.logs.String())

@@ -63,7 +63,7 @@
 //
 // [Federated] is the provider of package federation for an EKS member: the
 // hub mints a token for one of its ServiceAccounts with the audience
-// [Audience] ("sts.amazonaws.com"), and each login exchanges it at STS
+// [FederatedAudience] ("sts.amazonaws.com"), and each login exchanges it at STS
 // (AssumeRoleWithWebIdentity, through the SDK's stscreds) for the session of
 // [FederatedOptions].RoleARN, assumes ChainRoleARN with that session when
 // set, and gives the EKS token that session signs, for the member's server
@@ -72,7 +72,7 @@
 //	v.OnLogin(federation.Login(federation.Config{
 //		Hub:       hub, // the hub's own vault's config
 //		Namespace: "fleet-system", ServiceAccount: "fleet-operator",
-//		Audiences: []string{eks.Audience},
+//		Audiences: []string{eks.FederatedAudience},
 //		Member:    federation.Member{Server: "https://ABCD.gr7.eu-west-1.eks.amazonaws.com", CAData: caPEM},
 //		Provider: eks.Federated(eks.FederatedOptions{
 //			Cluster: "prod", Region: "eu-west-1",

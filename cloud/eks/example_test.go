@@ -65,7 +65,7 @@ func ExampleFederated() {
 	member.OnLogin(federation.Login(federation.Config{
 		Hub:       hub,
 		Namespace: "fleet-system", ServiceAccount: "fleet-operator",
-		Audiences: []string{eks.Audience},
+		Audiences: []string{eks.FederatedAudience},
 		Member:    federation.Member{Server: "https://ABCD.gr7.eu-west-1.eks.amazonaws.com", CAData: caPEM},
 		Provider: eks.Federated(eks.FederatedOptions{
 			Cluster: "prod", Region: "eu-west-1",

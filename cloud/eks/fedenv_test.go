@@ -31,7 +31,7 @@ const (
 )
 
 // fedEnv is one federation case on the shared hub: an STS stand-in that
-// trusts the hub's issuer for eks.Audience, the hub's API server standing
+// trusts the hub's issuer for eks.FederatedAudience, the hub's API server standing
 // in for the members (its webhook takes an EKS token once the stand-in
 // answers its presigned GetCallerIdentity for one of the clusters), and
 // what the case's vaults logged and its logins returned, which must hold
@@ -55,7 +55,7 @@ func newFedEnv(t *testing.T, hub *hubtrust.Hub, clusters ...string) *fedEnv {
 		clusters = []string{testCluster}
 	}
 	s := newSTSStub(t)
-	provider := hub.Trust(eks.Audience)
+	provider := hub.Trust(eks.FederatedAudience)
 	provider.Subject = "" // the roles' trust policies say which
 	s.web = &oidcTrust{provider: provider, roles: map[string]string{fedRole: hub.Subject(), fedStagingRole: hub.Subject()}}
 	e := &fedEnv{hub: hub, sts: s, trust: s.web}
@@ -102,9 +102,9 @@ func (e *fedEnv) member() federation.Member {
 	return federation.Member{Server: e.hub.Cluster.Server, CAData: e.hub.Cluster.CAData}
 }
 
-// config mints for eks.Audience and exchanges with opts.
+// config mints for eks.FederatedAudience and exchanges with opts.
 func (e *fedEnv) config(opts eks.FederatedOptions) federation.Config {
-	return e.hub.Config(eks.Audience, e.member(), eks.Federated(opts))
+	return e.hub.Config(eks.FederatedAudience, e.member(), eks.Federated(opts))
 }
 
 // vault is a vault that logs in with cfg, closed when t ends.

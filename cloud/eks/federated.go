@@ -17,11 +17,11 @@ import (
 	"github.com/authvault/authvault/redact"
 )
 
-// Audience is the audience AWS STS expects of a web identity token by
+// FederatedAudience is the audience AWS STS expects of a web identity token by
 // default: the client ID an IAM OIDC identity provider lists. Mint the
 // hub's tokens for it (federation.Config.Audiences), unless the account's
 // OIDC provider for the hub lists another.
-const Audience = "sts.amazonaws.com"
+const FederatedAudience = "sts.amazonaws.com"
 
 // FederatedOptions say which EKS cluster a member is and which roles the
 // hub's token becomes.

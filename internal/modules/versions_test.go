@@ -18,9 +18,10 @@ import (
 const workspace = "hack/all.work"
 
 // toolModules build other projects' programs with those projects' own
-// requirements (the envtest binaries, the peers' plugins): they share no
-// build with the rest and stay out of the workspace.
-var toolModules = []string{"hack/envtest", "hack/peers"}
+// requirements (the envtest binaries, the peers' plugins, Flux's auth
+// beside ours): they share no build with the rest and stay out of the
+// workspace.
+var toolModules = []string{"hack/envtest", "hack/peers", "hack/peers/flux"}
 
 // builds maps each dependency module that provides a package to a module's
 // packages or their tests to its version.

@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet staticcheck fmt-check gotest compat compat-build soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-shards model-shards fuzz demo soak cluster cluster-pair cluster-revoke dashboard release
+.PHONY: test vet staticcheck fmt-check gotest compat compat-build soak-check compat-and-soak test-loaded envtest peers tools stages stages-reset bench bench-flux bench-shards model-shards fuzz demo soak cluster cluster-pair cluster-revoke dashboard release
 
 # Every test: the unit tests and the integration suite against a real
 # kube-apiserver, whose binaries hack/envtest.sh builds once (about 5 min on
@@ -144,6 +144,9 @@ tools:
 # of its own, which a fresh machine paid for the whole Kubernetes stack.
 LONG := ./integration
 TEST_P ?= 3
+# Flux's auth beside ours (hack/peers/flux): a module of its own, out of
+# the workspace (Flux's requirements).
+FLUX_PEER := hack/peers/flux
 gotest:
 	@bash hack/tools.sh wait && \
 	assets=$$(bash hack/envtest.sh) && peers=$$(bash hack/peers.sh) && chromium=$$(bash hack/chromium.sh) && \
@@ -258,7 +261,16 @@ bench:
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -skip 'BenchmarkFleetRotation|BenchmarkFederatedFleet' -benchmem -count 5 ./... && \
 	$(GO) test -run '^$$' -bench 'BenchmarkFleetRotation|BenchmarkFederatedFleet' -benchmem -count 1 -timeout 30m ./fleet && \
 	peers=$$(bash hack/peers.sh) && \
-	for m in $(CLOUD); do AUTHVAULT_PEERS=$$peers $(GO) -C $$m test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./... || exit 1; done
+	for m in $(CLOUD); do AUTHVAULT_PEERS=$$peers $(GO) -C $$m test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./... || exit 1; done && \
+	$(MAKE) --no-print-directory bench-flux
+
+# Flux's auth beside ours on one hub and member (hack/peers/flux):
+# per token rotation and reconcile, the requests arriving at the hub and
+# the member, a controller-runtime cache's relists, allocations and the
+# time to a usable config.
+bench-flux:
+	@assets=$$(bash hack/envtest.sh) && \
+	KUBEBUILDER_ASSETS=$$assets GOWORK=off $(GO) -C $(FLUX_PEER) test -run '^$$' -bench . -benchmem -count 1 ./...
 
 # A sharded fleet (fleet.Shards) of three replica processes over 1,000
 # kubeconfig Secrets on the embedded API server, then a kill -9, a fourth

@@ -145,7 +145,9 @@ tools:
 LONG := ./integration
 TEST_P ?= 3
 # Flux's auth beside ours (hack/peers/flux): a module of its own, out of
-# the workspace (Flux's requirements).
+# the workspace (Flux's requirements), whose tests start one hub and one
+# member; gotest runs them after the first go test, beside what is left of
+# the long half, and go test's own vet checks them (vet above does not).
 FLUX_PEER := hack/peers/flux
 gotest:
 	@bash hack/tools.sh wait && \
@@ -156,9 +158,11 @@ gotest:
 		{ cat bin/go-test-long.log; exit 1; }; } && \
 	{ AUTHVAULT_LABEL_FILTER=long $(TIMED) go-test-long $(GO) test -race -vet=off -count=1 -timeout 30m $(TEST_EXEC) $(LONG) >bin/go-test-long.log 2>&1 & long_pid=$$!; } && \
 	AUTHVAULT_LABEL_FILTER='!long' $(TIMED) go-test $(GO) test -race -vet=off -count=1 -p $(TEST_P) -timeout 30m $(TEST_EXEC) $(PKGS); \
-	rc=$$?; long=0; \
+	rc=$$?; \
+	GOWORK=off $(TIMED) go-test-flux $(GO) -C $(FLUX_PEER) test -race -count=1 -timeout 10m ./...; \
+	flux=$$?; long=0; \
 	if [ -n "$${long_pid:-}" ]; then wait $$long_pid; long=$$?; cat bin/go-test-long.log; fi; \
-	[ $$rc = 0 ] && [ $$long = 0 ]
+	[ $$rc = 0 ] && [ $$flux = 0 ] && [ $$long = 0 ]
 
 # The supported controller-runtime minors newer than the oldest, which
 # go.mod requires so that adding authvault never upgrades a user's: each
@@ -218,7 +222,7 @@ compat-and-soak:
 # compat-build has none: at nice 19 in the background, its time says how
 # busy the tests kept the cores; were it slow, compat-wait (compat waiting
 # for it) would show it.
-STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 go-test-build:30 go-test:400 go-test-long:300 compat-wait:30 compat-v0.24.1:250 compat-v0.25.2:250 soak-check:240
+STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 go-test-build:30 go-test:400 go-test-flux:60 go-test-long:300 compat-wait:30 compat-v0.24.1:250 compat-v0.25.2:250 soak-check:240
 stages-reset:
 	@bash hack/stages.sh reset
 stages:

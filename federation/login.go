@@ -256,7 +256,10 @@ func (f *federated) token(minted *login.ConnectionInfo) (Token, error) {
 		return Token{}, fmt.Errorf("federation: the hub's token for serviceaccount %s has no audience: the hub would take it", sa)
 	}
 	for _, aud := range claims.Audience {
-		if aud == claims.Issuer || !slices.Contains(f.cfg.Audiences, aud) {
+		switch {
+		case aud == claims.Issuer:
+			return Token{}, fmt.Errorf("federation: the hub's token for serviceaccount %s has audience %q, the hub's issuer: the hub would take it; give the member an audience of its own", sa, aud)
+		case !slices.Contains(f.cfg.Audiences, aud):
 			return Token{}, fmt.Errorf("federation: the hub's token for serviceaccount %s has audience %q, not one of %q: the hub would take it", sa, aud, f.cfg.Audiences)
 		}
 	}

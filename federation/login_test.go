@@ -262,8 +262,12 @@ func TestLoginRefusesATokenTheHubWouldTake(t *testing.T) {
 	hub.audience = []string{"member-1", hubIssuer}
 	_, err := Login(hub.config())(as(login.FirstLogin))
 	var permanent *login.PermanentError
-	if err == nil || !strings.Contains(err.Error(), `audience "https://hub.example:6443", not one of ["member-1"]`) || !errors.As(err, &permanent) {
+	if err == nil || !strings.Contains(err.Error(), `audience "https://hub.example:6443", the hub's issuer`) || !errors.As(err, &permanent) {
 		t.Errorf("error %v, want the token's hub audience refused", err)
+	}
+	hub.audience = []string{"member-1", "member-2"}
+	if _, err := Login(hub.config())(as(login.FirstLogin)); err == nil || !strings.Contains(err.Error(), `audience "member-2", not one of ["member-1"]`) {
+		t.Errorf("error %v, want an audience not asked for refused", err)
 	}
 	hub.audience = []string{}
 	if _, err := Login(hub.config())(as(login.FirstLogin)); err == nil || !strings.Contains(err.Error(), "has no audience") {

@@ -62,7 +62,7 @@ func (l *loginRun) run(reason login.Reason) {
 			return
 		}
 		start := time.Now()
-		cred, err := l.call(logr.NewContext(ctx, log))
+		cred, err := l.call(logr.NewContext(ctx, belowBodies(log)))
 		// The attempt's metric and log lines come before its effects are
 		// applied: whoever the credential or the failure wakes sees them.
 		v.mu.Lock()

@@ -222,7 +222,7 @@ compat-and-soak:
 # compat-build has none: at nice 19 in the background, its time says how
 # busy the tests kept the cores; were it slow, compat-wait (compat waiting
 # for it) would show it.
-STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 go-test-build:30 go-test:400 go-test-flux:60 go-test-long:300 compat-wait:30 compat-v0.24.1:250 compat-v0.25.2:250 soak-check:240
+STAGE_BUDGETS := vet:30 staticcheck:60 tools:900 go-test-build:30 go-test:400 go-test-flux:120 go-test-long:300 compat-wait:30 compat-v0.24.1:250 compat-v0.25.2:250 soak-check:240
 stages-reset:
 	@bash hack/stages.sh reset
 stages:

@@ -13,7 +13,6 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -101,13 +100,18 @@ type FluxCluster struct {
 // FluxProvider serves the Flux ConfigMaps of one provider key other
 // than generic: a cloud module's Flux function makes one.
 type FluxProvider struct {
-	// Audiences the tokens are minted for when a ConfigMap's audiences
-	// key names none (required): those the cloud's STS takes.
-	Audiences []string
+	// Audiences says the audiences the tokens are minted for when a
+	// ConfigMap's audiences key names none (required): those the cloud's
+	// STS takes for sa, the ServiceAccount as the hub has it at the login
+	// (GCP's, for one, is the workload identity provider its annotation
+	// names). An error is the login's, and names what sa lacks.
+	Audiences func(sa *corev1.ServiceAccount) ([]string, error)
 	// New makes the provider that exchanges a token for c's member
-	// (required). It is called at every login, after the token is
+	// (required). It is called at every login, before the token is
 	// minted, with the ServiceAccount as the hub has it then: a change of
-	// its annotations needs no change of the ConfigMap.
+	// its annotations needs no change of the ConfigMap. An error is the
+	// login's: a ServiceAccount that names no cloud identity, a cluster
+	// key the cloud needs and the ConfigMap lacks.
 	New func(ctx context.Context, c FluxCluster) (federation.Provider, error)
 }
 
@@ -174,12 +178,8 @@ func readFluxData(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, error) {
 	if u, err := url.Parse(m.address); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
 		return fluxMember{}, fmt.Errorf("address %s is not an https URL with a host and no user info", short(redact.Value(m.address)))
 	}
-	switch {
-	case len(m.audiences) > 0:
-	case provider == "generic":
+	if len(m.audiences) == 0 && provider == "generic" {
 		m.audiences = []string{m.address} // Flux's default for generic
-	default:
-		m.audiences = slices.Clone(opts.Providers[provider].Audiences)
 	}
 	name, named := cm.Data[fluxServiceAccount]
 	switch {
@@ -200,8 +200,13 @@ func readFluxData(cm *corev1.ConfigMap, opts FluxOptions) (fluxMember, error) {
 	}
 	// What the login would refuse at its first try is refused here, by
 	// the ConfigMap's name, and a served ConfigMap that changes to it
-	// keeps what served.
-	if err := m.config(opts).Check(); err != nil {
+	// keeps what served. A cloud's audiences may come of the
+	// ServiceAccount at the login, and are checked then.
+	cfg := m.config(opts)
+	if len(cfg.Audiences) == 0 {
+		cfg.Audiences = []string{"the cloud's"}
+	}
+	if err := cfg.Check(); err != nil {
 		return fluxMember{}, err
 	}
 	return m, nil
@@ -242,22 +247,11 @@ func (m fluxMember) key() string {
 
 // handler is m's login: federation.Login, with the provider m names.
 func (m fluxMember) handler(opts FluxOptions, client kubernetes.Interface) login.Handler {
-	cfg := m.config(opts)
-	if m.provider != "generic" {
-		fp := opts.Providers[m.provider]
-		cfg.Provider = federation.ProviderFunc(func(ctx context.Context, token federation.Token, member federation.Member) (*login.ConnectionInfo, error) {
-			sa, err := client.CoreV1().ServiceAccounts(m.namespace).Get(ctx, m.serviceAccount, metav1.GetOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("fleet: the ServiceAccount %s/%s: %w", m.namespace, m.serviceAccount, err)
-			}
-			provider, err := fp.New(ctx, FluxCluster{ConfigMap: m.configMap, Cluster: m.cluster, Member: member, ServiceAccount: sa})
-			if err != nil {
-				return nil, fmt.Errorf("fleet: provider %q for ConfigMap %s: %w", m.provider, m.configMap, err)
-			}
-			return provider.Credential(ctx, token, member)
-		})
+	if m.provider == "generic" {
+		return federation.Login(m.config(opts))
 	}
-	return federation.Login(cfg)
+	c := &fluxCloud{member: m, opts: opts, provider: opts.Providers[m.provider], client: client}
+	return login.Named(fmt.Sprintf("federated %s/%s for %s", m.namespace, m.serviceAccount, m.provider), "federated", c.login)
 }
 
 // ownServiceAccount is the pod's ServiceAccount, "namespace/name", from

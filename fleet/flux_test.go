@@ -24,7 +24,7 @@ func fluxCM(ns string, data map[string]string) *corev1.ConfigMap {
 // What a Flux ConfigMap may say, and what it may not: each refusal names
 // what was wrong, and none serves.
 func TestReadFluxConfigMap(t *testing.T) {
-	aws := FluxProvider{Audiences: []string{"sts.amazonaws.com"}, New: func(context.Context, FluxCluster) (federation.Provider, error) { return nil, nil }}
+	aws := FluxProvider{Audiences: func(*corev1.ServiceAccount) ([]string, error) { return []string{"sts.amazonaws.com"}, nil }, New: func(context.Context, FluxCluster) (federation.Provider, error) { return nil, nil }}
 	opts := FluxOptions{Config: reviewHub, Operator: "flux-system/operator", Providers: map[string]FluxProvider{"aws": aws}}
 	const server = "https://member.example:6443"
 	for _, c := range []struct {
@@ -38,7 +38,9 @@ func TestReadFluxConfigMap(t *testing.T) {
 	}{
 		{name: "generic, its own ServiceAccount", ns: "team-a", data: map[string]string{"provider": "generic", "address": server, "serviceAccountName": "deployer"}, sa: "deployer", audList: []string{server}},
 		{name: "audiences one per line", ns: "team-a", data: map[string]string{"provider": "generic", "address": server, "serviceAccountName": "deployer", "audiences": " member-1 \n\nmember-2\n"}, sa: "deployer", audList: []string{"member-1", "member-2"}},
-		{name: "a cloud's default audiences", ns: "team-a", data: map[string]string{"provider": "aws", "address": server, "serviceAccountName": "deployer", "cluster": "arn:aws:eks:eu-west-1:111122223333:cluster/prod"}, sa: "deployer", audList: []string{"sts.amazonaws.com"}},
+		// A cloud's audiences come of its ServiceAccount, at the login.
+		{name: "a cloud's default audiences", ns: "team-a", data: map[string]string{"provider": "aws", "address": server, "serviceAccountName": "deployer", "cluster": "arn:aws:eks:eu-west-1:111122223333:cluster/prod"}, sa: "deployer", audList: nil},
+		{name: "a cloud's audiences key", ns: "team-a", data: map[string]string{"provider": "aws", "address": server, "serviceAccountName": "deployer", "audiences": "custom"}, sa: "deployer", audList: []string{"custom"}},
 		{name: "the operator's own, in its namespace", ns: "flux-system", data: map[string]string{"provider": "generic", "address": server}, sa: "operator", audList: []string{server}},
 		{name: "the lockdown default", ns: "team-a", data: map[string]string{"provider": "generic", "address": server}, opts: &FluxOptions{Config: reviewHub, Operator: "flux-system/operator", ServiceAccount: "remote"}, sa: "remote", audList: []string{server}},
 		{name: "no provider key", ns: "team-a", data: map[string]string{"address": server}, want: "no provider key"},

@@ -65,7 +65,7 @@ func (f *Fleet) WatchFlux(ctx context.Context, opts FluxOptions) error {
 		return fmt.Errorf("fleet: WatchFlux: a client from Config: %w", err)
 	}
 	for key, p := range opts.Providers {
-		if p.New == nil || len(p.Audiences) == 0 {
+		if p.New == nil || p.Audiences == nil {
 			return fmt.Errorf("fleet: WatchFlux: FluxOptions.Providers[%q] needs New and Audiences", key)
 		}
 	}

@@ -69,15 +69,34 @@ type FederatedOptions struct {
 // federation.ErrRejected and says STS's code. It may be called
 // concurrently; each call exchanges its token anew.
 func Federated(opts FederatedOptions) federation.Provider {
-	return &federated{opts: opts}
+	return &federated{opts: opts, defaults: &defaultConfig{}}
 }
 
 // federated is a Federated provider.
 type federated struct {
-	opts FederatedOptions
+	opts     FederatedOptions
+	defaults *defaultConfig // without opts.AWS; shared by the providers Flux makes
+}
 
+// defaultConfig is the SDK's default configuration, loaded at the first
+// exchange that needs it and kept.
+type defaultConfig struct {
 	mu     sync.Mutex  // guards loaded
-	loaded *aws.Config // the default configuration, without opts.AWS; nil until loaded
+	loaded *aws.Config // nil until loaded
+}
+
+// get is a copy of the default configuration, loaded now if it is not yet.
+func (d *defaultConfig) get(ctx context.Context, cluster string) (aws.Config, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.loaded == nil {
+		cfg, _, err := loadDefault(ctx, "", "")
+		if err != nil {
+			return aws.Config{}, fmt.Errorf("eks: cluster %q: loading the AWS config: %w", cluster, redact.Secrets(err))
+		}
+		d.loaded = cfg
+	}
+	return d.loaded.Copy(), nil
 }
 
 // Credential is the federation.Provider method.
@@ -151,23 +170,19 @@ func (o FederatedOptions) check(member federation.Member) error {
 // config is a copy of the SDK configuration to exchange with: Options.AWS,
 // or the default one, loaded at the first call that loads it.
 func (f *federated) config(ctx context.Context) (aws.Config, error) {
+	cfg := aws.Config{}
 	if f.opts.AWS != nil {
-		cfg := f.opts.AWS.Copy()
-		if f.opts.Region != "" {
-			cfg.Region = f.opts.Region
+		cfg = f.opts.AWS.Copy()
+	} else {
+		var err error
+		if cfg, err = f.defaults.get(ctx, f.opts.Cluster); err != nil {
+			return aws.Config{}, err
 		}
-		return cfg, nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.loaded == nil {
-		cfg, _, err := loadDefault(ctx, f.opts.Region, "")
-		if err != nil {
-			return aws.Config{}, fmt.Errorf("eks: cluster %q: loading the AWS config: %w", f.opts.Cluster, redact.Secrets(err))
-		}
-		f.loaded = cfg
+	if f.opts.Region != "" {
+		cfg.Region = f.opts.Region
 	}
-	return f.loaded.Copy(), nil
+	return cfg, nil
 }
 
 // exchange is the SDK's web identity provider of RoleARN for token, at

@@ -28,6 +28,7 @@ func TestFederated(t *testing.T) {
 	t.Run("refresh mints a new hub token", func(t *testing.T) { testFederatedRefresh(t, hub) })
 	t.Run("refusals", func(t *testing.T) { testFederatedRefusals(t, hub) })
 	t.Run("unavailable", func(t *testing.T) { testFederatedUnavailable(t, hub) })
+	t.Run("flux", func(t *testing.T) { testFederatedFlux(t, hub) })
 }
 
 // The hub's token becomes the role's session (one AssumeRoleWithWebIdentity,

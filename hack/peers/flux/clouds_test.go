@@ -42,7 +42,7 @@ type standIn struct {
 var errStandIn = errors.New("stand-in provider: recorded, no exchange (the cloud module's provider is not here yet)")
 
 func (s *standIn) provider(audiences ...string) fleet.FluxProvider {
-	return fleet.FluxProvider{Audiences: audiences, New: func(_ context.Context, c fleet.FluxCluster) (federation.Provider, error) {
+	return fleet.FluxProvider{Audiences: func(*corev1.ServiceAccount) ([]string, error) { return audiences, nil }, New: func(_ context.Context, c fleet.FluxCluster) (federation.Provider, error) {
 		s.mu.Lock()
 		s.got = append(s.got, c)
 		s.mu.Unlock()

@@ -31,7 +31,7 @@ import (
 
 const (
 	tenant    = "72f988bf-86f1-41af-91ab-2d7cd011db47"
-	client    = "0b1f6d3e-2c4a-4b7e-9f00-aks-operator"
+	client    = "0b1f6d3e-2c4a-4b7e-9f00-7a3c5e1d2b4f"
 	secret    = "client-secret-value-never-shown"
 	assertion = "eyJ.federated-assertion-never-shown.sig"
 	wantScope = aks.DefaultServerID + "/.default"

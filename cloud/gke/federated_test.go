@@ -150,6 +150,8 @@ func TestFederated(t *testing.T) {
 		{"refusals of the hub's token are ErrRejected", refusals},
 		{"a refused impersonation names the service account", refusedImpersonation},
 		{"an STS down or failing is retried", stsDown},
+		{"a Flux ConfigMap's member", fluxMember},
+		{"a Flux ConfigMap's member with the default provider", fluxDefaultProvider},
 	} {
 		e.g.pool.Store(e.pool())
 		e.g.expiresIn.Store(3600)

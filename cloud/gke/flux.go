@@ -75,7 +75,7 @@ func Flux(opts FluxOptions) fleet.FluxProvider {
 			}
 			email, ok := c.ServiceAccount.Annotations[serviceAccountAnnotation]
 			if ok && !serviceAccountEmail.MatchString(email) {
-				return nil, fmt.Errorf("gke: ServiceAccount %s/%s: annotation %s %q is not a Google service account's email (NAME@PROJECT.iam.gserviceaccount.com)",
+				return nil, fmt.Errorf("gke: ServiceAccount %s/%s: annotation %s %q is not a Google service account's email (an ID of 6 to 30 characters at a project's iam.gserviceaccount.com)",
 					c.ServiceAccount.Namespace, c.ServiceAccount.Name, serviceAccountAnnotation, quoted(email))
 			}
 			return Federated(FederatedOptions{Audience: provider, ServiceAccount: email, Scopes: opts.Scopes, TokenURL: opts.TokenURL, IAMCredentialsURL: opts.IAMCredentialsURL}), nil

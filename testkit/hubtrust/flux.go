@@ -67,6 +67,11 @@ func (h *Hub) PutFluxConfigMap(t testing.TB, name string, data map[string]string
 	} else if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := cms.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting ConfigMap %s: %v", name, err)
+		}
+	})
 	return h.Namespace + "/" + name
 }
 

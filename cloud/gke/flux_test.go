@@ -48,7 +48,11 @@ func fluxMember(t *testing.T, e *fed) {
 	e.hub.Annotate(t, map[string]string{"gcp.auth.fluxcd.io/workload-identity-provider": fluxProvider})
 	t.Cleanup(func() { e.hub.Annotate(t, nil) })
 	logs := &testlog.Buffer{}
-	t.Cleanup(func() { if t.Failed() { t.Log(logs.String()) } })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
 	f := e.hub.FluxFleet(t, logs.Logger(1), fleet.FluxOptions{Providers: map[string]fleet.FluxProvider{"gcp": gke.Flux(gke.FluxOptions{TokenURL: e.g.srv.URL + "/sts", IAMCredentialsURL: e.g.srv.URL})}})
 	v := hubtrust.Vault(t, f, e.hub.PutFluxConfigMap(t, "gke", map[string]string{"provider": "gcp"}))
 	if got, want := clientOf(t, v), e.fluxPool(fluxProvider).principal(e.hub.Subject()); got != want {

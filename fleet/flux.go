@@ -68,7 +68,8 @@ type FluxOptions struct {
 	Operator string
 	// Providers serve the ConfigMaps whose provider key is not generic,
 	// by that key ("aws", "gcp", "azure"): the cloud modules' Flux
-	// functions. A ConfigMap whose provider has none here is refused.
+	// functions, eks.Flux, gke.Flux and aks.Flux. A ConfigMap whose
+	// provider has none here is refused.
 	Providers map[string]FluxProvider
 	// Lifetime of each token. Default: federation.Config's, an hour.
 	Lifetime time.Duration

@@ -69,8 +69,8 @@ fi
 # One install at a time (make test's background tools stage beside a go
 # test run by hand): two apt-gets at once would fail on dpkg's own lock.
 mkdir -p "$cache"
-exec 9>"$cache/chromium.lock"
-flock -n 9 || { echo "chromium: waiting for another install to end (it holds $cache/chromium.lock)" >&2; flock 9; }
+. "$(cd "$(dirname "$0")" && pwd)/lock.sh"
+take_lock chromium "$cache/chromium.lock"
 if found; then
   exit 0
 fi

@@ -31,10 +31,10 @@ fi
 # or soak-check started alone, a second make test): the rename below
 # removes the directory another run may be starting an API server from.
 mkdir -p "$cache"
-exec 9>"$cache/peers.lock"
 # A build that holds the lock (another make test's, or one stopped with
-# Ctrl-Z) is waited for, and said to be.
-flock -n 9 || { echo "peers: waiting for another build of these binaries to end (it holds the lock; a stopped one must be resumed or killed)" >&2; flock 9; }
+# Ctrl-Z) is waited for, and named while it is.
+. "$here/lock.sh"
+take_lock peers "$cache/peers.lock"
 if [ -x "$dir/aws-iam-authenticator" ] && [ -x "$dir/kubelogin" ]; then
   echo "$dir"
   exit 0

@@ -31,7 +31,7 @@ func TestDashboardServesAPersonAndStops(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run make gotest, or KUBEBUILDER_ASSETS=$(bash hack/envtest.sh) go test ./hack/cluster")
 	}
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "cluster") // made by the run, as bin/cluster is
 	bin := buildProgram(t)
 	port := freePort(t)
 	start := time.Now()
@@ -137,7 +137,7 @@ func TestDashboardServesAPersonAndStops(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	for _, f := range []string{filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "token"), filepath.Join(dir, "pid"), tmp} {
+	for _, f := range []string{filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "token"), filepath.Join(dir, "pid"), tmp, dir} {
 		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s is left (%v)", f, err)
 		}

@@ -70,3 +70,30 @@ func TestCheckDirTakesAnEndedRunsFiles(t *testing.T) {
 		t.Errorf("checkDir of a directory not made yet = %v, want nil", err)
 	}
 }
+
+// The directories a run made go when it stops, but not one that someone
+// put a file of theirs in meanwhile, nor its parents.
+func TestRemoveMadeLeavesOthersFiles(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "bin", "cluster")
+	made := missingDirs(dir)
+	if len(made) != 2 || made[0] != dir || made[1] != filepath.Join(root, "bin") {
+		t.Fatalf("missingDirs = %q, want %s and its parent", made, dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(root, "bin", "mine")
+	if err := os.WriteFile(mine, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeMade(made); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s is left (%v)", dir, err)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("the other file is gone: %v", err)
+	}
+}

@@ -101,6 +101,9 @@ func run(ctx context.Context, opts options, revoke <-chan os.Signal, out io.Writ
 	if err := checkDir(abs); err != nil {
 		return err
 	}
+	// The directories this run makes go at the end too (bin/cluster after
+	// make cluster), so that a Ctrl-C leaves nothing behind.
+	made := missingDirs(abs)
 	target := "cluster"
 	if opts.dashboard {
 		target = "dashboard"
@@ -127,6 +130,7 @@ func run(ctx context.Context, opts options, revoke <-chan os.Signal, out io.Writ
 				err = errors.Join(err, rmErr)
 			}
 		}
+		err = errors.Join(err, removeMade(made))
 	}()
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return err
@@ -220,6 +224,36 @@ Ctrl-C stops the cluster.
 // files are what the program writes in its directory, and removes when it
 // stops.
 var files = []string{"kubeconfig", "token", "pid", "member-server", "member-ca.crt"}
+
+// missingDirs are dir and those of its parents that do not exist, dir
+// first: what os.MkdirAll(dir) makes.
+func missingDirs(dir string) []string {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
+			return missing
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			return missing
+		}
+	}
+}
+
+// removeMade removes the directories made, dir first, unless one holds
+// something of someone else's now: that one and its parents stay.
+func removeMade(made []string) error {
+	for _, d := range made {
+		err := os.Remove(d)
+		switch {
+		case errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST):
+			return nil
+		case err != nil && !errors.Is(err, os.ErrNotExist):
+			return err
+		}
+	}
+	return nil
+}
 
 // checkDir tells whether the program may write its files in dir, replace
 // them and remove them when it stops: none is there, or they are those of

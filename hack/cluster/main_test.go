@@ -34,7 +34,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // token while the vault goes on with the new one, and Ctrl-C (SIGINT to its
 // process group) that stops the API server and etcd with it.
 func TestClusterServesRevokesAndStops(t *testing.T) {
-	dir := t.TempDir()
+	// A directory the run makes, as make cluster makes bin/cluster: it
+	// goes with the files.
+	dir := filepath.Join(t.TempDir(), "bin", "cluster")
 	bin := buildProgram(t)
 	start := time.Now()
 
@@ -169,6 +171,9 @@ func TestClusterServesRevokesAndStops(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s is left in %s (%v)", f, dir, err)
 		}
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the directories the run made are left: %s (%v)", filepath.Dir(dir), err)
 	}
 
 	// No token in anything it printed, nor in the vault's log.

@@ -61,7 +61,9 @@ func Start() (*Cluster, error) { return StartWith(Options{}) }
 // StartWith is Start with opts.
 func StartWith(opts Options) (*Cluster, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, errors.New("testcluster: KUBEBUILDER_ASSETS is not set: run make test, or export KUBEBUILDER_ASSETS=$(hack/envtest.sh)")
+		return nil, errors.New("testcluster: KUBEBUILDER_ASSETS is not set: it names the directory of kube-apiserver and etcd. " +
+			"In your repository: export KUBEBUILDER_ASSETS=$(go run sigs.k8s.io/controller-runtime/tools/setup-envtest@v0.25.3 use -p path 1.36.x) (docs/testing.md). " +
+			"In authvault's: make test sets it, or export KUBEBUILDER_ASSETS=$(bash hack/envtest.sh)")
 	}
 	dir, err := os.MkdirTemp("", "authvault-cluster-")
 	if err != nil {

@@ -1,18 +1,18 @@
 package hackscripts
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/authvault/authvault/testkit/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,27 +23,9 @@ var lockScript, _ = filepath.Abs("../../hack/lock.sh")
 // hang bounds a wait that only a bug makes long.
 const hang = 2 * time.Minute
 
-// syncBuffer is a buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // takeLock starts bash taking the lock file with hack/lock.sh, then
 // running then; its stderr goes to stderr.
-func takeLock(t *testing.T, file, then string, stderr *syncBuffer) *exec.Cmd {
+func takeLock(t *testing.T, file, then string, stderr *testlog.Writer) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("bash", "-c", fmt.Sprintf(". %q; take_lock build %q; %s", lockScript, file, then))
 	cmd.Env = append(os.Environ(), "AUTHVAULT_LOCK_REPORT=1")
@@ -75,13 +57,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // when it is stopped, and goes on once the holder ends.
 func TestAWaitingBuildNamesTheHolder(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tools.lock")
-	holder := takeLock(t, file, "exec sleep 600", &syncBuffer{})
+	holder := takeLock(t, file, "exec sleep 600", &testlog.Writer{})
 	waitFor(t, "the holder to write who it is", func() bool {
 		data, err := os.ReadFile(file + ".holder")
 		return err == nil && strings.HasPrefix(string(data), fmt.Sprint(holder.Process.Pid)+"\t")
 	})
 
-	var waiting syncBuffer
+	var waiting testlog.Writer
 	waiter := takeLock(t, file, "echo took it >&2", &waiting)
 	named := fmt.Sprintf("held by pid %d: bash -c", holder.Process.Pid)
 	waitFor(t, "the waiting line", func() bool { return strings.Contains(waiting.String(), "build: waiting for another build of these binaries, "+named) })

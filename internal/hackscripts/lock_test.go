@@ -66,7 +66,9 @@ func TestAWaitingBuildNamesTheHolder(t *testing.T) {
 	var waiting testlog.Writer
 	waiter := takeLock(t, file, "echo took it >&2", &waiting)
 	named := fmt.Sprintf("held by pid %d: bash -c", holder.Process.Pid)
-	waitFor(t, "the waiting line", func() bool { return strings.Contains(waiting.String(), "build: waiting for another build of these binaries, "+named) })
+	waitFor(t, "the waiting line", func() bool {
+		return strings.Contains(waiting.String(), "build: waiting for another build of these binaries, "+named)
+	})
 	waitFor(t, "a line after the first", func() bool { return strings.Contains(waiting.String(), "build: still waiting after") })
 	if !strings.Contains(waiting.String(), "exec sleep 600 (started by: ") {
 		t.Errorf("the lines do not name the holder's command and its parent:\n%s", waiting.String())

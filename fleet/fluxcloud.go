@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -37,7 +38,15 @@ type exchangeKey struct{}
 func (c *fluxCloud) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	m := c.member
 	sa, err := c.client.CoreV1().ServiceAccounts(m.namespace).Get(ctx, m.serviceAccount, metav1.GetOptions{})
-	if err != nil {
+	switch {
+	// As with TokenRequest: a retry within the login reads the same, so
+	// the callers get the reason now, and the vault's backoff spaces the
+	// next logins.
+	case apierrors.IsNotFound(err):
+		return nil, login.Permanent(fmt.Errorf("fleet: Flux ConfigMap %s: its ServiceAccount %s/%s does not exist: %w", m.configMap, m.namespace, m.serviceAccount, err))
+	case apierrors.IsForbidden(err):
+		return nil, login.Permanent(fmt.Errorf("fleet: Flux ConfigMap %s: its ServiceAccount %s/%s: provider %q reads its annotations, and this identity lacks get on serviceaccounts in namespace %s (RBAC, or see the server's answer): %w", m.configMap, m.namespace, m.serviceAccount, m.provider, m.namespace, err))
+	case err != nil:
 		return nil, fmt.Errorf("fleet: Flux ConfigMap %s: its ServiceAccount %s/%s: %w", m.configMap, m.namespace, m.serviceAccount, err)
 	}
 	audiences := m.audiences

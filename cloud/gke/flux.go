@@ -75,8 +75,8 @@ func Flux(opts FluxOptions) fleet.FluxProvider {
 			}
 			email, ok := c.ServiceAccount.Annotations[serviceAccountAnnotation]
 			if ok && !serviceAccountEmail.MatchString(email) {
-				return nil, fmt.Errorf("gke: ServiceAccount %s/%s: annotation %s %q is not a Google service account's email (an ID of 6 to 30 characters at a project's iam.gserviceaccount.com)",
-					c.ServiceAccount.Namespace, c.ServiceAccount.Name, serviceAccountAnnotation, quoted(email))
+				return nil, fmt.Errorf("gke: ServiceAccount %s/%s: annotation %s is not a Google service account's email (an ID of 6 to 30 lowercase letters, digits and hyphens, a letter first, at PROJECT.iam.gserviceaccount.com; or a project's default compute account): %s",
+					c.ServiceAccount.Namespace, c.ServiceAccount.Name, serviceAccountAnnotation, emailParts(email))
 			}
 			return Federated(FederatedOptions{Audience: provider, ServiceAccount: email, Scopes: opts.Scopes, TokenURL: opts.TokenURL, IAMCredentialsURL: opts.IAMCredentialsURL}), nil
 		},
@@ -94,17 +94,31 @@ var (
 
 // provider is the full resource name of sa's pool provider.
 func (o FluxOptions) provider(sa *corev1.ServiceAccount) (string, error) {
+	const want = "projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER"
 	name, ok := sa.Annotations[providerAnnotation]
 	switch {
 	case !ok && o.WorkloadIdentityProvider == "":
 		return "", fmt.Errorf("gke: ServiceAccount %s/%s has no %s annotation, and gke.FluxOptions.WorkloadIdentityProvider names no default: the workload identity pool provider that trusts the hub", sa.Namespace, sa.Name, providerAnnotation)
+	case !ok && !poolProvider.MatchString(o.WorkloadIdentityProvider):
+		// The operator's to mend, not the ServiceAccount's writer's.
+		return "", fmt.Errorf("gke: ServiceAccount %s/%s has no %s annotation, and its default, gke.FluxOptions.WorkloadIdentityProvider %q, is not a workload identity pool provider (%s)", sa.Namespace, sa.Name, providerAnnotation, quoted(o.WorkloadIdentityProvider), want)
 	case !ok:
 		name = o.WorkloadIdentityProvider
-	}
-	if !poolProvider.MatchString(name) {
-		return "", fmt.Errorf("gke: ServiceAccount %s/%s: the workload identity pool provider %q is not one (projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER)", sa.Namespace, sa.Name, quoted(name))
+	case !poolProvider.MatchString(name):
+		return "", fmt.Errorf("gke: ServiceAccount %s/%s: annotation %s %q is not a workload identity pool provider (%s)", sa.Namespace, sa.Name, providerAnnotation, quoted(name), want)
 	}
 	return "//iam.googleapis.com/" + name, nil
+}
+
+// emailParts quotes an email's account ID and domain apart: the vault's
+// log redaction hides whatever stands right before an @, and the ID is
+// where a refused email is most often wrong.
+func emailParts(email string) string {
+	at := strings.LastIndexByte(email, '@')
+	if at < 0 {
+		return fmt.Sprintf("%q has no @", quoted(email))
+	}
+	return fmt.Sprintf("account ID %q, domain %q", quoted(email[:at]), quoted(email[at+1:]))
 }
 
 // maxQuoted bounds the bytes an error quotes of a value someone else wrote.

@@ -75,7 +75,7 @@ func fluxMember(t *testing.T, e *fed) {
 		want        string
 	}{
 		{"no provider annotation", map[string]string{}, "has no gcp.auth.fluxcd.io/workload-identity-provider annotation"},
-		{"a provider annotation with a full resource name", map[string]string{"gcp.auth.fluxcd.io/workload-identity-provider": "//iam.googleapis.com/" + fluxProvider}, "is not one"},
+		{"a provider annotation with a full resource name", map[string]string{"gcp.auth.fluxcd.io/workload-identity-provider": "//iam.googleapis.com/" + fluxProvider}, "is not a workload identity pool provider"},
 		{"a service account that is no email", map[string]string{"gcp.auth.fluxcd.io/workload-identity-provider": fluxProvider, "iam.gke.io/gcp-service-account": "fleet"}, "is not a Google service account's email"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

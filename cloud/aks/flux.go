@@ -69,14 +69,17 @@ func Flux(opts FluxOptions) fleet.FluxProvider {
 				return nil, fmt.Errorf("aks: ServiceAccount %s: annotation %s %q is not a client ID (a GUID)", name, clientIDAnnotation, quoted(client))
 			}
 			tenant, ok := sa.Annotations[tenantIDAnnotation]
+			isTenant := func(s string) bool { return guid.MatchString(s) || tenantDomain.MatchString(s) }
 			switch {
 			case !ok && opts.TenantID == "":
 				return nil, fmt.Errorf("aks: ServiceAccount %s has no %s annotation, and aks.FluxOptions.TenantID names no default", name, tenantIDAnnotation)
+			case !ok && !isTenant(opts.TenantID):
+				// The operator's to mend, not the ServiceAccount's writer's.
+				return nil, fmt.Errorf("aks: ServiceAccount %s has no %s annotation, and its default, aks.FluxOptions.TenantID %q, is not a tenant ID (a GUID) or domain", name, tenantIDAnnotation, quoted(opts.TenantID))
 			case !ok:
 				tenant = opts.TenantID
-			}
-			if !guid.MatchString(tenant) && !tenantDomain.MatchString(tenant) {
-				return nil, fmt.Errorf("aks: ServiceAccount %s: the tenant %q is not a tenant ID (a GUID) or domain", name, quoted(tenant))
+			case !isTenant(tenant):
+				return nil, fmt.Errorf("aks: ServiceAccount %s: annotation %s %q is not a tenant ID (a GUID) or domain", name, tenantIDAnnotation, quoted(tenant))
 			}
 			return Federated(FederatedOptions{TenantID: tenant, ClientID: client, ServerID: opts.ServerID, CredentialOptions: opts.CredentialOptions}), nil
 		},

@@ -57,3 +57,26 @@ func TestFluxCloudServiceAccountReadFailsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// The ServiceAccount's read and the provider's New are bounded, as the
+// federation login's mint and exchange are, whatever timeout the handler
+// was registered with (FluxOptions.Login may set none): a hub or a
+// provider that never answers does not hold the login.
+func TestFluxCloudBoundsWhatPrecedesTheMint(t *testing.T) {
+	sa := &corev1.ServiceAccount{}
+	sa.Namespace, sa.Name = "team-a", "deployer"
+	m := fluxMember{configMap: "team-a/prod", provider: "aws", address: "https://m.example", namespace: "team-a", serviceAccount: "deployer"}
+	provider := FluxProvider{
+		Audiences: func(*corev1.ServiceAccount) ([]string, error) { return []string{"sts.amazonaws.com"}, nil },
+		New: func(ctx context.Context, _ FluxCluster) (federation.Provider, error) {
+			if _, ok := ctx.Deadline(); !ok {
+				return nil, errors.New("New's context has no deadline")
+			}
+			return nil, errors.New("bounded")
+		},
+	}
+	fc := &fluxCloud{member: m, opts: FluxOptions{Config: reviewHub}, provider: provider, client: fake.NewClientset(sa)}
+	if _, err := fc.login(context.Background()); err == nil || !strings.Contains(err.Error(), "bounded") {
+		t.Errorf("got %v, want New called with a deadline", err)
+	}
+}

@@ -112,7 +112,8 @@ type FluxProvider struct {
 	// minted, with the ServiceAccount as the hub has it then: a change of
 	// its annotations needs no change of the ConfigMap. An error is the
 	// login's: a ServiceAccount that names no cloud identity, a cluster
-	// key the cloud needs and the ConfigMap lacks.
+	// key the cloud needs and the ConfigMap lacks. ctx bounds New alone:
+	// the provider's Credential gets a context of its own.
 	New func(ctx context.Context, c FluxCluster) (federation.Provider, error)
 }
 

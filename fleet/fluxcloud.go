@@ -37,7 +37,12 @@ type exchangeKey struct{}
 
 func (c *fluxCloud) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	m := c.member
-	sa, err := c.client.CoreV1().ServiceAccounts(m.namespace).Get(ctx, m.serviceAccount, metav1.GetOptions{})
+	// Bounded as federation.Login bounds its mint and exchange: a hub or
+	// provider that never answers does not hold the login, whatever
+	// timeout FluxOptions.Login registers it with.
+	before, cancel := context.WithTimeout(ctx, fluxTimeout)
+	defer cancel()
+	sa, err := c.client.CoreV1().ServiceAccounts(m.namespace).Get(before, m.serviceAccount, metav1.GetOptions{})
 	switch {
 	// As with TokenRequest: a retry within the login reads the same, so
 	// the callers get the reason now, and the vault's backoff spaces the
@@ -55,7 +60,7 @@ func (c *fluxCloud) login(ctx context.Context) (*login.ConnectionInfo, error) {
 			return nil, login.Permanent(fmt.Errorf("fleet: Flux ConfigMap %s names no audiences, and provider %q has none for ServiceAccount %s/%s: %w", m.configMap, m.provider, m.namespace, m.serviceAccount, err))
 		}
 	}
-	provider, err := c.provider.New(ctx, FluxCluster{ConfigMap: m.configMap, Cluster: m.cluster, Member: federation.Member{Server: m.address, CAData: m.ca}, ServiceAccount: sa})
+	provider, err := c.provider.New(before, FluxCluster{ConfigMap: m.configMap, Cluster: m.cluster, Member: federation.Member{Server: m.address, CAData: m.ca}, ServiceAccount: sa})
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("fleet: provider %q for Flux ConfigMap %s: %w", m.provider, m.configMap, err))
 	}

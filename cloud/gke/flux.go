@@ -30,7 +30,9 @@ type FluxOptions struct {
 	// (projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER).
 	// Default: none, and such a ServiceAccount's member fails its login
 	// (Flux asks GKE's metadata server for the pool of the cluster it
-	// runs in; this process does not).
+	// runs in; this process does not). GKE's own pool,
+	// PROJECT_ID.svc.id.goog, is not in this form: the hub needs a pool
+	// provider that trusts its issuer.
 	WorkloadIdentityProvider string
 	// Scopes, TokenURL and IAMCredentialsURL are FederatedOptions'. The
 	// two URLs receive the hub's tokens: set them only from the process's

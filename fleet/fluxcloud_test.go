@@ -3,8 +3,12 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -79,4 +83,51 @@ func TestFluxCloudBoundsWhatPrecedesTheMint(t *testing.T) {
 	if _, err := fc.login(context.Background()); err == nil || !strings.Contains(err.Error(), "bounded") {
 		t.Errorf("got %v, want New called with a deadline", err)
 	}
+}
+
+// Logins of one cloud ConfigMap that run at once, each reading the
+// ServiceAccount with other annotations (an audience and an identity of
+// their own), each exchange with the provider of what they read, for
+// the audience they read: neither the provider carried in the context
+// nor the handler kept by audiences crosses from one login to another.
+func TestFluxCloudConcurrentLoginsKeepTheirOwnIdentity(t *testing.T) {
+	hub := newMintLog(t, time.Hour)
+	var reads atomic.Int64
+	client := fake.NewClientset()
+	client.PrependReactor("get", "serviceaccounts", func(k8stesting.Action) (bool, runtime.Object, error) {
+		sa := &corev1.ServiceAccount{}
+		sa.Namespace, sa.Name = "team-a", "deployer"
+		sa.Annotations = map[string]string{"identity": fmt.Sprint("id-", reads.Add(1)%3)}
+		return true, sa, nil
+	})
+	provider := FluxProvider{
+		Audiences: func(sa *corev1.ServiceAccount) ([]string, error) {
+			return []string{"aud-" + sa.Annotations["identity"]}, nil
+		},
+		New: func(_ context.Context, c FluxCluster) (federation.Provider, error) {
+			identity := c.ServiceAccount.Annotations["identity"]
+			return federation.ProviderFunc(func(_ context.Context, token federation.Token, member federation.Member) (*login.ConnectionInfo, error) {
+				return &login.ConnectionInfo{Server: member.Server, Token: identity + " for " + strings.Join(token.Audiences, ",")}, nil
+			}), nil
+		},
+	}
+	m := fluxMember{configMap: "team-a/prod", provider: "test", address: "https://m.example", namespace: "team-a", serviceAccount: "deployer"}
+	fc := &fluxCloud{member: m, opts: FluxOptions{Config: hub.configFor("operator")}, provider: provider, client: client}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				info, err := fc.login(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				identity, audience, _ := strings.Cut(info.Token, " for ")
+				if audience != "aud-"+identity {
+					t.Errorf("a login exchanged as %s a token for %s", identity, audience)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

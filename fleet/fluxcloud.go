@@ -3,9 +3,12 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -18,17 +21,19 @@ import (
 // each login it reads the ServiceAccount, asks the FluxProvider for the
 // exchange (and, when the ConfigMap names none, the audiences) it says,
 // and logs in with federation.Login. The federation handler is kept while
-// the audiences stay: it remembers the key of the last token the cloud
-// took, to tell a cloud that does not trust the hub's new key yet.
+// the audiences and the ServiceAccount (its UID and annotations: the cloud
+// identity) stay: it remembers the key of the last token the cloud took,
+// to tell a cloud that does not trust the hub's new key yet, which says
+// nothing of another identity.
 type fluxCloud struct {
 	member   fluxMember
 	opts     FluxOptions
 	provider FluxProvider
 	client   kubernetes.Interface
 
-	mu        sync.Mutex // guards the rest
-	audiences []string
-	handler   login.Handler
+	mu      sync.Mutex // guards the rest
+	kept    string     // what the handler was made for (identity)
+	handler login.Handler
 }
 
 // exchangeKey carries a login's provider to the federation handler,
@@ -64,21 +69,33 @@ func (c *fluxCloud) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	if err != nil {
 		return nil, login.Permanent(fmt.Errorf("fleet: provider %q for Flux ConfigMap %s: %w", m.provider, m.configMap, err))
 	}
-	return c.federated(audiences)(context.WithValue(ctx, exchangeKey{}, provider))
+	return c.federated(audiences, sa)(context.WithValue(ctx, exchangeKey{}, provider))
 }
 
-// federated is the federation handler for audiences: the one kept, or a
-// new one when they changed.
-func (c *fluxCloud) federated(audiences []string) login.Handler {
+// federated is the federation handler for audiences and sa: the one kept,
+// or a new one when either changed.
+func (c *fluxCloud) federated(audiences []string, sa *corev1.ServiceAccount) login.Handler {
+	want := identity(audiences, sa)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.handler == nil || !slices.Equal(c.audiences, audiences) {
+	if c.handler == nil || c.kept != want {
 		cfg := c.member.config(c.opts)
-		cfg.Audiences = audiences
+		cfg.Audiences = slices.Clone(audiences)
 		cfg.Provider = federation.ProviderFunc(exchange)
-		c.audiences, c.handler = slices.Clone(audiences), federation.Login(cfg)
+		c.kept, c.handler = want, federation.Login(cfg)
 	}
 	return c.handler
+}
+
+// identity is what a federation handler of audiences for sa is made for:
+// the audiences, and the ServiceAccount's UID and annotations, from which
+// a FluxProvider reads the cloud identity.
+func identity(audiences []string, sa *corev1.ServiceAccount) string {
+	parts := []string{strings.Join(audiences, "\n"), string(sa.UID)}
+	for _, k := range slices.Sorted(maps.Keys(sa.Annotations)) {
+		parts = append(parts, k+"="+sa.Annotations[k])
+	}
+	return strings.Join(parts, "\x00")
 }
 
 // exchange is the provider in the login's context.

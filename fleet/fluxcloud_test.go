@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -130,4 +131,43 @@ func TestFluxCloudConcurrentLoginsKeepTheirOwnIdentity(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// The federation handler of a cloud ConfigMap, which remembers the hub
+// key the cloud last took, is kept while the identity stays, and made
+// anew when the audiences, the ServiceAccount's annotations (the cloud
+// identity a provider reads) or the ServiceAccount itself (deleted and
+// made again: a new UID) change: a refusal by another identity says
+// nothing of the hub's key.
+func TestFluxCloudKeepsItsHandlerPerIdentity(t *testing.T) {
+	c := &fluxCloud{member: fluxMember{configMap: "team-a/prod", provider: "aws", address: "https://m.example", namespace: "team-a", serviceAccount: "deployer"}, opts: FluxOptions{Config: reviewHub}}
+	sa := func(uid string, annotations map[string]string) *corev1.ServiceAccount {
+		s := &corev1.ServiceAccount{}
+		s.UID, s.Annotations = types.UID(uid), annotations
+		return s
+	}
+	role := map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/a"}
+	c.federated([]string{"sts.amazonaws.com"}, sa("1", role))
+	first := c.kept
+	for _, same := range []*corev1.ServiceAccount{sa("1", role), sa("1", map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/a"})} {
+		if c.federated([]string{"sts.amazonaws.com"}, same); c.kept != first {
+			t.Errorf("the handler was made anew for the same identity")
+		}
+	}
+	for name, other := range map[string]func(){
+		"another audience": func() { c.federated([]string{"custom"}, sa("1", role)) },
+		"another annotation": func() {
+			c.federated([]string{"sts.amazonaws.com"}, sa("1", map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/b"}))
+		},
+		"an annotation more": func() {
+			c.federated([]string{"sts.amazonaws.com"}, sa("1", map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/a", "aws.auth.fluxcd.io/assume-role": "roleARN: x"}))
+		},
+		"a new ServiceAccount": func() { c.federated([]string{"sts.amazonaws.com"}, sa("2", role)) },
+	} {
+		c.federated([]string{"sts.amazonaws.com"}, sa("1", role))
+		other()
+		if c.kept == first {
+			t.Errorf("%s: the handler of the first identity was kept", name)
+		}
+	}
 }

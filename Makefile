@@ -317,13 +317,15 @@ fuzz:
 # The rotation demo: three scenarios (revocation, expiry with a plugin that
 # takes 1 s, an issuer outage), each through a vault and through plain
 # client-go at once, on an embedded kube-apiserver (~2.5 min); it prints a
-# table per scenario and writes the chart to bin/rotation-demo.svg. Builds
-# the envtest binaries first when missing.
+# table per scenario, writes the chart to bin/rotation-demo.svg and the
+# figures, with the machine they ran on, to bin/rotation-demo.json (the
+# README's come from docs/demo.json, a run's copy). Builds the envtest
+# binaries first when missing.
 DEMO_FLAGS ?=
 demo:
 	@assets=$$(bash hack/envtest.sh) && \
 	$(WORK) $(GO) -C $(DEMO) build -o $(CURDIR)/bin/rotation-demo . && \
-	KUBEBUILDER_ASSETS=$$assets ./bin/rotation-demo --chart bin/rotation-demo.svg $(DEMO_FLAGS)
+	KUBEBUILDER_ASSETS=$$assets ./bin/rotation-demo --chart bin/rotation-demo.svg --json bin/rotation-demo.json $(DEMO_FLAGS)
 
 # The soak (hack/soak): one process with everything of authvault's — a
 # vault with a slow exec plugin and a token file, a fleet of 50 clusters

@@ -149,6 +149,24 @@ func newFigureLegend(results []*result) *figureLegend {
 	if down {
 		l.add("issuer down: plugin runs fail", &plotter.Polygon{Color: downColor})
 	}
+	stalled := false
+	errs := map[outcome]bool{}
+	for _, r := range results {
+		for _, s := range r.sides {
+			stalled = stalled || len(slowest(s.samples)) > 1
+			for _, smp := range s.samples {
+				errs[smp.err] = true
+			}
+		}
+	}
+	if stalled {
+		l.add("no request started: every worker waiting (dotted)", dottedThumb(colors))
+	}
+	for _, kind := range []outcome{unauthorized, otherError} {
+		if errs[kind] {
+			l.add(errorNames[kind], errorThumb{colors: colors, glyph: errorGlyphs[kind]})
+		}
+	}
 	return l
 }
 
@@ -158,7 +176,7 @@ func newFigureLegend(results []*result) *figureLegend {
 func panel(r *result) (latency, runs *plot.Plot, err error) {
 	latency, runs = plot.New(), plot.New()
 	latency.BackgroundColor, runs.BackgroundColor = nil, nil // the figure's
-	latency.Title.Text = r.scenario.name + ": " + r.scenario.title
+	latency.Title.Text = panelTitle(r)
 	latency.Title.Padding = vg.Points(4)
 	latency.Y.Label.Text = "slowest request per 100 ms"
 	latency.Y.Tick.Marker = latencyTicks{}
@@ -176,10 +194,20 @@ func panel(r *result) (latency, runs *plot.Plot, err error) {
 	}
 	var lanes runLanes
 	for i, s := range r.sides {
-		for _, stretch := range slowest(s.samples) {
+		stretches := slowest(s.samples)
+		for _, stretch := range stretches {
 			for k := range stretch {
 				stretch[k].Y = math.Log10(stretch[k].Y)
 			}
+		}
+		for _, stall := range stalls(stretches) {
+			line, err := stalledLine(stall, sideColors[i])
+			if err != nil {
+				return nil, nil, err
+			}
+			latency.Add(line)
+		}
+		for _, stretch := range stretches {
 			line, points, err := plotter.NewLinePoints(stretch)
 			if err != nil {
 				return nil, nil, err
@@ -189,6 +217,15 @@ func panel(r *result) (latency, runs *plot.Plot, err error) {
 			if len(stretch) == 1 { // a line of one point draws nothing
 				points.Color, points.Shape, points.Radius = sideColors[i], draw.CircleGlyph{}, vg.Points(1.5)
 				latency.Add(points)
+			}
+		}
+		for _, kind := range []outcome{unauthorized, otherError} {
+			marks, err := errorMarks(s.samples, kind, sideColors[i])
+			if err != nil {
+				return nil, nil, err
+			}
+			if marks != nil {
+				latency.Add(marks)
 			}
 		}
 		lane := runLane{name: short(s.name) + " runs", color: sideColors[i]}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,8 +17,9 @@ import (
 )
 
 // fakeResult is a scenario of d whose sides' requests take about 20 ms,
-// with a stall of a second at stallAt on client-go's side, and runs of
-// the plugin on each side as given (a zero end: a failed run of 1 s).
+// with a stall of a second every 10 s from 5 s on client-go's side, in
+// which no other request starts, and runs of the plugin on each side as
+// given (a zero end: a failed run of 1 s).
 func fakeResult(name string, d time.Duration, down [2]time.Duration, runs ...[]pluginRun) *result {
 	origin := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -27,16 +29,34 @@ func fakeResult(name string, d time.Duration, down [2]time.Duration, runs ...[]p
 		s := &side{name: sideName, endpoint: &endpoint{}}
 		for at := time.Duration(0); at < d; at += 20 * time.Millisecond {
 			took := time.Duration(5+rng.IntN(40)) * time.Millisecond
-			if i == 1 && at%(10*time.Second) == 5*time.Second {
+			stall := i == 1 && at%(10*time.Second) == 5*time.Second
+			if stall {
 				took = time.Second
 			}
 			s.samples = append(s.samples, sample{at: at, took: took})
+			if stall {
+				at += took
+			}
 		}
 		for _, run := range runs[i] {
 			s.endpoint.record(pluginRun{start: origin.Add(run.start.Sub(time.Time{})), end: origin.Add(run.end.Sub(time.Time{})), ok: run.ok})
 		}
+		s.figures = summarize(s.samples, s.endpoint.Runs())
 		r.sides = append(r.sides, s)
 	}
+	return r
+}
+
+// withErrors makes the requests of side i that start at the given times
+// (on fakeResult's 20-ms grid) end in err.
+func withErrors(r *result, i int, err outcome, at ...time.Duration) *result {
+	s := r.sides[i]
+	for k := range s.samples {
+		if slices.Contains(at, s.samples[k].at) {
+			s.samples[k].err = err
+		}
+	}
+	s.figures = summarize(s.samples, s.endpoint.Runs())
 	return r
 }
 
@@ -50,14 +70,17 @@ func run(from, to float64, ok bool) pluginRun {
 // in which runs fail, of 52 s (whose default ticks read 0.00, 25.00,
 // 50.00).
 func fakeResults() []*result {
+	ms := time.Millisecond
 	return []*result{
-		fakeResult("revocation", 24*time.Second, [2]time.Duration{},
+		withErrors(fakeResult("revocation", 24*time.Second, [2]time.Duration{},
 			[]pluginRun{run(0, 1, true), run(11, 12, true)}, []pluginRun{run(0, 1, true), run(11.2, 12.2, true)}),
+			1, unauthorized, 11200*ms, 11220*ms, 11240*ms),
 		fakeResult("expiry", 45*time.Second, [2]time.Duration{},
 			[]pluginRun{run(0, 1, true), run(10, 11, true), run(20, 21, true)}, []pluginRun{run(0, 1, true), run(21, 22, true)}),
-		fakeResult("outage", 52*time.Second, [2]time.Duration{35 * time.Second, 50 * time.Second},
+		withErrors(fakeResult("outage", 52*time.Second, [2]time.Duration{35 * time.Second, 50 * time.Second},
 			[]pluginRun{run(0, 1, true), run(30, 31, true), run(40, 41, false)},
 			[]pluginRun{run(0, 1, true), run(40, 41, false), run(42, 43, false), run(50, 51, true)}),
+			1, otherError, 40*time.Second, 42*time.Second),
 	}
 }
 

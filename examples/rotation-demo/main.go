@@ -85,6 +85,7 @@ type options struct {
 	outage        time.Duration
 	outageLife    time.Duration
 	chart         string
+	json          string
 	kubeconfig    string        // a real cluster instead of the scenarios
 	duration      time.Duration // the workload on a real cluster
 }
@@ -101,6 +102,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.outageLife, "outage-token-life", time.Minute,
 		"outage: how long a token lives (much shorter, and the vault's token may run out during the outage too)")
 	fs.StringVar(&o.chart, "chart", "rotation-demo.svg", "where to write the chart (.svg or .png; several, comma-separated)")
+	fs.StringVar(&o.json, "json", "", "where to write the run's figures and the machine they ran on, as JSON (none if empty)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "run a workload through a vault against this cluster instead of the scenarios")
 	fs.DurationVar(&o.duration, "duration", time.Minute, "with --kubeconfig: how long the workload runs")
 }
@@ -161,6 +163,8 @@ func embedded(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	started := time.Now()
+	rep := &report{Machine: newMachine(), Workers: o.workers, Latency: o.latency.Seconds()}
 	fmt.Println("starting kube-apiserver and etcd, with a token issuer as its webhook authenticator ...")
 	cluster, err := testcluster.Start()
 	if err != nil {
@@ -178,8 +182,9 @@ func embedded(ctx context.Context, o *options) error {
 	e := &env{cluster: cluster, admin: admin, namespace: ns.Name, plugin: self, workers: o.workers, latency: o.latency,
 		operator: &operator{admin: admin}, progress: newProgress(os.Stdout)}
 	fmt.Println(wrap(fmt.Sprintf("API server %s. Each scenario runs %d workers through a vault and %d through plain client-go, at once, "+
-		"with the same exec credential plugin; a request \"waited\" when it spent more than %v getting a credential.",
-		cluster.Server, o.workers, o.workers, slowCredential), lineWidth))
+		"with the same exec credential plugin; a request \"waited\" when it spent more than %v getting a credential. "+
+		"The figures are this machine's: %s.",
+		cluster.Server, o.workers, o.workers, slowCredential, rep.Machine), lineWidth))
 
 	var results []*result
 	for _, sc := range scenarios {
@@ -189,6 +194,7 @@ func embedded(ctx context.Context, o *options) error {
 			return err
 		}
 		results = append(results, r)
+		rep.Scenarios = append(rep.Scenarios, scenarioFigures(r, loadAverage()))
 		fmt.Printf("\n%s", table(sc.name, r.sides))
 	}
 	if slices.ContainsFunc(scenarios, func(sc *scenario) bool { return sc.operator }) {
@@ -198,6 +204,7 @@ func embedded(ctx context.Context, o *options) error {
 			op += fmt.Sprintf(" The first: %v.", err)
 		}
 		fmt.Printf("\n%s\n", wrap(op, lineWidth))
+		rep.Operator = &operatorReport{Reconciled: e.operator.reconciler.Reconciled.Load(), Errors: e.operator.failed.Load()}
 	}
 	fmt.Printf("\n%s\n", closing(results))
 	for path := range strings.SplitSeq(o.chart, ",") {
@@ -208,6 +215,13 @@ func embedded(ctx context.Context, o *options) error {
 			path = abs
 		}
 		fmt.Println("chart:", path)
+	}
+	if o.json != "" {
+		rep.Seconds = time.Since(started).Round(time.Second).Seconds()
+		if err := writeReport(o.json, rep); err != nil {
+			return err
+		}
+		fmt.Println("figures:", o.json)
 	}
 	return nil
 }

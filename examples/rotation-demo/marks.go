@@ -14,8 +14,33 @@ import (
 // the lines alone showed the same spike for both sides in the revocation
 // scenario, where what differs is who got the 401s.
 var errorGlyphs = map[outcome]draw.GlyphDrawer{
-	unauthorized: draw.CrossGlyph{},
-	otherError:   draw.TriangleGlyph{},
+	unauthorized: errorGlyph{cross: true},
+	otherError:   errorGlyph{},
+}
+
+// errorGlyph is a cross or a triangle, outlined: gonum's own glyphs are
+// drawn in lines of half a point, lost on a line of a point and a half.
+type errorGlyph struct{ cross bool }
+
+// errorStroke is the width of an error's glyph.
+const errorStroke = vg.Length(1.5)
+
+func (g errorGlyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	c.SetLineStyle(draw.LineStyle{Color: sty.Color, Width: errorStroke})
+	r := sty.Radius
+	var p vg.Path
+	if g.cross {
+		p.Move(vg.Point{X: pt.X - r, Y: pt.Y - r})
+		p.Line(vg.Point{X: pt.X + r, Y: pt.Y + r})
+		p.Move(vg.Point{X: pt.X - r, Y: pt.Y + r})
+		p.Line(vg.Point{X: pt.X + r, Y: pt.Y - r})
+	} else {
+		p.Move(vg.Point{X: pt.X, Y: pt.Y + r})
+		p.Line(vg.Point{X: pt.X + r, Y: pt.Y - r})
+		p.Line(vg.Point{X: pt.X - r, Y: pt.Y - r})
+		p.Close()
+	}
+	c.Stroke(p)
 }
 
 // errorNames are the legend's words for each kind.

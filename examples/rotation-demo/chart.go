@@ -227,6 +227,13 @@ func panel(r *result) (latency, runs *plot.Plot, err error) {
 			if marks != nil {
 				latency.Add(marks)
 			}
+			counts, err := errorCounts(s.samples, kind, sideColors[i])
+			if err != nil {
+				return nil, nil, err
+			}
+			if counts != nil {
+				latency.Add(counts)
+			}
 		}
 		lane := runLane{name: short(s.name) + " runs", color: sideColors[i]}
 		for _, run := range s.endpoint.Runs() {

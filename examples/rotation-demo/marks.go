@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"image/color"
 	"math"
+	"time"
 
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -70,6 +73,59 @@ func errorMarks(samples []sample, err outcome, col color.Color) (*plotter.Scatte
 	}
 	sc.Shape, sc.Color, sc.Radius = errorGlyphs[err], col, errorRadius
 	return sc, nil
+}
+
+// errorCountNouns name what errorCounts count.
+var errorCountNouns = map[outcome]string{unauthorized: "401s", otherError: "errors"}
+
+// errorCluster is how far apart errors of one kind may start and still
+// be counted together: those of one re-login or one outage, which
+// otherwise draw one glyph over another.
+const errorCluster = time.Second
+
+// errorCounts label each cluster of more than one error of a kind with
+// its count, above its highest glyph; nil when there is none.
+func errorCounts(samples []sample, err outcome, col color.Color) (*plotter.Labels, error) {
+	var at plotter.XYs
+	var labels []string
+	var first time.Duration
+	n := 0
+	flush := func() {
+		if n > 1 {
+			labels = append(labels, fmt.Sprintf("%d %s", n, errorCountNouns[err]))
+		} else if n == 1 {
+			at = at[:len(at)-1]
+		}
+		n = 0
+	}
+	for _, s := range samples { // sorted by start
+		if s.err != err {
+			continue
+		}
+		y := math.Log10(max(ms(s.took), yMin))
+		if n > 0 && s.at-first <= errorCluster {
+			n++
+			at[len(at)-1].Y = max(at[len(at)-1].Y, y)
+			continue
+		}
+		flush()
+		first, n = s.at, 1
+		at = append(at, plotter.XY{X: s.at.Seconds(), Y: y})
+	}
+	flush()
+	if len(labels) == 0 {
+		return nil, nil
+	}
+	l, e := plotter.NewLabels(plotter.XYLabels{XYs: at, Labels: labels})
+	if e != nil {
+		return nil, e
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].Color = col
+		l.TextStyle[i].XAlign = text.XCenter
+	}
+	l.Offset = vg.Point{Y: errorRadius + 2}
+	return l, nil
 }
 
 // errorThumb is a legend's error: its glyph in each side's color, side by

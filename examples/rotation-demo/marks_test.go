@@ -134,3 +134,20 @@ func TestClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestChartCountsClusteredErrors: errors of one kind that start within
+// errorCluster of each other draw one glyph over another, so the
+// cluster's count is written above it; a lone error is not labelled.
+func TestChartCountsClusteredErrors(t *testing.T) {
+	_, _, _, texts := drawSVG(t, fakeResults())
+	// fakeResults: three 401s 20 ms apart in the revocation scenario, two
+	// other errors 2 s apart in the outage.
+	if got := len(all(texts, "3 401s")); got != 1 {
+		t.Errorf("the revocation's cluster of 401s labelled %d times, want once", got)
+	}
+	for _, text := range texts {
+		if strings.HasSuffix(text.text, " errors") && text.text != "other errors" {
+			t.Errorf("label %q: the outage's errors are apart and need none", text.text)
+		}
+	}
+}

@@ -98,11 +98,10 @@ func scenarioFigures(r *result, load *float64) scenarioReport {
 	return sr
 }
 
-// ms is d in milliseconds, to the microsecond: enough for any figure the
-// tables print.
-func ms(d time.Duration) float64 {
-	return float64(d.Round(time.Microsecond)) / float64(time.Millisecond)
-}
+// ms is d in milliseconds, to the nanosecond: a figure rounded first
+// could round the other way from the tables' (7.2746 ms prints 7.27ms,
+// 7.275 ms 7.28ms).
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func writeReport(path string, rep *report) error {
 	b, err := json.MarshalIndent(rep, "", "  ")

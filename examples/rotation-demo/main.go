@@ -1,7 +1,8 @@
 // Command rotation-demo shows what callers go through while their
 // credentials are revoked, expire or cannot be renewed, through authvault
 // and through plain client-go with the same exec credential plugin, on an
-// embedded kube-apiserver, and draws it.
+// embedded kube-apiserver, draws it and, with --json, writes the figures
+// and the machine they ran on (the README quotes docs/demo.json, one run's).
 //
 //	make demo                      # builds the envtest binaries if missing, runs ~2.5 min
 //	make demo DEMO_FLAGS="--scenarios expiry --expiry-run 30s --plugin-latency 2s"

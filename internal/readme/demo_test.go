@@ -32,7 +32,6 @@ type demoRun struct {
 		TokenLife   float64 `json:"token_life_s"`
 		RevokeAfter float64 `json:"revoke_after_s"`
 		Outage      float64 `json:"outage_s"`
-		Load        *float64
 		Sides       []demoSide `json:"sides"`
 	} `json:"scenarios"`
 	Operator *struct {

@@ -28,10 +28,10 @@ type demoRun struct {
 	Latency   float64 `json:"plugin_latency_s"`
 	Seconds   float64 `json:"took_s"`
 	Scenarios []struct {
-		Name        string  `json:"name"`
-		TokenLife   float64 `json:"token_life_s"`
-		RevokeAfter float64 `json:"revoke_after_s"`
-		Outage      float64 `json:"outage_s"`
+		Name        string     `json:"name"`
+		TokenLife   float64    `json:"token_life_s"`
+		RevokeAfter float64    `json:"revoke_after_s"`
+		Outage      float64    `json:"outage_s"`
 		Sides       []demoSide `json:"sides"`
 	} `json:"scenarios"`
 	Operator *struct {

@@ -186,7 +186,7 @@ func TestREADMEDemoFiguresAreTheRunsItShows(t *testing.T) {
 }
 
 // demoMinutes is the README's "make demo … ~N min".
-var demoMinutes = regexp.MustCompile("(?m)^make demo .*~([\\d.]+) min")
+var demoMinutes = regexp.MustCompile(`(?m)^make demo .*~([\d.]+) min`)
 
 // The README's time for make demo is within half a minute of the run's
 // (the binary's build aside).

@@ -131,10 +131,15 @@
 // in-cluster ServiceAccount, ~/.kube/config). [Options.KeepFallback] keeps
 // them beside registered handlers: a registered handler's credential then
 // ranks above every fallback's, whatever their Priority, and one that gave
-// nothing is asked again after its backoff while a fallback serves. The
-// fallbacks then log at V(1), unless one of them serves in place of the
-// registered handlers (INFO says which) or fails while none of those has a
-// credential.
+// nothing is asked again after its backoff while a fallback serves.
+//
+// The fallbacks log at V(1), with or without handlers of one's own, unless
+// one of them serves (in place of the registered handlers, or for want of
+// any): one INFO line then says which, with its server, and its refreshes
+// and its login after a revocation are at INFO, as any handler's. So a
+// start on the kubeconfig is one INFO line, however many fallbacks it
+// tried. A fallback's failure is at INFO while no registered handler has
+// a credential.
 //
 // # Stopping
 //
@@ -162,7 +167,8 @@
 // The vault logs through [Options.Logger] as given, under no name of its
 // own. At INFO, once each: a login and why (login.Reason), its end (the
 // credential's fingerprint, server and expiration, "never" for none) and
-// whose credentials are handed out when that changes; a refresh's start
+// whose credentials are handed out when that changes (for a fallback, that
+// line alone: see Fallback); a refresh's start
 // is at V(1), its end at INFO, unless it gave the credential the vault
 // holds (the same fingerprint, ConnectionInfo.RefreshAfter's re-reads):
 // then at V(1). A handler that gave nothing and is asked

@@ -245,8 +245,14 @@ func (l *loginRun) endLocked(err error, again bool) loginEnd {
 // log logs the end of a login that gave no credential.
 func (end loginEnd) log(log logr.Logger) {
 	kv, err := end.serving, end.err
-	if end.offstage && !failed(err) || end.outranked {
-		log = log.V(1)
+	quiet := end.offstage && !failed(err) || end.outranked
+	// At V(1) once at most: logr's V levels add up, and a line made quiet
+	// twice would not show at V(1).
+	at := func(quiet bool) logr.Logger {
+		if quiet {
+			return log.V(1)
+		}
+		return log
 	}
 	var none *noCredentialError
 	switch {
@@ -257,19 +263,16 @@ func (end loginEnd) log(log logr.Logger) {
 		// A fallback that gives nothing is at V(1): most of them do (no
 		// in-cluster service account beside a kubeconfig), and when all
 		// of them do, logEmptyHandedLocked says so.
-		if end.again || end.fallback {
-			log = log.V(1)
-		}
 		if errors.As(err, &none) {
 			kv = append(kv, "missing", none.what)
 		}
-		log.Info("login gave no credential", append(kv, "retryAt", end.retryAt.Round(0))...)
+		at(quiet || end.again || end.fallback).Info("login gave no credential", append(kv, "retryAt", end.retryAt.Round(0))...)
 	case errors.Is(err, errUnchanged):
 		// A Secret rewritten with the same token, a token file touched:
 		// nothing failed, and the credential serves on.
-		log.V(1).Info("logged in: the credential is unchanged", withTime(kv, "refreshAt", end.refreshAt)...)
+		at(true).Info("logged in: the credential is unchanged", withTime(kv, "refreshAt", end.refreshAt)...)
 	default:
-		logFailure(log, err, "login failed", append(kv, "retryAt", end.retryAt.Round(0))...)
+		logFailure(at(quiet), err, "login failed", append(kv, "retryAt", end.retryAt.Round(0))...)
 	}
 }
 

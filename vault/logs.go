@@ -113,15 +113,18 @@ func (v *Vault) refused(err *LoginError) {
 }
 
 // offstage tells that h's routine lines (a login starting, its end) are at
-// V(1): h is a fallback beside registered handlers (Options.KeepFallback)
-// and holds no credential that serves in their place. So the fallbacks
-// say nothing at INFO while a registered handler serves, nor in a login
-// round whose end decides what serves (logServingLocked says at INFO
-// which fallback serves, if one does); a fallback whose credential serves
-// logs its refreshes at INFO, as any handler does. Read before the event
-// the line is about: a fallback's first credential does not serve yet.
+// V(1): h is a fallback that holds no credential that serves, or one
+// beside registered handlers (Options.KeepFallback) that have one. So the
+// fallbacks say nothing at INFO while a registered handler serves, nor in
+// a login round whose end decides what serves: logServingLocked says at
+// INFO which fallback serves, if one does, and a start on the kubeconfig
+// is that one line, not a "logging in" for each fallback tried and a
+// "logged in" besides. A fallback whose credential serves logs its
+// refreshes, and its login after a revocation, at INFO, as any handler
+// does. Read before the event the line is about: a fallback's first
+// credential does not serve yet.
 func (c *core) offstage(h *handlerState) bool {
-	return h.fallback && len(c.handlers) > 0 && (h.cred == nil && !servedLast(h) || c.outranked(h))
+	return h.fallback && (h.cred == nil && !servedLast(h) || c.outranked(h))
 }
 
 // servedLast tells that h logs in because its last credential was in use

@@ -144,7 +144,9 @@ func (v *Vault) logServingLocked(s *snapshot) {
 		if len(v.core.handlers) > 0 {
 			why = "using a fallback: no registered login handler has a credential"
 		}
-		v.log.Info(why, "handler", first.Handler, "server", first.Info.Server,
+		// The fallback's "logged in" was at V(1) (core.offstage): this
+		// line says all of it.
+		v.log.Info(why, "handler", first.Handler, "fingerprint", first.fingerprint, "server", first.Info.Server,
 			"priority", first.Info.Priority, "expiration", expirationValue(first.Info.Expiration),
 			"why", "the highest-priority fallback that gave a credential")
 		return

@@ -57,10 +57,10 @@ type Options struct {
 	// OnLogin: "my login, else whatever this process already has". The
 	// fallback handlers then log in with the registered ones, and their
 	// credentials serve only while no registered handler has one, whatever
-	// the Priority of each. Their log lines are at V(1) unless a fallback's
-	// credential serves in place of yours: INFO then says which, and its
-	// refreshes; a fallback's failure is at INFO while none of yours has a
-	// credential. Default: false, the fallback stops once a handler is
+	// the Priority of each. Their log lines are at V(1), as without
+	// handlers of yours, unless a fallback's credential serves in place of
+	// yours: INFO then says which, and its refreshes; a fallback's failure
+	// is at INFO while none of yours has a credential. Default: false, the fallback stops once a handler is
 	// registered.
 	KeepFallback bool
 

@@ -27,6 +27,10 @@ type Credential struct {
 	owner       *handlerState
 	digest      [sha256.Size]byte
 	fingerprint string
+	// whence is where a built-in handler said the credential came from
+	// (internal/whence), for the line that says a fallback serves; "" if
+	// it said nothing.
+	whence string
 	// usableUntil is when the vault stops handing the credential out: its
 	// expiration less the leeway. Zero: never.
 	usableUntil time.Time

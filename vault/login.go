@@ -9,6 +9,7 @@ import (
 
 	"github.com/authvault/authvault/internal/absent"
 	"github.com/authvault/authvault/internal/handlerconf"
+	"github.com/authvault/authvault/internal/whence"
 	"github.com/authvault/authvault/login"
 )
 
@@ -144,6 +145,7 @@ func (l *loginRun) call(ctx context.Context) (*Credential, error) {
 	n := h.called(v.clock.Now())
 	h.returned = returned
 	v.mu.Unlock()
+	ctx, note := whence.WithNote(ctx)
 	info, err := callHandler(ctx, h.settings, func(ctx context.Context) (*login.ConnectionInfo, error) {
 		entered := v.life.enter()
 		defer func() {
@@ -183,7 +185,7 @@ func (l *loginRun) call(ctx context.Context) (*Credential, error) {
 		return nil, err
 	}
 	return &Credential{Handler: h.settings.ID, Info: info, owner: h, digest: handlerconf.Digest(info),
-		fingerprint: info.Fingerprint(), route: r}, nil
+		fingerprint: info.Fingerprint(), route: r, whence: note.Where()}, nil
 }
 
 // loggedIn logs the handler's new credential c; v.mu is held, before c is

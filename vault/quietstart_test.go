@@ -12,7 +12,7 @@ import (
 
 // A start on the kubeconfig (addon-proxy's, the fleet's hub's: a vault with
 // no handler of its own, the fallbacks as they ship) says so in one INFO
-// line: which fallback, which server, which credential. The fallbacks it
+// line: which kubeconfig, which context, which server. The fallbacks it
 // tried, and the kubeconfig's own login, are at V(1). Before, it took five
 // INFO lines: "logging in" for each of three fallbacks, "logged in", and
 // "using a fallback".
@@ -44,7 +44,7 @@ func TestAStartOnTheKubeconfigIsOneInfoLine(t *testing.T) {
 		t.Fatalf("%d INFO lines at the start, want 1:\n%s", len(info), strings.Join(info, "\n"))
 	}
 	for _, want := range []string{`"handler"="kubeconfig from --kubeconfig or $KUBECONFIG"`, `"server"="https://api.example:6443"`,
-		`"fingerprint"=`} {
+		`"from"="kubeconfig ` + kubeconfig + `, context \"c\""`, `"fingerprint"=`} {
 		if !strings.Contains(info[0], want) {
 			t.Errorf("the start's line lacks %s: %s", want, info[0])
 		}

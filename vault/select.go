@@ -145,10 +145,15 @@ func (v *Vault) logServingLocked(s *snapshot) {
 			why = "using a fallback: no registered login handler has a credential"
 		}
 		// The fallback's "logged in" was at V(1) (core.offstage): this
-		// line says all of it.
-		v.log.Info(why, "handler", first.Handler, "fingerprint", first.fingerprint, "server", first.Info.Server,
+		// line says all of it, and which file and context a kubeconfig's
+		// credential came from.
+		kv := []any{"handler", first.Handler}
+		if first.whence != "" {
+			kv = append(kv, "from", first.whence)
+		}
+		v.log.Info(why, append(kv, "fingerprint", first.fingerprint, "server", first.Info.Server,
 			"priority", first.Info.Priority, "expiration", expirationValue(first.Info.Expiration),
-			"why", "the highest-priority fallback that gave a credential")
+			"why", "the highest-priority fallback that gave a credential")...)
 		return
 	}
 	if len(ids) > 1 {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/authvault/authvault/internal/whence"
 	"github.com/authvault/authvault/login"
 )
 
@@ -123,6 +124,8 @@ func Connection(ctx context.Context, src Source, plugins Plugins) (*login.Connec
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", userWhere, err)
 	}
+	// For the vault's line that says this kubeconfig serves.
+	whence.Say(ctx, fmt.Sprintf("%s, context %q", where, contextName))
 	return info, nil
 }
 

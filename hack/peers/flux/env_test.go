@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/authvault/authvault/testkit/hubtrust"
 	"github.com/authvault/authvault/testkit/testcluster"
 )
 
@@ -45,6 +46,13 @@ type env struct {
 	// one mounted: what Flux reads for the controller's own identity.
 	podToken []byte
 }
+
+// The clouds' stand-ins and their network, for the whole module
+// (TestMain opens and closes them).
+var (
+	cloudStandIn = newClouds()
+	cloudNetwork *cloudNet
+)
 
 var shared struct {
 	once sync.Once
@@ -94,6 +102,15 @@ func start() (_ *env, err error) {
 	e.door.open(u.Host)
 	e.ca = string(e.member.CAData)
 	e.hubAdmin = kubernetes.NewForConfigOrDie(e.hub.Admin)
+	// The hub is the member of the cloud cases too: its authenticator
+	// asks the clouds' stand-ins about their tokens, and they trust its
+	// issuer.
+	issuer, err := e.hub.ServiceAccountIssuer(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	cloudStandIn.hub.Store(&hubtrust.Trust{Issuer: issuer, CAData: e.hub.CAData})
+	e.hub.Issuer.SetAccept(cloudStandIn.accept)
 	e.memberAdmin = kubernetes.NewForConfigOrDie(e.member.Admin)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

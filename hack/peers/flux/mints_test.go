@@ -2,7 +2,6 @@ package flux_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,18 +15,11 @@ import (
 )
 
 // mints records the TokenRequests a side sends to the hub: the
-// ServiceAccount and the audiences of each, "namespace/name for a,b". With
-// stop set it answers them itself with errStopped, so that a cloud
-// provider of Flux's goes no further than its TokenRequest (no STS).
+// ServiceAccount and the audiences of each, "namespace/name for a,b".
 type mints struct {
-	stop bool
-
 	mu   sync.Mutex // guards seen
 	seen []string
 }
-
-// errStopped is what a stopped TokenRequest fails with.
-var errStopped = errors.New("stand-in: the TokenRequest is recorded and goes no further (the cloud's exchange is not ported yet)")
 
 // config is a copy of base whose requests go through m.
 func (m *mints) config(base *rest.Config) *rest.Config {
@@ -50,14 +42,18 @@ func (m *mints) config(base *rest.Config) *rest.Config {
 			m.mu.Lock()
 			m.seen = append(m.seen, sa+" for "+strings.Join(tr.Spec.Audiences, ","))
 			m.mu.Unlock()
-			if m.stop {
-				return nil, errStopped
-			}
 			req.Body = io.NopCloser(bytes.NewReader(body))
 			return rt.RoundTrip(req)
 		})
 	})
 	return cfg
+}
+
+// total is how many TokenRequests m recorded.
+func (m *mints) total() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.seen)
 }
 
 // distinct is what m recorded, each once, in order.

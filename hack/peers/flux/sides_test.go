@@ -46,6 +46,9 @@ type configMap struct {
 	// gateOff turns Flux's ObjectLevelWorkloadIdentity gate off (ours has
 	// none).
 	gateOff bool
+	// fluxOptions are more options for Flux's utils.GetRESTConfig: the
+	// clouds' proxy, an STS endpoint.
+	fluxOptions []auth.Option
 }
 
 // reading is what one side made of a ConfigMap.
@@ -93,7 +96,7 @@ func viaFlux(t testing.TB, e *env, cm configMap, m *mints) reading {
 		cfg, err = fluxController(ctx, e, hub, cm)
 	} else {
 		ref := meta.KubeConfigReference{ConfigMapRef: &meta.LocalObjectReference{Name: cm.name}}
-		cfg, err = utils.GetRESTConfig(ctx, ref, cm.ns, hub)
+		cfg, err = utils.GetRESTConfig(ctx, ref, cm.ns, hub, cm.fluxOptions...)
 	}
 	r := use(ctx, cfg, err)
 	r.minted = m.distinct()

@@ -18,13 +18,19 @@
 // ConfigMap is written by someone else: its token goes only where it says,
 // over https, for a ServiceAccount of its own namespace).
 //
-// For aws, gcp and azure only the ConfigMap layer is compared (audiences,
-// the ServiceAccount and its identity annotations, the cluster and address
-// keys): the cloud modules' federated providers are not here yet, so our
-// side has a stand-in provider that records what it was given, and Flux's
-// side is stopped at its TokenRequest, before any cloud's STS.
+// For aws, gcp and azure, our side is the cloud modules' providers
+// (eks.Flux, gke.Flux, aks.Flux), and both sides exchange the hub's token
+// at local stand-ins of AWS STS, Google's STS and IAM Credentials API, and
+// Entra ID, which check it as the cloud does (testkit/hubtrust) and answer
+// in the cloud's wire format. Flux's providers reach the clouds' public
+// hosts through a CONNECT proxy to the stand-ins (auth.WithProxyURL), ours
+// the stand-ins' address; the hub itself is the member, its authenticator
+// asking the stand-ins about the tokens they issued.
 //
 // # The benchmark
+//
+// BenchmarkCloudRotation counts, per new usable config of a cloud member,
+// the TokenRequests on the hub and the requests to each cloud's stand-in.
 //
 // BenchmarkRotation measures, per token rotation followed by one
 // reconcile, what arrives at the hub (TokenRequests, other requests) and

@@ -154,7 +154,7 @@ func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
 	}
 	provider := f.cfg.Provider
 	if provider == nil {
-		provider = ProviderFunc(generic)
+		provider = genericProvider{}
 	}
 	info, err := provider.Credential(ctx, token, f.cfg.Member)
 	err = redact.Secrets(err, token.Value()) // a provider's error may quote the token back
@@ -165,16 +165,48 @@ func (f *federated) login(ctx context.Context) (*login.ConnectionInfo, error) {
 		// Permanent for this login: the waiting callers get the reason
 		// now, and the vault's backoff spaces the next tries, while it
 		// serves the token in hand.
-		return nil, login.Permanent(fmt.Errorf("member %s rejected a token signed with the hub's key %q where tokens of its key %q served: the member does not trust the hub's new key yet (an API server refetches an issuer's keys up to an hour after its last fetch; rewriting its authentication config reloads them): %w",
-			redact.Value(f.cfg.Member.Server), token.KeyID, f.trustedKey, err))
+		return nil, login.Permanent(fmt.Errorf("%s rejected a token signed with the hub's key %q where tokens of its key %q served: %s: %w",
+			f.refuser(), token.KeyID, f.trustedKey, f.newKeyAdvice(provider), err))
 	case errors.Is(err, ErrRejected):
-		return nil, login.Permanent(fmt.Errorf("member %s rejected the hub's token for audience %s (serviceaccount %s/%s): the member must trust the hub's issuer for that audience, and reach the hub's keys: %w",
-			redact.Value(f.cfg.Member.Server), strings.Join(f.cfg.Audiences, ","), f.cfg.Namespace, f.cfg.ServiceAccount, err))
+		return nil, login.Permanent(fmt.Errorf("%s rejected the hub's token for audience %s (serviceaccount %s/%s): %s: %w",
+			f.refuser(), strings.Join(f.cfg.Audiences, ","), f.cfg.Namespace, f.cfg.ServiceAccount, f.trustAdvice(provider), err))
 	case err != nil:
 		return nil, fmt.Errorf("federation: member %s: %w", redact.Value(f.cfg.Member.Server), err)
 	}
 	f.trustedKey = token.KeyID
 	return info, nil
+}
+
+// isGeneric tells whether p presents the token to the member itself;
+// otherwise a cloud's token service exchanges it, and is what refuses it.
+func isGeneric(p Provider) bool {
+	_, ok := p.(genericProvider)
+	return ok
+}
+
+// refuser names who refused a token: the member, or the exchange for it.
+func (f *federated) refuser() string {
+	if f.cfg.Provider == nil || isGeneric(f.cfg.Provider) {
+		return "member " + redact.Value(f.cfg.Member.Server)
+	}
+	return "the exchange for member " + redact.Value(f.cfg.Member.Server) + " (the cloud's token service)"
+}
+
+// trustAdvice is what must hold for p's refuser to take the token.
+func (f *federated) trustAdvice(p Provider) string {
+	if isGeneric(p) {
+		return "the member must trust the hub's issuer for that audience, and reach the hub's keys"
+	}
+	return "the cloud must trust the hub's issuer for that audience and the ServiceAccount's subject (its OIDC provider and the role's, pool's or application's trust), and reach the hub's keys"
+}
+
+// newKeyAdvice is what a refusal of a token of the hub's new key means
+// for p's refuser.
+func (f *federated) newKeyAdvice(p Provider) string {
+	if isGeneric(p) {
+		return "the member does not trust the hub's new key yet (an API server refetches an issuer's keys up to an hour after its last fetch; rewriting its authentication config reloads them)"
+	}
+	return "the cloud does not trust the hub's new key yet (it refetches an issuer's keys on its own schedule)"
 }
 
 // setup checks the config once and makes the hub's client.

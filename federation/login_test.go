@@ -384,3 +384,39 @@ func TestLoginRefusesAnAudienceTheHubTakes(t *testing.T) {
 		t.Errorf("the hub was asked %d times in all, want once per handler", hub.versions)
 	}
 }
+
+// A refusal by a cloud's token service (a Provider other than Generic)
+// names the exchange and what the cloud must trust, not the member's
+// authentication config; Generic's names the member.
+func TestLoginNamesWhoRefused(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		provider Provider
+		want     []string
+		not      string
+	}{
+		{"generic", Generic, []string{"member https://", "the member must trust the hub's issuer"}, "cloud"},
+		{"a cloud", ProviderFunc(func(context.Context, Token, Member) (*login.ConnectionInfo, error) {
+			return nil, fmt.Errorf("sts: %w", ErrRejected)
+		}), []string{"the exchange for member https://", "(the cloud's token service) rejected the hub's token for audience member-1", "the cloud must trust the hub's issuer"}, "the member must trust"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hub := newFakeHub(t)
+			hub.member = newFakeMember(t) // trusts nothing
+			cfg := hub.config()
+			cfg.Provider = c.provider
+			_, err := Login(cfg)(as(login.FirstLogin))
+			if err == nil {
+				t.Fatal("the login took a rejected token")
+			}
+			for _, want := range c.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), c.not) {
+				t.Errorf("error %q says %q", err, c.not)
+			}
+		})
+	}
+}

@@ -107,7 +107,16 @@ var ErrRejected = errors.New("federation: the member rejected the hub's token")
 // never reaches the vault, which serves the token in hand meanwhile.
 // Config.Provider's default is Generic's function, whatever this variable
 // holds.
-var Generic Provider = ProviderFunc(generic)
+var Generic Provider = genericProvider{}
+
+// genericProvider is Generic's type: a login tells it from a cloud's, to
+// say who refused a token.
+type genericProvider struct{}
+
+// Credential presents token to member as it is.
+func (genericProvider) Credential(ctx context.Context, token Token, member Member) (*login.ConnectionInfo, error) {
+	return generic(ctx, token, member)
+}
 
 func generic(ctx context.Context, token Token, member Member) (*login.ConnectionInfo, error) {
 	if err := member.check(); err != nil {

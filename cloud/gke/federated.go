@@ -60,11 +60,13 @@ type FederatedOptions struct {
 	IAMCredentialsURL string
 }
 
-// AllowedAudience is the audience a workload identity pool provider
-// accepts when it is configured with no allowed audiences: provider's full
-// resource name as an https URL
-// (https://iam.googleapis.com/projects/…/providers/PROVIDER). Mint the
-// hub's tokens for it (federation.Config.Audiences).
+// AllowedAudience is an audience a workload identity pool provider
+// configured with no allowed audiences accepts: provider's full resource
+// name as an https URL
+// (https://iam.googleapis.com/projects/…/providers/PROVIDER). It accepts
+// the name itself (//iam.googleapis.com/…) too, which is what Flux and
+// this package's Flux mint for. Mint the hub's tokens for one of them
+// (federation.Config.Audiences).
 func AllowedAudience(provider string) string {
 	return "https:" + provider
 }

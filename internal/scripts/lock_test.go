@@ -1,4 +1,4 @@
-package hackscripts
+package scripts
 
 import (
 	"fmt"
@@ -10,12 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/authvault/authvault/testkit/testlog"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // lockScript is hack/lock.sh, from this package's directory.
 var lockScript, _ = filepath.Abs("../../hack/lock.sh")

@@ -244,6 +244,11 @@ func missingDirs(dir string) []string {
 // something of someone else's now: that one and its parents stay.
 func removeMade(made []string) error {
 	for _, d := range made {
+		// Only a directory: a file or link someone put in its place is
+		// theirs (os.Remove would take it).
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			return nil
+		}
 		err := os.Remove(d)
 		switch {
 		case errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST):

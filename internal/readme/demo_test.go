@@ -3,6 +3,7 @@ package readme
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ type demoRun struct {
 	Seconds   float64 `json:"took_s"`
 	Scenarios []struct {
 		Name        string     `json:"name"`
+		Title       string     `json:"title"`
 		TokenLife   float64    `json:"token_life_s"`
 		RevokeAfter float64    `json:"revoke_after_s"`
 		Outage      float64    `json:"outage_s"`
@@ -67,8 +69,8 @@ func readDemoRun(t *testing.T) *demoRun {
 		t.Fatalf("docs/demo.json has %d scenarios, want the 3 of make demo", len(run.Scenarios))
 	}
 	for _, sc := range run.Scenarios {
-		if len(sc.Sides) != 2 {
-			t.Fatalf("docs/demo.json: scenario %s has %d sides, want authvault and client-go", sc.Name, len(sc.Sides))
+		if len(sc.Sides) != 2 || sc.Sides[0].Name != "authvault" || !strings.HasPrefix(sc.Sides[1].Name, "client-go") {
+			t.Fatalf("docs/demo.json: scenario %s has sides %+v, want authvault, then client-go", sc.Name, sc.Sides)
 		}
 	}
 	return &run
@@ -257,4 +259,25 @@ func round(v float64) string {
 		return d.Round(100 * time.Microsecond).String()
 	}
 	return d.Round(10 * time.Microsecond).String()
+}
+
+// The picture is the run's: every line of each panel's title, as the JSON
+// has it, is in docs/demo.svg, so that a new run's JSON with an old
+// picture fails.
+func TestDemoPictureIsTheRunsJSON(t *testing.T) {
+	run := readDemoRun(t)
+	svg, err := os.ReadFile(filepath.Join(root, "docs", "demo.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range run.Scenarios {
+		if sc.Title == "" {
+			t.Errorf("docs/demo.json: scenario %s has no title", sc.Name)
+		}
+		for _, line := range strings.Split(sc.Title, "\n") {
+			if !strings.Contains(string(svg), html.EscapeString(line)) {
+				t.Errorf("docs/demo.svg does not show %q, the title docs/demo.json gives scenario %s", line, sc.Name)
+			}
+		}
+	}
 }

@@ -66,7 +66,7 @@ func TestAWaitingBuildNamesTheHolder(t *testing.T) {
 		return strings.Contains(waiting.String(), "build: waiting for another build of these binaries, "+named)
 	})
 	waitFor(t, "a line after the first", func() bool { return strings.Contains(waiting.String(), "build: still waiting after") })
-	if !strings.Contains(waiting.String(), "exec sleep 600 (started by: ") {
+	if !strings.Contains(waiting.String(), "take_lock build") || !strings.Contains(waiting.String(), "(started by: ") {
 		t.Errorf("the lines do not name the holder's command and its parent:\n%s", waiting.String())
 	}
 
@@ -93,4 +93,26 @@ func TestAWaitingBuildNamesTheHolder(t *testing.T) {
 	if !strings.HasSuffix(waiting.String(), "took it\n") {
 		t.Errorf("the waiter did not take the lock:\n%s", waiting.String())
 	}
+}
+
+// A lock that fails for another reason than its holder (here a report
+// period flock refuses) ends the build at once, as a plain flock's
+// failure did, rather than loop printing that it waits.
+func TestALockThatCannotBeTakenEndsTheBuild(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tools.lock")
+	holder := takeLock(t, file, "exec sleep 600", &testlog.Writer{})
+	waitFor(t, "the holder to write who it is", func() bool {
+		_, err := os.Stat(file + ".holder")
+		return err == nil
+	})
+	cmd := exec.Command("bash", "-c", fmt.Sprintf("set -e; . %q; take_lock build %q; echo took it", lockScript, file))
+	cmd.Env = append(os.Environ(), "AUTHVAULT_LOCK_REPORT=x")
+	out, err := cmd.CombinedOutput()
+	if err == nil || strings.Contains(string(out), "took it") {
+		t.Errorf("the build went on: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "still waiting"); n > 0 {
+		t.Errorf("it printed %d waiting lines for a lock it cannot take:\n%s", n, out)
+	}
+	_ = holder.Process.Kill()
 }

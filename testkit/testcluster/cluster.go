@@ -55,7 +55,9 @@ type Options struct {
 }
 
 // Start starts the issuer and the control plane. It needs KUBEBUILDER_ASSETS
-// to name the directory hack/envtest.sh prints.
+// to name the directory of kube-apiserver and etcd: setup-envtest's, in
+// an operator's repository (docs/testing.md), or the one hack/envtest.sh
+// prints, in authvault's.
 func Start() (*Cluster, error) { return StartWith(Options{}) }
 
 // StartWith is Start with opts.

@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/authvault/authvault/cloud/aks"
 	"github.com/authvault/authvault/federation"
@@ -41,25 +39,6 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// listAs lists namespaces with cfg, and returns whom the member's API
-// server sees (SelfSubjectReview).
-func listAs(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	ctx := ctxFor(t, time.Minute)
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
-		t.Fatalf("listing namespaces: %v", err)
-	}
-	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return review.Status.UserInfo.Username
-}
-
 // A client of the vault lists namespaces and is the application: the
 // stand-in was asked once, for the AKS server application, with the hub's
 // token for the ServiceAccount, which the hub itself refused.
@@ -70,7 +49,7 @@ func testFederatedExchange(t *testing.T, hub *hubtrust.Hub) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := listAs(t, cfg), "aad:"+client; got != want {
+	if got, want := hubtrust.WhoAmI(t, cfg), "aad:"+client; got != want {
 		t.Errorf("SelfSubjectReview: %q, want %q", got, want)
 	}
 

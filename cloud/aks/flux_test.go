@@ -47,7 +47,7 @@ func testFederatedFlux(t *testing.T, hub *hubtrust.Hub) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := listAs(t, cfg); got != "aad:"+client {
+	if got := hubtrust.WhoAmI(t, cfg); got != "aad:"+client {
 		t.Errorf("the member sees %q, want the application's %q", got, "aad:"+client)
 	}
 	assertions, _ := e.presented()
@@ -88,7 +88,7 @@ func testFederatedFlux(t *testing.T, hub *hubtrust.Hub) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := listAs(t, cfg); got != "aad:"+client {
+		if got := hubtrust.WhoAmI(t, cfg); got != "aad:"+client {
 			t.Errorf("the member sees %q, want the application's %q", got, "aad:"+client)
 		}
 	})

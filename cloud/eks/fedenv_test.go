@@ -9,9 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/authvault/authvault/cloud/eks"
 	"github.com/authvault/authvault/federation"
@@ -143,23 +140,11 @@ func (e *fedEnv) keep(err error) {
 // sees (SelfSubjectReview).
 func whoAmI(t *testing.T, v *vault.Vault) string {
 	t.Helper()
-	ctx := testwait.Context(t)
-	cfg, err := v.RESTConfig(ctx)
+	cfg, err := v.RESTConfig(testwait.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
-		t.Fatalf("listing namespaces through the vault: %v", err)
-	}
-	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return review.Status.UserInfo.Username
+	return hubtrust.WhoAmI(t, cfg)
 }
 
 // session is the user an API server maps a role's session to.

@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/authvault/authvault/cloud/gke"
 	"github.com/authvault/authvault/federation"
 	"github.com/authvault/authvault/login"
@@ -109,18 +105,7 @@ func clientOf(t *testing.T, v *vault.Vault) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
-		t.Fatalf("listing namespaces: %v", err)
-	}
-	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return review.Status.UserInfo.Username
+	return hubtrust.WhoAmI(t, cfg)
 }
 
 // selected is v's credential, failing t when there is none.
